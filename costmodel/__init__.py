@@ -1,0 +1,23 @@
+"""Cost model: is local argmax reduction faster than a full-vocab all-gather for TP drafting?
+
+numpy / scipy / pandas only - never torch. Public API::
+
+    from costmodel import Scenario, load_profile, predict, crossover, impact
+    pred = predict(Scenario(vocab=202048, tp=8, batch=64, num_spec_tokens=5))
+    pred.saving_us("local_argmax_pairs")
+"""
+
+from .collectives import collective_time_us
+from .errors import InputError
+from .kernels import kernel_time_us
+from .predict import Crossover, Impact, Prediction, crossover, impact, predict
+from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, default_profile, load_profile, parse_profile
+from .scenario import Scenario, padded_vocab
+from .strategies import BASELINE, DESCRIPTIONS, LOCAL_STRATEGIES, STRATEGIES
+
+__all__ = [
+    "BASELINE", "DEFAULT_PROFILE", "DESCRIPTIONS", "LOCAL_STRATEGIES", "STRATEGIES",
+    "Crossover", "Impact", "InputError", "Prediction", "Profile", "Scenario",
+    "bundled_profiles", "collective_time_us", "crossover", "default_profile", "impact", "kernel_time_us",
+    "load_profile", "padded_vocab", "parse_profile", "predict",
+]

@@ -1,0 +1,125 @@
+"""Collective cost model in NCCL's shape (per-protocol latency + bus bandwidth).
+
+For a collective over p ranks spanning n nodes, with `bytes_per_rank` b:
+
+    S          = total bytes of the collective   (all_gather, gather: p * b;
+                                                   all_reduce, broadcast: b)
+    bus_bytes  = S * f(p),  f = (p-1)/p for all_gather and gather,
+                            2(p-1)/p for all_reduce, 1 for broadcast
+    alpha      = alpha_base + alpha_per_peer * (p-1) + alpha_per_node * (n-1)
+    busbw      = regime busbw, capped at inter_node_busbw when n > 1
+    T_regime   = launch + alpha + bus_bytes / busbw          (graph mode)
+
+The regime is the one whose `max_bytes` breakpoint bracket holds S. A larger
+message is never cheaper than a smaller one, so the model returns the
+monotone envelope max(T_regime(S), T_j(max_bytes_j) for every earlier regime
+j) - that only matters when a profile's breakpoints are not at the regimes'
+crossing points. Eager mode adds the curve's `eager_overhead_us` (graph-mode
+curves) unless the curve was fitted to eager measurements itself. p = 1 costs 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .profile import CollectiveCurve, Profile
+
+US_PER_BYTE_AT_1_GBPS = 1e-3  # 1 byte / (1 GB/s) = 1e-9 s = 1e-3 us
+
+
+def total_bytes(op: str, bytes_per_rank: np.ndarray, world_size: np.ndarray) -> np.ndarray:
+    """S, the collective's total bytes (the `size` nccl-tests prints)."""
+    b = np.asarray(bytes_per_rank, dtype=float)
+    if op in ("all_gather", "gather"):
+        return b * np.asarray(world_size, dtype=float)
+    return b
+
+
+def bus_factor(op: str, world_size: np.ndarray) -> np.ndarray:
+    """f(p) that turns S into bytes over the busiest link (nccl-tests busbw factor)."""
+    p = np.asarray(world_size, dtype=float)
+    if op in ("all_gather", "gather"):
+        return (p - 1) / p
+    if op == "all_reduce":
+        return 2 * (p - 1) / p
+    if op == "broadcast":
+        return np.ones_like(p)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, p: np.ndarray,
+                    nodes: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    r = curve.regimes[index]
+    busbw = np.full(np.shape(size_bytes), r.busbw_gbps, dtype=float)
+    if curve.inter_node_busbw_gbps is not None:
+        busbw = np.where(nodes > 1, np.minimum(busbw, curve.inter_node_busbw_gbps), busbw)
+    alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
+    return curve.launch_us + alpha + size_bytes * factor / busbw * US_PER_BYTE_AT_1_GBPS
+
+
+def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
+    """Time of one collective on one curve, vectorized over all arguments (see module doc)."""
+    b, p, n, m = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
+                                     np.asarray(nodes, dtype=float), np.asarray(mode))
+    size = total_bytes(curve.op, b, p)
+    factor = bus_factor(curve.op, p)
+    edges = np.array([r.max_bytes for r in curve.regimes])
+    which = np.searchsorted(edges, size, side="left")  # S <= max_bytes of its regime
+    which = np.minimum(which, len(edges) - 1)
+    out = np.zeros(size.shape, dtype=float)
+    floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
+    for i in range(len(curve.regimes)):
+        mask = which == i
+        if mask.any():
+            out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
+                                   floor[mask])
+        if i + 1 < len(curve.regimes):
+            end = np.full(size.shape, curve.regimes[i].max_bytes)
+            floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
+    if curve.mode is None:
+        out = out + np.where(m == "eager", curve.eager_overhead_us, 0.0)
+    return np.where(p <= 1, 0.0, out)
+
+
+def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
+    """Predicted time (us) of `op` moving `bytes_per_rank` per rank over `world_size` ranks.
+
+    Vectorized over bytes, world size, nodes and mode; each (world size, mode)
+    group uses the profile's most specific curve. World size 1 costs 0.
+    """
+    b, p, n, m = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=np.int64),
+                                     np.asarray(nodes, dtype=np.int64), np.asarray(mode).astype(str))
+    shape = b.shape
+    b, p, n, m = (x.reshape(-1) for x in (b, p, n, m))
+    out = np.zeros(b.shape, dtype=float)
+    multi = p > 1
+    for ws in np.unique(p[multi]):
+        for mode_name in np.unique(m[multi & (p == ws)]):
+            mask = multi & (p == ws) & (m == mode_name)
+            curve = profile.curve(op, int(ws), str(mode_name))
+            out[mask] = curve_time_us(curve, b[mask], p[mask], n[mask], m[mask])
+    return out.reshape(shape)
+
+
+def regime_name(profile: Profile, op: str, bytes_per_rank: float, world_size: int, mode: str = "graph") -> str:
+    """Name of the regime (protocol) chosen for one message (for explanations)."""
+    if world_size <= 1:
+        return "none"
+    curve = profile.curve(op, world_size, mode)
+    size = float(total_bytes(op, np.asarray(bytes_per_rank), np.asarray(world_size)))
+    for r in curve.regimes:
+        if size <= r.max_bytes:
+            return r.name
+    return curve.regimes[-1].name
+
+
+def link_floor_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
+    """Lower bound: bus bytes over the fastest regime's bus bandwidth (no latency)."""
+    b, p = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float))
+    out = np.zeros(b.shape)
+    for ws in np.unique(p[p > 1]):
+        mask = p == ws
+        curve = profile.curve(op, int(ws), mode)
+        best = max(r.busbw_gbps for r in curve.regimes)
+        out[mask] = total_bytes(op, b[mask], p[mask]) * bus_factor(op, p[mask]) / best * US_PER_BYTE_AT_1_GBPS
+    return out

@@ -1,0 +1,203 @@
+"""Evaluate every strategy for a (vectorized) scenario: totals, savings, crossovers, impact.
+
+saving_us(strategy)                 = T_full_all_gather - T_strategy          (per draft call)
+saving_per_decode_step_us(strategy) = saving_us * calls_per_decode_step       (K serial, 1 parallel)
+crossover batch: a root of B -> saving_us(B) on [batch_min, batch_max], found by
+scanning a log grid for sign changes and refining each with scipy.optimize.brentq.
+impact: ITL_after = ITL - saving_per_decode_step; TPOT ~ ITL / acceptance length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+
+from .errors import InputError
+from .profile import Profile, default_profile
+from .scenario import SCENARIO_FIELDS, Scenario
+from .strategies import BASELINE, STRATEGIES, Component, build_components, validity
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    name: str
+    components_us: dict[str, np.ndarray]
+    total_us: np.ndarray
+    wire_bytes_per_rank: np.ndarray
+    valid: np.ndarray
+    extrapolated: np.ndarray
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Result object of `predict` (all arrays have the scenario's broadcast shape)."""
+
+    scenario: Scenario
+    profile: Profile
+    strategies: dict[str, StrategyResult]
+
+    def total_us(self, name: str) -> np.ndarray:
+        return self.strategies[name].total_us
+
+    def saving_us(self, name: str, baseline: str = BASELINE) -> np.ndarray:
+        """Per draft call: T_baseline - T_name (positive = name is faster)."""
+        return self.strategies[baseline].total_us - self.strategies[name].total_us
+
+    def saving_per_decode_step_us(self, name: str, baseline: str = BASELINE) -> np.ndarray:
+        return self.saving_us(name, baseline) * self.scenario.calls_per_decode_step
+
+    def saving_pct(self, name: str, baseline: str = BASELINE) -> np.ndarray:
+        return 100.0 * self.saving_us(name, baseline) / self.strategies[baseline].total_us
+
+    def best(self) -> np.ndarray:
+        """Name of the fastest valid strategy per scenario."""
+        names = list(self.strategies)
+        totals = np.stack([np.where(self.strategies[n].valid, self.strategies[n].total_us, np.inf) for n in names])
+        return np.asarray(names)[np.argmin(totals, axis=0)]
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy table: one row per scenario x strategy, components as `<name>_us` columns."""
+        sc = self.scenario
+        n = sc.size
+        base = {f: np.broadcast_to(getattr(sc, f) if getattr(sc, f) is not None else np.nan, sc.shape).reshape(-1)
+                for f in SCENARIO_FIELDS}
+        base.update(padded_draft_vocab=np.broadcast_to(sc.padded_draft_vocab, sc.shape).reshape(-1),
+                    shard=np.broadcast_to(sc.shard, sc.shape).reshape(-1),
+                    rows_per_call=np.broadcast_to(sc.rows, sc.shape).reshape(-1),
+                    calls_per_decode_step=np.broadcast_to(sc.calls_per_decode_step, sc.shape).reshape(-1))
+        frames = []
+        all_components = sorted({c for r in self.strategies.values() for c in r.components_us})
+        for name, r in self.strategies.items():
+            cols = dict(base)
+            cols["strategy"] = np.full(n, name)
+            for comp in all_components:
+                value = r.components_us.get(comp)
+                cols[f"{comp}_us"] = np.zeros(n) if value is None else np.broadcast_to(value, sc.shape).reshape(-1)
+            cols["total_us"] = np.broadcast_to(r.total_us, sc.shape).reshape(-1)
+            cols["saving_us"] = np.broadcast_to(self.saving_us(name), sc.shape).reshape(-1)
+            cols["saving_per_decode_step_us"] = np.broadcast_to(self.saving_per_decode_step_us(name),
+                                                                sc.shape).reshape(-1)
+            cols["wire_bytes_per_rank"] = np.broadcast_to(r.wire_bytes_per_rank, sc.shape).reshape(-1)
+            cols["valid"] = np.broadcast_to(r.valid, sc.shape).reshape(-1)
+            cols["extrapolated"] = np.broadcast_to(r.extrapolated, sc.shape).reshape(-1)
+            frames.append(pd.DataFrame(cols))
+        out = pd.concat(frames, ignore_index=True)
+        out.insert(0, "profile", self.profile.name)
+        return out
+
+
+def _summarize(name: str, components: dict[str, Component], scenario: Scenario) -> StrategyResult:
+    shape = scenario.shape
+    times = {k: np.broadcast_to(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
+    total = sum(times.values(), np.zeros(shape))
+    wire = sum((np.broadcast_to(np.asarray(c.wire_bytes_per_rank, dtype=float), shape)
+                for c in components.values()), np.zeros(shape))
+    extrap = np.zeros(shape, dtype=bool)
+    for c in components.values():
+        extrap = extrap | np.asarray(c.extrapolated, dtype=bool)
+    return StrategyResult(name, times, total, wire, validity(name, scenario), extrap)
+
+
+def predict(scenario: Scenario, profile: Profile | None = None,
+            strategies: tuple[str, ...] = STRATEGIES) -> Prediction:
+    """Price every strategy for `scenario` (vectorized) under `profile` (default profile if None)."""
+    profile = profile or default_profile()
+    if BASELINE not in strategies:
+        strategies = (BASELINE, *strategies)
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise InputError(f"strategy: unknown {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
+    comps = build_components(scenario, profile, strategies)
+    return Prediction(scenario, profile, {n: _summarize(n, c, scenario) for n, c in comps.items()})
+
+
+# -- crossover ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Crossover:
+    """Where `strategy` and the baseline swap places as the batch grows.
+
+    batch: the first root (float) in the range, or None ("no crossover in range").
+    direction: "wins_above" (faster for batches above the root) or "wins_below".
+    roots: every root found, ascending. wins_everywhere / loses_everywhere when none.
+    """
+
+    strategy: str
+    batch: float | None
+    direction: str | None
+    roots: tuple[float, ...] = ()
+    batch_range: tuple[float, float] = (1.0, 65536.0)
+    status: str = "crossover"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "crossover_batch": self.batch, "direction": self.direction,
+                "roots": list(self.roots), "batch_range": list(self.batch_range), "status": self.status}
+
+
+def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None, *, baseline: str = BASELINE,
+              batch_range: tuple[float, float] = (1.0, 65536.0), grid_points: int = 257,
+              xtol: float = 1e-3) -> Crossover:
+    """Batch sizes where saving_us(strategy vs baseline) changes sign, for a single scenario.
+
+    The other fields of `scenario` stay fixed; the batch is swept over `batch_range`.
+    """
+    profile = profile or default_profile()
+    if scenario.size != 1:
+        raise InputError("crossover needs a single scenario (not an array)")
+    lo, hi = batch_range
+    if not 1 <= lo < hi:
+        raise InputError(f"batch range: need 1 <= low < high, got {lo}..{hi}")
+    base = scenario.item(0)
+
+    def saving(batch: Any) -> np.ndarray:
+        pred = predict(base.with_(batch=batch), profile, (baseline, strategy))
+        return pred.saving_us(strategy, baseline)
+
+    grid = np.geomspace(lo, hi, grid_points)
+    values = saving(grid)
+    sign = np.sign(values)
+    roots = []
+    for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
+        roots.append(float(brentq(lambda b: float(saving(b)), grid[i], grid[i + 1], xtol=xtol)))
+    roots += [float(g) for g, v in zip(grid, values) if v == 0.0]
+    roots = sorted(set(roots))
+    if not roots:
+        status = "wins_everywhere" if values[0] > 0 else "loses_everywhere"
+        return Crossover(strategy, None, None, (), (lo, hi), status)
+    first = roots[0]
+    after = float(saving(min(first * 1.01 + 0.01, hi)))
+    direction = "wins_above" if after > 0 else "wins_below"
+    return Crossover(strategy, first, direction, tuple(roots), (lo, hi), "crossover")
+
+
+# -- ITL / TPOT impact ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Impact:
+    """Decode-step latency before/after switching from the baseline to `strategy`."""
+
+    strategy: str
+    itl_before_ms: float
+    itl_after_ms: float
+    tpot_before_ms: float
+    tpot_after_ms: float
+    speedup_pct: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def impact(saving_per_decode_step_us: float, itl_ms: float, acceptance_length: float, strategy: str = "") -> Impact:
+    """ITL_after = ITL - saving/1000; TPOT = ITL / acceptance length; speedup = 1 - after/before."""
+    if not np.isfinite(itl_ms) or itl_ms <= 0:
+        raise InputError(f"itl-ms: must be a positive number, got {itl_ms}")
+    if not np.isfinite(acceptance_length) or acceptance_length < 1:
+        raise InputError(f"acceptance-length: must be >= 1 (tokens per decode step), got {acceptance_length}")
+    after = itl_ms - saving_per_decode_step_us / 1000.0
+    if after <= 0:
+        raise InputError(f"itl-ms: {itl_ms} ms is smaller than the modelled saving; check the baseline ITL")
+    return Impact(strategy, itl_ms, after, itl_ms / acceptance_length, after / acceptance_length,
+                  100.0 * (itl_ms - after) / itl_ms)

@@ -1,0 +1,382 @@
+"""Cluster profiles: the parameters of the collective and kernel models.
+
+A profile is a JSON document (schema_version 1) validated on load; nothing in
+it is ever executed. Layout::
+
+    {
+      "schema_version": 1,
+      "name": "h200-sxm-nvlink",            # short id, used by --profile
+      "title": "8x H200 SXM, NVLink 4",
+      "provenance": {"kind": "derived|measured|mixed", "source": str, "gpu": str,
+                     "interconnect": str, "gpus_per_node": int, "software": {..},
+                     "date": "YYYY-MM-DD", "citations": [str], "files": [str]},
+      "collectives": [                        # one curve per (op, world_size?, mode?)
+        {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager",
+         "launch_us": float, "eager_overhead_us": float,
+         "inter_node_busbw_gbps": float|null, "provenance": "derived|measured",
+         "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
+                      "alpha_per_peer_us": float, "alpha_per_node_us": float,
+                      "busbw_gbps": float, "ci90": {param: [lo, hi]}?}]}],
+      "kernels": {
+        "graph_kernel_us": float, "eager_launch_us": float,
+        "ops": {op: {"launches": float, "fixed_us": float, "bw_gbps": float,
+                     "provenance": "derived|measured"}},
+        "tables": [{"op", "dtype", "mode", "world_size", "rows": [..], "cols": [..],
+                    "median_us": [[..]], "source": str}]},
+      "fit_report": [...]?, "bootstrap": [...]?
+    }
+
+A curve with `world_size` null applies to every TP size; one with `mode`
+null is the graph-mode curve and eager adds `eager_overhead_us`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .schema import COLLECTIVE_OPS, DTYPES, KERNEL_OPS, MODES
+
+SCHEMA_VERSION = 1
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+PROFILE_DIR = DATA_DIR / "profiles"
+DEFAULT_PROFILE = "h200-sxm-nvlink"
+MAX_PROFILE_BYTES = 20 * 1024 * 1024
+PROVENANCE_KINDS = ("derived", "measured", "mixed")
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One protocol regime: time = alpha(p, nodes) + bus_bytes / busbw."""
+
+    name: str
+    max_bytes: float  # upper breakpoint on the collective's total bytes S (inf for the last)
+    alpha_base_us: float
+    alpha_per_peer_us: float
+    alpha_per_node_us: float
+    busbw_gbps: float
+    ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CollectiveCurve:
+    op: str
+    world_size: int | None
+    mode: str | None
+    regimes: tuple[Regime, ...]
+    launch_us: float = 0.0
+    eager_overhead_us: float = 0.0
+    inter_node_busbw_gbps: float | None = None
+    provenance: str = "derived"
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """Roofline of one non-communication op: launches * per-kernel cost + fixed + bytes / bw."""
+
+    launches: float
+    fixed_us: float
+    bw_gbps: float
+    provenance: str = "derived"
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    op: str
+    dtype: str
+    mode: str
+    world_size: int
+    rows: tuple[float, ...]
+    cols: tuple[float, ...]
+    median_us: tuple[tuple[float, ...], ...]  # [len(rows)][len(cols)]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    kind: str
+    source: str
+    gpu: str
+    interconnect: str = ""
+    gpus_per_node: int | None = None
+    software: dict[str, Any] = field(default_factory=dict)
+    date: str = ""
+    citations: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+    @property
+    def measured(self) -> bool:
+        return self.kind == "measured"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    title: str
+    provenance: Provenance
+    collectives: tuple[CollectiveCurve, ...]
+    graph_kernel_us: float
+    eager_launch_us: float
+    kernel_ops: dict[str, KernelOp]
+    kernel_tables: tuple[KernelTable, ...] = ()
+    fit_report: tuple[dict[str, Any], ...] = ()
+    bootstrap: tuple[dict[str, Any], ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def curve(self, op: str, world_size: int, mode: str) -> CollectiveCurve:
+        """Most specific curve for (op, world_size, mode); InputError when none."""
+        best, best_rank = None, -1
+        for c in self.collectives:
+            if c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode):
+                continue
+            rank = 2 * (c.world_size is not None) + (c.mode is not None)
+            if rank > best_rank:
+                best, best_rank = c, rank
+        if best is None:
+            raise InputError(f"profile {self.name}: no {op} curve for world size {world_size}, mode {mode}")
+        return best
+
+    def kernel_table(self, op: str, dtype: str, mode: str, world_size: int) -> KernelTable | None:
+        for t in self.kernel_tables:
+            if (t.op, t.dtype, t.mode, t.world_size) == (op, dtype, mode, world_size):
+                return t
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+# -- validation helpers --------------------------------------------------------
+def _get(obj: Any, key: str, where: str, kind: type | tuple[type, ...], *, default: Any = ...) -> Any:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    if key not in obj or obj[key] is None:
+        if default is not ...:
+            return default
+        raise InputError(f"{where}.{key}: missing")
+    value = obj[key]
+    if kind in (float, (int, float)) or kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"{where}.{key}: expected a finite number, got {value!r}")
+        return float(value)
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}.{key}: expected an integer, got {value!r}")
+        return value
+    if not isinstance(value, kind):
+        raise InputError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value
+
+
+def _nonneg(value: float, where: str) -> float:
+    if value < 0:
+        raise InputError(f"{where}: must be >= 0, got {value}")
+    return value
+
+
+def _positive(value: float, where: str) -> float:
+    if value <= 0:
+        raise InputError(f"{where}: must be > 0, got {value}")
+    return value
+
+
+def _regime(obj: Any, where: str) -> Regime:
+    max_bytes = _get(obj, "max_bytes", where, float, default=math.inf)
+    ci90 = _get(obj, "ci90", where, dict, default={})
+    parsed_ci = {}
+    for k, v in ci90.items():
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)):
+            raise InputError(f"{where}.ci90.{k}: expected [low, high]")
+        parsed_ci[k] = (float(v[0]), float(v[1]))
+    return Regime(
+        name=_get(obj, "name", where, str, default="regime"),
+        max_bytes=_positive(max_bytes, f"{where}.max_bytes"),
+        alpha_base_us=_nonneg(_get(obj, "alpha_base_us", where, float), f"{where}.alpha_base_us"),
+        alpha_per_peer_us=_nonneg(_get(obj, "alpha_per_peer_us", where, float, default=0.0),
+                                  f"{where}.alpha_per_peer_us"),
+        alpha_per_node_us=_nonneg(_get(obj, "alpha_per_node_us", where, float, default=0.0),
+                                  f"{where}.alpha_per_node_us"),
+        busbw_gbps=_positive(_get(obj, "busbw_gbps", where, float), f"{where}.busbw_gbps"),
+        ci90=parsed_ci,
+    )
+
+
+def _curve(obj: Any, where: str) -> CollectiveCurve:
+    op = _get(obj, "op", where, str)
+    if op not in COLLECTIVE_OPS:
+        raise InputError(f"{where}.op: unknown collective {op!r} (known: {', '.join(COLLECTIVE_OPS)})")
+    world_size = _get(obj, "world_size", where, int, default=None)
+    if world_size is not None and world_size < 1:
+        raise InputError(f"{where}.world_size: must be >= 1")
+    mode = _get(obj, "mode", where, str, default=None)
+    if mode is not None and mode not in MODES:
+        raise InputError(f"{where}.mode: expected graph, eager or null, got {mode!r}")
+    regimes_raw = _get(obj, "regimes", where, list)
+    if not regimes_raw:
+        raise InputError(f"{where}.regimes: needs at least one regime")
+    regimes = tuple(_regime(r, f"{where}.regimes[{i}]") for i, r in enumerate(regimes_raw))
+    for i in range(1, len(regimes)):
+        if regimes[i].max_bytes <= regimes[i - 1].max_bytes:
+            raise InputError(f"{where}.regimes[{i}].max_bytes: breakpoints must increase")
+    if not math.isinf(regimes[-1].max_bytes):
+        raise InputError(f"{where}.regimes[{len(regimes) - 1}].max_bytes: the last regime must be open (null)")
+    inter = _get(obj, "inter_node_busbw_gbps", where, float, default=None)
+    return CollectiveCurve(
+        op=op, world_size=world_size, mode=mode, regimes=regimes,
+        launch_us=_nonneg(_get(obj, "launch_us", where, float, default=0.0), f"{where}.launch_us"),
+        eager_overhead_us=_nonneg(_get(obj, "eager_overhead_us", where, float, default=0.0),
+                                  f"{where}.eager_overhead_us"),
+        inter_node_busbw_gbps=None if inter is None else _positive(inter, f"{where}.inter_node_busbw_gbps"),
+        provenance=_kind(_get(obj, "provenance", where, str, default="derived"), f"{where}.provenance"),
+    )
+
+
+def _kind(value: str, where: str) -> str:
+    if value not in PROVENANCE_KINDS:
+        raise InputError(f"{where}: expected one of {', '.join(PROVENANCE_KINDS)}, got {value!r}")
+    return value
+
+
+def _table(obj: Any, where: str) -> KernelTable:
+    op = _get(obj, "op", where, str)
+    if op not in KERNEL_OPS and not op.endswith("_fused"):
+        raise InputError(f"{where}.op: unknown kernel op {op!r}")
+    dtype = _get(obj, "dtype", where, str)
+    if dtype not in DTYPES:
+        raise InputError(f"{where}.dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
+    mode = _get(obj, "mode", where, str)
+    if mode not in MODES:
+        raise InputError(f"{where}.mode: expected graph or eager, got {mode!r}")
+    rows = _get(obj, "rows", where, list)
+    cols = _get(obj, "cols", where, list)
+    grid = _get(obj, "median_us", where, list)
+
+    def axis(values: list, name: str) -> tuple[float, ...]:
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            raise InputError(f"{where}.{name}: expected a non-empty list of positive numbers")
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise InputError(f"{where}.{name}: must be strictly increasing")
+        return tuple(float(v) for v in values)
+
+    rows_t, cols_t = axis(rows, "rows"), axis(cols, "cols")
+    if len(grid) != len(rows_t) or any(not isinstance(r, list) or len(r) != len(cols_t) for r in grid):
+        raise InputError(f"{where}.median_us: expected a {len(rows_t)} x {len(cols_t)} grid")
+    for r in grid:
+        for v in r:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InputError(f"{where}.median_us: times must be finite and > 0, got {v!r}")
+    return KernelTable(op=op, dtype=dtype, mode=mode,
+                       world_size=_get(obj, "world_size", where, int, default=1),
+                       rows=rows_t, cols=cols_t,
+                       median_us=tuple(tuple(float(v) for v in r) for r in grid),
+                       source=_get(obj, "source", where, str, default=""))
+
+
+def profile_from_dict(data: Any, *, source: str = "profile") -> Profile:
+    """Validate a decoded JSON document and build a `Profile`."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a profile must be a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}")
+    name = _get(data, "name", source, str)
+    prov = _get(data, "provenance", source, dict)
+    pw = f"{source}.provenance"
+    provenance = Provenance(
+        kind=_kind(_get(prov, "kind", pw, str), f"{pw}.kind"),
+        source=_get(prov, "source", pw, str),
+        gpu=_get(prov, "gpu", pw, str),
+        interconnect=_get(prov, "interconnect", pw, str, default=""),
+        gpus_per_node=_get(prov, "gpus_per_node", pw, int, default=None),
+        software=_get(prov, "software", pw, dict, default={}),
+        date=_get(prov, "date", pw, str, default=""),
+        citations=tuple(_get(prov, "citations", pw, list, default=[])),
+        files=tuple(_get(prov, "files", pw, list, default=[])),
+    )
+    curves_raw = _get(data, "collectives", source, list)
+    curves = tuple(_curve(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
+    kern = _get(data, "kernels", source, dict)
+    kw = f"{source}.kernels"
+    ops_raw = _get(kern, "ops", kw, dict)
+    ops = {}
+    for op, spec in ops_raw.items():
+        where = f"{kw}.ops.{op}"
+        if op not in KERNEL_OPS and not op.endswith("_fused"):
+            raise InputError(f"{where}: unknown kernel op")
+        ops[op] = KernelOp(
+            launches=_nonneg(_get(spec, "launches", where, float, default=1.0), f"{where}.launches"),
+            fixed_us=_nonneg(_get(spec, "fixed_us", where, float, default=0.0), f"{where}.fixed_us"),
+            bw_gbps=_positive(_get(spec, "bw_gbps", where, float), f"{where}.bw_gbps"),
+            provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
+        )
+    tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
+    return Profile(
+        name=name,
+        title=_get(data, "title", source, str, default=name),
+        provenance=provenance,
+        collectives=curves,
+        graph_kernel_us=_nonneg(_get(kern, "graph_kernel_us", kw, float), f"{kw}.graph_kernel_us"),
+        eager_launch_us=_nonneg(_get(kern, "eager_launch_us", kw, float), f"{kw}.eager_launch_us"),
+        kernel_ops=ops,
+        kernel_tables=tables,
+        fit_report=tuple(_get(data, "fit_report", source, list, default=[])),
+        bootstrap=tuple(_get(data, "bootstrap", source, list, default=[])),
+        raw=data,
+    )
+
+
+def parse_profile(text: str | bytes, *, source: str = "profile") -> Profile:
+    """Parse profile JSON text (an upload, a file's contents)."""
+    if len(text) > MAX_PROFILE_BYTES:
+        raise InputError(f"{source}: larger than {MAX_PROFILE_BYTES // 2**20} MiB")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})") from None
+    return profile_from_dict(data, source=source)
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the profiles shipped in data/profiles/."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+
+
+@lru_cache(maxsize=32)
+def _load_path(path: str) -> Profile:
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"profile {path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"profile {path}: is a directory") from None
+    return parse_profile(text, source=p.name)
+
+
+def load_profile(name_or_path: str | Path | None = None) -> Profile:
+    """Load a bundled profile by name, or a JSON file by path (None: the default)."""
+    if name_or_path is None:
+        name_or_path = DEFAULT_PROFILE
+    text = str(name_or_path)
+    candidate = PROFILE_DIR / f"{text}.json"
+    if not text.endswith(".json") and "/" not in text and candidate.exists():
+        return _load_path(str(candidate))
+    if not Path(text).exists() and not text.endswith(".json"):
+        raise InputError(f"profile {text!r}: not a bundled profile ({', '.join(bundled_profiles())}) or a file")
+    return _load_path(str(Path(text).resolve()))
+
+
+def default_profile() -> Profile:
+    return load_profile(DEFAULT_PROFILE)
+
+
+def save_profile(data: dict[str, Any], path: str | Path) -> Profile:
+    """Validate `data` and write it as JSON; returns the parsed profile."""
+    profile = profile_from_dict(data, source=str(path))
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    return profile
