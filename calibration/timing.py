@@ -1,0 +1,54 @@
+"""Timing statistics shared by the collective and kernel benchmarks.
+
+`Stats.from_samples` turns per-iteration times (us) into the schema's
+median / p10 / p90 / min / max. `converged` implements the stopping rule:
+stop when the 95% confidence interval of the median (order statistics,
+normal approximation of the binomial) is within `rel_tol` of the median.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Stats:
+    iters: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+    min_us: float
+    max_us: float
+
+    @classmethod
+    def from_samples(cls, samples_us) -> Stats:
+        x = np.asarray(samples_us, dtype=float)
+        if x.size == 0 or not np.all(np.isfinite(x)):
+            raise ValueError("timing samples must be non-empty and finite")
+        p10, med, p90 = np.percentile(x, [10, 50, 90])
+        return cls(int(x.size), float(med), float(p10), float(p90), float(x.min()), float(x.max()))
+
+    def as_row(self) -> dict[str, float | int]:
+        return dict(self.__dict__)
+
+
+def median_ci95(samples_us) -> tuple[float, float]:
+    """Distribution-free 95% CI of the median: order statistics n/2 -+ 1.96 sqrt(n)/2."""
+    x = np.sort(np.asarray(samples_us, dtype=float))
+    n = x.size
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(int(math.floor(n / 2 - half)), 0)
+    hi = min(int(math.ceil(n / 2 + half)), n - 1)
+    return float(x[lo]), float(x[hi])
+
+
+def converged(samples_us, rel_tol: float = 0.02, min_iters: int = 10) -> bool:
+    """True when the median's 95% CI lies within +-rel_tol of the median."""
+    if len(samples_us) < min_iters:
+        return False
+    lo, hi = median_ci95(samples_us)
+    med = float(np.median(samples_us))
+    return med > 0 and (med - lo) <= rel_tol * med and (hi - med) <= rel_tol * med
