@@ -57,15 +57,21 @@ def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, 
     return curve.launch_us + alpha + size_bytes * factor / busbw * US_PER_BYTE_AT_1_GBPS
 
 
+def eager_mask(mode) -> np.ndarray:
+    """Boolean "is eager" array from mode strings ("graph"/"eager") or an already boolean array."""
+    arr = np.asarray(mode)
+    return arr if arr.dtype == bool else arr.astype(str) == "eager"
+
+
 def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Time of one collective on one curve, vectorized over all arguments (see module doc)."""
-    b, p, n, m = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
-                                     np.asarray(nodes, dtype=float), np.asarray(mode))
+    b, p, n, eager = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float),
+                                         np.asarray(world_size, dtype=float), np.asarray(nodes, dtype=float),
+                                         eager_mask(mode))
     size = total_bytes(curve.op, b, p)
     factor = bus_factor(curve.op, p)
     edges = np.array([r.max_bytes for r in curve.regimes])
-    which = np.searchsorted(edges, size, side="left")  # S <= max_bytes of its regime
-    which = np.minimum(which, len(edges) - 1)
+    which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
     out = np.zeros(size.shape, dtype=float)
     floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
     for i in range(len(curve.regimes)):
@@ -77,27 +83,29 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
             end = np.full(size.shape, curve.regimes[i].max_bytes)
             floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
     if curve.mode is None:
-        out = out + np.where(m == "eager", curve.eager_overhead_us, 0.0)
+        out = out + np.where(eager, curve.eager_overhead_us, 0.0)
     return np.where(p <= 1, 0.0, out)
 
 
 def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Predicted time (us) of `op` moving `bytes_per_rank` per rank over `world_size` ranks.
 
-    Vectorized over bytes, world size, nodes and mode; each (world size, mode)
-    group uses the profile's most specific curve. World size 1 costs 0.
+    Vectorized over bytes, world size, nodes and mode ("graph"/"eager" strings, or a
+    boolean array True for eager); each (world size, mode) group uses the profile's
+    most specific curve. World size 1 costs 0.
     """
-    b, p, n, m = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=np.int64),
-                                     np.asarray(nodes, dtype=np.int64), np.asarray(mode).astype(str))
+    b, p, n, eager = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float),
+                                         np.asarray(world_size, dtype=np.int64), np.asarray(nodes, dtype=np.int64),
+                                         eager_mask(mode))
     shape = b.shape
-    b, p, n, m = (x.reshape(-1) for x in (b, p, n, m))
+    b, p, n, eager = (x.reshape(-1) for x in (b, p, n, eager))
     out = np.zeros(b.shape, dtype=float)
-    multi = p > 1
-    for ws in np.unique(p[multi]):
-        for mode_name in np.unique(m[multi & (p == ws)]):
-            mask = multi & (p == ws) & (m == mode_name)
-            curve = profile.curve(op, int(ws), str(mode_name))
-            out[mask] = curve_time_us(curve, b[mask], p[mask], n[mask], m[mask])
+    key = np.where(p > 1, 2 * p + eager, 0)
+    groups = np.unique(key)
+    for g in groups[groups > 0]:
+        idx = np.flatnonzero(key == g) if len(groups) > 1 else slice(None)
+        curve = profile.curve(op, int(g // 2), "eager" if g % 2 else "graph")
+        out[idx] = curve_time_us(curve, b[idx], p[idx], n[idx], eager[idx])
     return out.reshape(shape)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import RegularGridInterpolator
 
+from .collectives import eager_mask
 from .errors import InputError
 from .profile import KernelTable, Profile
 
@@ -74,7 +75,7 @@ def roofline_us(profile: Profile, op: str, rows, cols, world_size=1, elem_bytes=
     spec = profile.kernel_ops.get(op)
     if spec is None:
         raise InputError(f"profile {profile.name}: no kernel parameters for op {op!r}")
-    per_kernel = np.where(np.asarray(mode) == "eager", profile.eager_launch_us, profile.graph_kernel_us)
+    per_kernel = np.where(eager_mask(mode), profile.eager_launch_us, profile.graph_kernel_us)
     nbytes = kernel_bytes(op, rows, cols, world_size, elem_bytes, draft_cols)
     return spec.launches * per_kernel + spec.fixed_us + nbytes / spec.bw_gbps * 1e-3
 
@@ -107,18 +108,18 @@ def table_us(table: KernelTable, rows, cols) -> tuple[np.ndarray, np.ndarray]:
 def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype="bf16", elem_bytes=2,
                    mode="graph", draft_cols=0) -> KernelEstimate:
     """Time of one kernel op, from a measured table where one covers the point, else the roofline."""
-    r, c, p, d, e, m, vd = np.broadcast_arrays(
-        np.asarray(rows, dtype=float), np.asarray(cols, dtype=float), np.asarray(world_size, dtype=np.int64),
-        np.asarray(dtype).astype(str), np.asarray(elem_bytes, dtype=float), np.asarray(mode).astype(str),
-        np.asarray(draft_cols, dtype=float))
-    time = roofline_us(profile, op, r, c, p, e, m, vd)
-    extrapolated = np.zeros(r.shape, dtype=bool)
-    if not any(t.op == op for t in profile.kernel_tables):
+    time = roofline_us(profile, op, rows, cols, world_size, elem_bytes, mode, draft_cols)
+    extrapolated = np.zeros(time.shape, dtype=bool)
+    tables = [t for t in profile.kernel_tables if t.op == op]
+    if not tables:
         return KernelEstimate(time, extrapolated)
-    for table in profile.kernel_tables:
-        if table.op != op:
-            continue
-        mask = (d == table.dtype) & (m == table.mode) & (p == table.world_size)
+    r, c, p, d, eager = np.broadcast_arrays(
+        np.asarray(rows, dtype=float), np.asarray(cols, dtype=float), np.asarray(world_size, dtype=np.int64),
+        np.asarray(dtype).astype(str), eager_mask(mode))
+    time = np.broadcast_to(time, r.shape).copy()
+    extrapolated = np.broadcast_to(extrapolated, r.shape).copy()
+    for table in tables:
+        mask = (d == table.dtype) & (eager == (table.mode == "eager")) & (p == table.world_size)
         if not mask.any():
             continue
         values, outside = table_us(table, r[mask], c[mask])

@@ -87,10 +87,11 @@ class _Ctx:
         self.e = scenario.elem_bytes
         self.multi = self.p > 1
         self.fused = scenario.impl == "fused"
+        self.eager = scenario.mode == "eager"
 
     def collective(self, op: str, bytes_per_rank) -> Component:
         sc = self.sc
-        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, sc.mode)
+        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, self.eager)
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0))
 
     def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False) -> Component:
@@ -100,14 +101,14 @@ class _Ctx:
             name = f"{op}_fused"
             # fused kernels only where impl == "fused"; evaluate both and pick
             torch_est = kernel_time_us(self.profile, op, rows=self.rows, cols=cols, world_size=world_size,
-                                       dtype=sc.dtype, elem_bytes=self.e, mode=sc.mode, draft_cols=draft_cols)
+                                       dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
             fused_est = kernel_time_us(self.profile, name, rows=self.rows, cols=cols, world_size=world_size,
-                                       dtype=sc.dtype, elem_bytes=self.e, mode=sc.mode, draft_cols=draft_cols)
+                                       dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
             t = np.where(self.fused, fused_est.time_us, torch_est.time_us)
             x = np.where(self.fused, fused_est.extrapolated, torch_est.extrapolated)
         else:
             est = kernel_time_us(self.profile, op, rows=self.rows, cols=cols, world_size=world_size,
-                                 dtype=sc.dtype, elem_bytes=self.e, mode=sc.mode, draft_cols=draft_cols)
+                                 dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
             t, x = est.time_us, est.extrapolated
         return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False))
 

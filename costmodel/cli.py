@@ -1,0 +1,364 @@
+"""`python -m costmodel` - predict, sweep, predict-points, profiles.
+
+Every user error prints one line `error: <message>` on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .collectives import collective_time_us
+from .errors import InputError
+from .kernels import kernel_time_us
+from .predict import Prediction, crossover, impact, predict
+from .presets import preset, presets
+from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
+from .scenario import Scenario
+from .schema import COLLECTIVE_OPS, DTYPES, read_measurements
+from .strategies import BASELINE, DESCRIPTIONS
+
+D2T_DRAFT_COLS = 32000  # kernel benchmark's d2t_scatter draft width (schema.KERNEL_OPS)
+HEADLINE = "local_argmax_pairs"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise InputError(message)
+
+
+# -- value parsing ---------------------------------------------------------------
+def parse_int_list(text: str, name: str) -> list[int]:
+    """'8' | '1,2,4' | 'a:b' (every integer) | 'a:b:s' (step s) | 'a:b@n' (n log-spaced integers)."""
+    out: list[int] = []
+    try:
+        for part in str(text).split(","):
+            part = part.strip()
+            if "@" in part:
+                span, n = part.split("@")
+                lo, hi = (int(x) for x in span.split(":"))
+                if lo < 1 or hi < lo or int(n) < 1:
+                    raise ValueError
+                out += sorted(set(np.unique(np.round(np.geomspace(lo, hi, int(n))).astype(int)).tolist()))
+            elif ":" in part:
+                pieces = [int(x) for x in part.split(":")]
+                if len(pieces) not in (2, 3):
+                    raise ValueError
+                step = pieces[2] if len(pieces) == 3 else 1
+                if pieces[1] < pieces[0] or step < 1:
+                    raise ValueError
+                out += list(range(pieces[0], pieces[1] + 1, step))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise InputError(f"--{name}: cannot parse {text!r} (use 8, 1,2,4, 1:4096, 1:4096:8 or 1:4096@64)") from None
+    if not out:
+        raise InputError(f"--{name}: empty")
+    return out
+
+
+def parse_choice_list(text: str, name: str, allowed: Sequence[str]) -> list[str]:
+    values = [v.strip() for v in str(text).split(",") if v.strip()]
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise InputError(f"--{name}: {bad[0] if bad else text!r} is not one of {', '.join(allowed)}")
+    return values
+
+
+def _bool_list(text: str, name: str) -> list[bool]:
+    mapping = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
+    return [mapping[v] for v in parse_choice_list(text.lower(), name, list(mapping))]
+
+
+# -- shared arguments --------------------------------------------------------------
+def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
+    many = " (comma list or range)" if lists else ""
+    p.add_argument("--profile", default=None, help=f"bundled profile name or JSON path (default {DEFAULT_PROFILE})")
+    p.add_argument("--preset", default=None, help="model preset id(s) from data/presets/models.csv" + many)
+    p.add_argument("--vocab", default=None, help="target vocab" + many)
+    p.add_argument("--draft-vocab", default=None, help="draft vocab (default: the target vocab)" + many)
+    p.add_argument("--d2t", default=None, help="EAGLE-3 draft-to-target map: on|off" + many)
+    p.add_argument("--hidden", default=None, help="draft hidden size (informational)")
+    p.add_argument("--tp", default="8", help="TP size" + many)
+    p.add_argument("--nodes", default="1", help="nodes the TP group spans" + many)
+    p.add_argument("--batch", default="1", help="rows (requests) drafted per step" + many)
+    p.add_argument("--num-spec-tokens", default="1", help="K, draft tokens per decode step" + many)
+    p.add_argument("--drafting", default="serial", help="serial | parallel" + many)
+    p.add_argument("--dtype", default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
+    p.add_argument("--mode", default="graph", help="graph | eager" + many)
+    p.add_argument("--impl", default="torch", help="torch | fused (local strategies' kernels)" + many)
+
+
+def _model_fields(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Vocab / draft vocab / d2t / hidden combinations: --preset rows, overridden by explicit flags.
+
+    An explicit --draft-vocab smaller than the vocab turns d2t on unless --d2t says otherwise;
+    with d2t off the draft shares the target head (draft vocab = vocab).
+    """
+    seeds = ([preset(n.strip()) for n in args.preset.split(",")] if args.preset
+             else [{"vocab": 202048, "draft_vocab": None, "d2t": False, "hidden": None}])
+    vocabs = parse_int_list(args.vocab, "vocab") if args.vocab else [None]
+    drafts = parse_int_list(args.draft_vocab, "draft-vocab") if args.draft_vocab else [None]
+    d2ts = _bool_list(args.d2t, "d2t") if args.d2t else [None]
+    hidden = parse_int_list(args.hidden, "hidden")[0] if args.hidden else None
+    out = []
+    for seed, v, dv, d in itertools.product(seeds, vocabs, drafts, d2ts):
+        m = dict(seed)
+        if v is not None:
+            m["vocab"] = v
+        if dv is not None:
+            m["draft_vocab"] = dv
+        if d is not None:
+            m["d2t"] = d
+        elif dv is not None:
+            m["d2t"] = dv < m["vocab"]
+        if m["draft_vocab"] is None or (not m["d2t"] and dv is None):
+            m["draft_vocab"] = m["vocab"]
+        if hidden is not None:
+            m["hidden"] = hidden
+        out.append(m)
+    return out
+
+
+def _grid(args: argparse.Namespace) -> dict[str, list]:
+    return {
+        "tp": parse_int_list(args.tp, "tp"),
+        "nodes": parse_int_list(args.nodes, "nodes"),
+        "batch": parse_int_list(args.batch, "batch"),
+        "num_spec_tokens": parse_int_list(args.num_spec_tokens, "num-spec-tokens"),
+        "drafting": parse_choice_list(args.drafting, "drafting", ("serial", "parallel")),
+        "dtype": parse_choice_list(args.dtype, "dtype", tuple(DTYPES)),
+        "mode": parse_choice_list(args.mode, "mode", ("graph", "eager")),
+        "impl": parse_choice_list(args.impl, "impl", ("torch", "fused")),
+    }
+
+
+def _single(values: list, flag: str) -> Any:
+    if len(values) != 1:
+        raise InputError(f"--{flag}: predict takes one value (use sweep for lists)")
+    return values[0]
+
+
+# -- predict -------------------------------------------------------------------------
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    models = _model_fields(args)
+    model = _single(models, "preset/--vocab")
+    grid = {k: _single(v, k.replace("_", "-")) for k, v in _grid(args).items()}
+    return Scenario(**model, **grid)
+
+
+def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: float | None = None,
+                    acceptance_length: float | None = None) -> dict[str, Any]:
+    """The `predict --json` object for a single scenario."""
+    sc, prof = pred.scenario, pred.profile
+    strategies = {}
+    for name, r in pred.strategies.items():
+        entry: dict[str, Any] = {
+            "description": DESCRIPTIONS[name],
+            "total_us": float(r.total_us),
+            "components": {k: float(v) for k, v in r.components_us.items()},
+            "wire_bytes_per_rank": float(r.wire_bytes_per_rank),
+            "valid": bool(r.valid),
+            "extrapolated": bool(r.extrapolated),
+            "saving_per_draft_step_us": float(pred.saving_us(name)),
+            "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
+            "saving_pct": float(pred.saving_pct(name)),
+        }
+        if name != BASELINE:
+            cross = crossover(sc, name, prof, batch_range=(1.0, max_batch))
+            entry["crossover_batch"] = cross.batch
+            entry["crossover"] = cross.to_dict()
+        else:
+            entry["crossover_batch"] = None
+        if itl_ms is not None:
+            entry["impact"] = impact(float(pred.saving_per_decode_step_us(name)), itl_ms,
+                                     acceptance_length or 1.0, name).to_dict()
+        strategies[name] = entry
+    return {
+        "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
+                    "source": prof.provenance.source, "gpu": prof.provenance.gpu},
+        "scenario": sc.describe(),
+        "baseline": BASELINE,
+        "best": str(pred.best()),
+        "crossover_batch": strategies[HEADLINE]["crossover_batch"],
+        "strategies": strategies,
+    }
+
+
+def _format_table(result: dict[str, Any]) -> str:
+    sc = result["scenario"]
+    lines = [
+        f"profile {result['profile']['name']} ({result['profile']['kind']}: {result['profile']['gpu']})",
+        f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
+        f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
+        f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} impl {sc['impl']}",
+        "",
+        f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
+    ]
+    for name, s in result["strategies"].items():
+        cross = s.get("crossover_batch")
+        cross_txt = "-" if name == result["baseline"] else ("none" if cross is None else f"{cross:.1f}")
+        flag = "" if s["valid"] else "  (invalid: ids not exact in fp32)"
+        lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
+                     f"{s['saving_per_decode_step_us']:14.1f} {cross_txt:>12s}{flag}")
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
+        lines.append(f"{'':30s}   = {parts}")
+        if "impact" in s and name != result["baseline"]:
+            im = s["impact"]
+            lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms, "
+                         f"TPOT {im['tpot_before_ms']:.3f} -> {im['tpot_after_ms']:.3f} ms "
+                         f"({im['speedup_pct']:+.2f}%)")
+    lines.append("")
+    lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}; us per draft step)")
+    return "\n".join(lines)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    if (args.itl_ms is None) != (args.acceptance_length is None) and args.itl_ms is None:
+        raise InputError("--acceptance-length: needs --itl-ms too")
+    pred = predict(scenario_from_args(args), profile)
+    result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
+                             acceptance_length=args.acceptance_length)
+    print(json.dumps(result, indent=2) if args.json else _format_table(result))
+    return 0
+
+
+# -- sweep -----------------------------------------------------------------------------
+def sweep_frame(models: list[dict[str, Any]], grid: dict[str, list], profile: Profile) -> pd.DataFrame:
+    """Cartesian product of models x grid values, priced in one vectorized call, as a tidy frame."""
+    model_index = np.arange(len(models))
+    axes = [model_index] + [np.asarray(v) for v in grid.values()]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    flat = [m.reshape(-1) for m in mesh]
+    idx = flat[0]
+
+    def model_col(key: str, default: Any) -> np.ndarray:
+        vals = [default if m.get(key) is None else m[key] for m in models]
+        return np.asarray(vals)[idx]
+
+    fields = dict(zip(grid, flat[1:], strict=True))
+    hidden = model_col("hidden", 0)
+    scenario = Scenario(vocab=model_col("vocab", 0), draft_vocab=model_col("draft_vocab", 0),
+                        d2t=model_col("d2t", False), hidden=None if (hidden <= 0).any() else hidden, **fields)
+    return predict(scenario, profile).to_frame()
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    frame = sweep_frame(_model_fields(args), _grid(args), profile)
+    if args.out in (None, "-"):
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        frame.to_csv(args.out, index=False)
+        print(f"wrote {len(frame)} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+# -- predict-points ------------------------------------------------------------------------
+def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Copy of `frame` (measurement schema) with `predicted_us` (and `predicted_extrapolated`) added."""
+    out = frame.copy()
+    pred = np.full(len(out), np.nan)
+    extrap = np.zeros(len(out), dtype=bool)
+    elem = out["dtype"].map({**DTYPES, "int64": 8, "uint8": 1, "int8": 1}).fillna(4).to_numpy(float)
+    for op in out["op"].unique():
+        m = (out["op"] == op).to_numpy()
+        rows = out[m]
+        if op in COLLECTIVE_OPS:
+            pred[m] = collective_time_us(profile, op, rows["bytes_per_rank"].to_numpy(float),
+                                         rows["world_size"].to_numpy(), rows["nodes"].to_numpy(),
+                                         rows["mode"].to_numpy().astype(str))
+        else:
+            dtype = rows["dtype"].where(rows["dtype"].isin(list(DTYPES)), "fp32").to_numpy().astype(str)
+            est = kernel_time_us(profile, op, rows=rows["rows"].to_numpy(float), cols=rows["cols"].to_numpy(float),
+                                 world_size=rows["world_size"].to_numpy(), dtype=dtype, elem_bytes=elem[m],
+                                 mode=rows["mode"].to_numpy().astype(str), draft_cols=D2T_DRAFT_COLS)
+            pred[m], extrap[m] = est.time_us, est.extrapolated
+    out["predicted_us"] = pred
+    out["predicted_extrapolated"] = extrap
+    return out
+
+
+def cmd_predict_points(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    frame = read_measurements(args.input, require_times=False)
+    out = predict_points(frame, profile)
+    out.to_csv(args.out, index=False)
+    print(f"wrote {len(out)} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+# -- profiles / presets ----------------------------------------------------------------------
+def cmd_profiles(args: argparse.Namespace) -> int:
+    rows = []
+    for name in bundled_profiles():
+        p = load_profile(name)
+        rows.append({"name": name, "kind": p.provenance.kind, "gpu": p.provenance.gpu, "date": p.provenance.date,
+                     "default": name == DEFAULT_PROFILE, "source": p.provenance.source})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            star = "*" if r["default"] else " "
+            print(f"{star} {r['name']:28s} {r['kind']:9s} {r['gpu']:26s} {r['date']:10s} {r['source']}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    print(presets().reset_index().to_string(index=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m costmodel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("predict", help="price every strategy for one scenario")
+    _add_scenario_args(p, lists=False)
+    p.add_argument("--itl-ms", type=float, default=None, help="baseline inter-token latency (ms) for the impact")
+    p.add_argument("--acceptance-length", type=float, default=None, help="mean accepted tokens per decode step")
+    p.add_argument("--max-batch", type=float, default=65536.0, help="upper end of the crossover search")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV")
+    _add_scenario_args(s, lists=True)
+    s.add_argument("--out", default=None, help="CSV path (default stdout)")
+    s.set_defaults(func=cmd_sweep)
+
+    pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows")
+    pp.add_argument("--profile", default=None)
+    pp.add_argument("--in", dest="input", required=True, help="CSV in the measurement schema")
+    pp.add_argument("--out", required=True)
+    pp.set_defaults(func=cmd_predict_points)
+
+    pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=cmd_profiles)
+
+    ps = sub.add_parser("presets", help="list model presets")
+    ps.set_defaults(func=cmd_presets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

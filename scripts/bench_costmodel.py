@@ -1,0 +1,56 @@
+"""Throughput of the public cost-model API: price N scenarios x every strategy.
+
+    python scripts/bench_costmodel.py [--n 1000000] [--repeats 3]
+
+Prints the best wall time for each N in a geometric ladder up to --n, so the
+cost's growth with N (linear) is visible. Not a test: report the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from costmodel import STRATEGIES, Scenario, default_profile, predict  # noqa: E402
+
+
+def scenarios(n: int, seed: int = 0) -> Scenario:
+    rng = np.random.default_rng(seed)
+    vocab = rng.choice([32000, 128256, 151936, 202048, 262208], n)
+    return Scenario(vocab=vocab, tp=rng.choice([1, 2, 4, 8], n), batch=rng.integers(1, 4097, n),
+                    num_spec_tokens=rng.integers(1, 8, n), dtype=rng.choice(["bf16", "fp16", "fp32"], n),
+                    mode=rng.choice(["graph", "eager"], n), drafting=rng.choice(["serial", "parallel"], n))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    profile = default_profile()
+    predict(scenarios(1000), profile)  # warm caches
+    n = 10_000
+    ladder = []
+    while n < args.n:
+        ladder.append(n)
+        n *= 10
+    ladder.append(args.n)
+    print(f"{'scenarios':>10s} {'strategies':>10s} {'best s':>8s} {'ns/scenario':>12s}")
+    for n in ladder:
+        sc = scenarios(n)
+        best = float("inf")
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            pred = predict(sc, profile)
+            pred.best()
+            best = min(best, time.perf_counter() - t0)
+        print(f"{n:>10d} {len(STRATEGIES):>10d} {best:8.3f} {best / n * 1e9:12.1f}")
+
+
+if __name__ == "__main__":
+    main()

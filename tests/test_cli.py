@@ -1,0 +1,138 @@
+"""CLI round trips and clean failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from costmodel import STRATEGIES
+from costmodel.cli import main, parse_int_list
+from tests.conftest import ROOT
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "costmodel", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_predict_json_done_when_command():
+    proc = run_cli("predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "5",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out["strategies"]) == set(STRATEGIES)
+    for name, s in out["strategies"].items():
+        assert s["total_us"] == pytest.approx(sum(s["components"].values()))
+        assert s["saving_per_decode_step_us"] == pytest.approx(5 * s["saving_per_draft_step_us"])
+        assert "crossover_batch" in s
+    assert out["scenario"]["vocab"] == 202048 and out["scenario"]["tp"] == 8
+    assert out["crossover_batch"] == out["strategies"]["local_argmax_pairs"]["crossover_batch"]
+    assert out["profile"]["kind"] == "derived"
+
+
+def test_predict_table_and_impact(capsys):
+    assert main(["predict", "--preset", "llama3-8b-eagle3", "--tp", "4", "--batch", "32", "--num-spec-tokens", "3",
+                 "--itl-ms", "12", "--acceptance-length", "2.5"]) == 0
+    text = capsys.readouterr().out
+    assert "local_argmax_pairs" in text and "ITL 12.000 ->" in text and "d2t on" in text
+
+
+def test_predict_crossover_null_when_none(capsys):
+    assert main(["predict", "--vocab", "202048", "--tp", "8", "--batch", "64", "--json", "--max-batch", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["strategies"]["gather_to_rank0"]["crossover_batch"] is None
+
+
+def test_sweep_is_tidy_and_complete(tmp_path):
+    out = tmp_path / "sweep.csv"
+    assert main(["sweep", "--batch", "1:16", "--vocab", "32000,128256,202048", "--tp", "2,4,8",
+                 "--mode", "graph,eager", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == 16 * 3 * 3 * 2 * len(STRATEGIES)
+    assert not frame.duplicated(["vocab", "tp", "batch", "mode", "strategy"]).any()
+    row = frame[(frame.vocab == 128256) & (frame.tp == 4) & (frame.batch == 16) & (frame["mode"] == "graph")]
+    one = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "predict", "--vocab", "128256", "--tp", "4",
+                                     "--batch", "16", "--json"], cwd=ROOT, capture_output=True, text=True).stdout)
+    for _, r in row.iterrows():
+        assert r.total_us == pytest.approx(one["strategies"][r.strategy]["total_us"])
+
+
+def test_sweep_presets_with_lists(capsys):
+    assert main(["sweep", "--preset", "llama4-maverick,qwen3-8b-eagle3", "--batch", "1:4096@8", "--tp", "2,8"]) == 0
+    frame = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    assert set(frame.vocab) == {202048, 151936} and frame.batch.nunique() == 8
+
+
+def test_predict_points_round_trip(tmp_path):
+    points = pd.DataFrame({
+        "op": ["all_gather", "all_reduce", "gather", "broadcast", "argmax", "pair_reduce"],
+        "mode": ["graph", "eager", "graph", "graph", "graph", "eager"],
+        "world_size": [8, 4, 2, 8, 1, 4], "nodes": [1, 1, 1, 1, 1, 1],
+        "bytes_per_rank": [40960, 8, 1 << 20, 512, 0, 0], "rows": [0, 0, 0, 0, 64, 64],
+        "cols": [0, 0, 0, 0, 202048, 0], "dtype": ["bf16", "fp32", "bf16", "fp32", "bf16", "fp32"],
+        "median_us": [21.0, 23.0, 30.0, 15.0, 11.0, 9.0], "extra_note": list("abcdef"),
+    })
+    src, dst = tmp_path / "points.csv", tmp_path / "pred.csv"
+    points.to_csv(src, index=False)
+    proc = run_cli("predict-points", "--profile", "h200-sxm-nvlink", "--in", str(src), "--out", str(dst))
+    assert proc.returncode == 0, proc.stderr
+    out = pd.read_csv(dst)
+    assert list(out.columns[: len(points.columns)]) == list(points.columns)
+    assert (out["extra_note"] == points["extra_note"]).all()
+    assert (out["predicted_us"] > 0).all()
+    expected_ag = 4 + 6.6 + 0.6 * 7 + 40960 * 8 * 7 / 8 / 141e3
+    assert out.loc[0, "predicted_us"] == pytest.approx(expected_ag)
+
+
+def test_profiles_lists_provenance(capsys):
+    assert main(["profiles", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = {r["name"] for r in rows}
+    assert {"h100-sxm-nvlink", "h200-sxm-nvlink", "a100-sxm-nvlink"} <= names
+    assert sum(r["default"] for r in rows) == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["predict", "--vocab", "202048", "--tp", "3"], "tp"),
+    (["predict", "--batch", "abc"], "--batch"),
+    (["predict", "--dtype", "fp8"], "--dtype"),
+    (["predict", "--preset", "nope"], "preset"),
+    (["predict", "--profile", "missing.json"], "missing.json"),
+    (["predict", "--batch", "1,2"], "--batch"),
+    (["predict", "--itl-ms", "-1", "--acceptance-length", "2"], "itl-ms"),
+    (["sweep", "--tp", "2,3", "--vocab", "202048"], "tp"),
+    (["predict-points", "--in", "nope.csv", "--out", "x.csv"], "nope.csv"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_fails_cleanly(args, needle, tmp_path):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_profile_and_points_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = run_cli("predict", "--profile", str(bad))
+    assert proc.returncode == 2 and "not valid JSON" in proc.stderr
+    pts = tmp_path / "pts.csv"
+    pts.write_text("op,mode,world_size,bytes_per_rank\nall_gather,graph,8,NaN\n")
+    proc = run_cli("predict-points", "--in", str(pts), "--out", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "bytes_per_rank" in proc.stderr
+    pts.write_text("op,mode,world_size,bytes_per_rank\nall_to_all,graph,8,64\n")
+    proc = run_cli("predict-points", "--in", str(pts), "--out", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2 and "all_to_all" in proc.stderr
+
+
+def test_parse_int_list_forms():
+    assert parse_int_list("8", "x") == [8]
+    assert parse_int_list("1,2,4", "x") == [1, 2, 4]
+    assert parse_int_list("1:5", "x") == [1, 2, 3, 4, 5]
+    assert parse_int_list("0:10:5", "x") == [0, 5, 10]
+    assert parse_int_list("1:1000@4", "x") == [1, 10, 100, 1000]
