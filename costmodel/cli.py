@@ -15,17 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .collectives import collective_time_us
 from .errors import InputError
-from .kernels import kernel_time_us
+from .points import predict_points
 from .predict import Prediction, crossover, impact, predict
 from .presets import preset, presets
 from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
 from .scenario import Scenario
-from .schema import COLLECTIVE_OPS, DTYPES, read_measurements
+from .schema import DTYPES, read_measurements
 from .strategies import BASELINE, DESCRIPTIONS
 
-D2T_DRAFT_COLS = 32000  # kernel benchmark's d2t_scatter draft width (schema.KERNEL_OPS)
 HEADLINE = "local_argmax_pairs"
 
 
@@ -208,6 +206,11 @@ def _format_table(result: dict[str, Any]) -> str:
         flag = "" if s["valid"] else "  (invalid: ids not exact in fp32)"
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
                      f"{s['saving_per_decode_step_us']:14.1f} {cross_txt:>12s}{flag}")
+        if "interval" in s:
+            iv, cx = s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"]
+            cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"
+            lines.append(f"{'':30s}   90% interval: saving {iv['low']:.1f}..{iv['high']:.1f} us{cx_txt} "
+                         f"-> {s['verdict']}")
         parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
         lines.append(f"{'':30s}   = {parts}")
         if "impact" in s and name != result["baseline"]:
@@ -227,8 +230,45 @@ def cmd_predict(args: argparse.Namespace) -> int:
     pred = predict(scenario_from_args(args), profile)
     result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
                              acceptance_length=args.acceptance_length)
-    print(json.dumps(result, indent=2) if args.json else _format_table(result))
+    if not args.no_intervals:
+        add_intervals(result, pred, max_batch=args.max_batch)
+    if args.explain:
+        from .explain import explain
+
+        result["explain"] = [e.__dict__ for e in explain(pred)]
+    if args.sensitivity:
+        from .sensitivity import elasticities
+
+        result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(_format_table(result))
+    if args.explain:
+        from .explain import format_explanation
+
+        print("\n" + format_explanation(pred))
+    if args.sensitivity:
+        print("\nsensitivity of the local_argmax_pairs saving (elasticity = % change per 1% change):")
+        for row in result["sensitivity"][:12]:
+            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_10pct']:+.2f} us per +10%)  "
+                  f"{row['parameter']}")
     return 0
+
+
+def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float) -> None:
+    """Attach 90% bootstrap intervals (when the profile has replicates) and the verdict per strategy."""
+    from .uncertainty import propagate
+
+    unc = propagate(pred.scenario, pred.profile, batch_range=(1.0, max_batch))
+    result["intervals"] = "bootstrap 90%" if unc else "none (the profile carries no bootstrap replicates)"
+    for name, entry in result["strategies"].items():
+        if name in unc:
+            entry["interval"] = unc[name].to_dict()
+            entry["verdict"] = unc[name].verdict
+        elif name != BASELINE:
+            s = entry["saving_per_draft_step_us"]
+            entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
 
 
 # -- sweep -----------------------------------------------------------------------------
@@ -263,30 +303,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 # -- predict-points ------------------------------------------------------------------------
-def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
-    """Copy of `frame` (measurement schema) with `predicted_us` (and `predicted_extrapolated`) added."""
-    out = frame.copy()
-    pred = np.full(len(out), np.nan)
-    extrap = np.zeros(len(out), dtype=bool)
-    elem = out["dtype"].map({**DTYPES, "int64": 8, "uint8": 1, "int8": 1}).fillna(4).to_numpy(float)
-    for op in out["op"].unique():
-        m = (out["op"] == op).to_numpy()
-        rows = out[m]
-        if op in COLLECTIVE_OPS:
-            pred[m] = collective_time_us(profile, op, rows["bytes_per_rank"].to_numpy(float),
-                                         rows["world_size"].to_numpy(), rows["nodes"].to_numpy(),
-                                         rows["mode"].to_numpy().astype(str))
-        else:
-            dtype = rows["dtype"].where(rows["dtype"].isin(list(DTYPES)), "fp32").to_numpy().astype(str)
-            est = kernel_time_us(profile, op, rows=rows["rows"].to_numpy(float), cols=rows["cols"].to_numpy(float),
-                                 world_size=rows["world_size"].to_numpy(), dtype=dtype, elem_bytes=elem[m],
-                                 mode=rows["mode"].to_numpy().astype(str), draft_cols=D2T_DRAFT_COLS)
-            pred[m], extrap[m] = est.time_us, est.extrapolated
-    out["predicted_us"] = pred
-    out["predicted_extrapolated"] = extrap
-    return out
-
-
 def cmd_predict_points(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     frame = read_measurements(args.input, require_times=False)
@@ -297,6 +313,25 @@ def cmd_predict_points(args: argparse.Namespace) -> int:
 
 
 # -- profiles / presets ----------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import format_validation, load_reference, reference_files, summary, validate
+
+    paths = args.reference or reference_files()
+    table = validate(load_reference(paths), args.profile)
+    summ = summary(table)
+    print(format_validation(table, summ))
+    if args.out:
+        table.to_csv(args.out, index=False)
+        print(f"wrote {len(table)} rows to {args.out}", file=sys.stderr)
+    if args.max_error is not None:
+        rows = table if not args.held_out_only else table[~table["used_in_profile"]]
+        worst = rows["rel_error"].abs().max()
+        if worst > args.max_error:
+            print(f"error: max |relative error| {worst:.3f} exceeds --max-error {args.max_error}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def cmd_profiles(args: argparse.Namespace) -> int:
     rows = []
     for name in bundled_profiles():
@@ -327,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--acceptance-length", type=float, default=None, help="mean accepted tokens per decode step")
     p.add_argument("--max-batch", type=float, default=65536.0, help="upper end of the crossover search")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--explain", action="store_true", help="print every component's formula with numbers")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="elasticity of the local_argmax_pairs saving to each profile parameter")
+    p.add_argument("--no-intervals", action="store_true", help="skip bootstrap intervals (faster)")
     p.set_defaults(func=cmd_predict)
 
     s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV")
@@ -339,6 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--in", dest="input", required=True, help="CSV in the measurement schema")
     pp.add_argument("--out", required=True)
     pp.set_defaults(func=cmd_predict_points)
+
+    v = sub.add_parser("validate", help="predict published/measured reference points and report the error")
+    v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
+    v.add_argument("--reference", nargs="*", default=None, help="reference CSVs (default data/reference/*.csv)")
+    v.add_argument("--out", default=None, help="write the full table as CSV")
+    v.add_argument("--max-error", type=float, default=None, help="exit 1 if any |relative error| exceeds this")
+    v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
+    v.set_defaults(func=cmd_validate)
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true")

@@ -30,6 +30,7 @@ class StrategyResult:
     wire_bytes_per_rank: np.ndarray
     valid: np.ndarray
     extrapolated: np.ndarray
+    calls: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario) 
     extrap = np.zeros(shape, dtype=bool)
     for c in components.values():
         extrap = extrap | np.asarray(c.extrapolated, dtype=bool)
-    return StrategyResult(name, times, total, wire, validity(name, scenario), extrap)
+    calls = {k: c.calls for k, c in components.items()}
+    return StrategyResult(name, times, total, wire, validity(name, scenario), extrap, calls)
 
 
 def predict(scenario: Scenario, profile: Profile | None = None,
@@ -138,12 +140,24 @@ class Crossover:
                 "roots": list(self.roots), "batch_range": list(self.batch_range), "status": self.status}
 
 
+def grid_roots(grid: np.ndarray, values: np.ndarray) -> list[float]:
+    """Sign changes of `values` on an ascending batch grid, located by linear interpolation in log batch."""
+    sign = np.sign(values)
+    roots = [float(g) for g, v in zip(grid, values) if v == 0.0]
+    for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
+        t = values[i] / (values[i] - values[i + 1])
+        roots.append(float(np.exp(np.log(grid[i]) + t * (np.log(grid[i + 1]) - np.log(grid[i])))))
+    return sorted(roots)
+
+
 def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None, *, baseline: str = BASELINE,
               batch_range: tuple[float, float] = (1.0, 65536.0), grid_points: int = 257,
-              xtol: float = 1e-3) -> Crossover:
+              xtol: float = 1e-3, refine: bool = True) -> Crossover:
     """Batch sizes where saving_us(strategy vs baseline) changes sign, for a single scenario.
 
-    The other fields of `scenario` stay fixed; the batch is swept over `batch_range`.
+    The other fields of `scenario` stay fixed; the batch is swept over `batch_range` on a
+    log grid; each sign change is refined by brentq (or, with refine=False, by linear
+    interpolation of the saving in log batch - cheaper, for bootstrap replicates).
     """
     profile = profile or default_profile()
     if scenario.size != 1:
@@ -159,11 +173,13 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
 
     grid = np.geomspace(lo, hi, grid_points)
     values = saving(grid)
-    sign = np.sign(values)
-    roots = []
-    for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
-        roots.append(float(brentq(lambda b: float(saving(b)), grid[i], grid[i + 1], xtol=xtol)))
-    roots += [float(g) for g, v in zip(grid, values) if v == 0.0]
+    if refine:
+        sign = np.sign(values)
+        roots = [float(brentq(lambda b: float(saving(b)), grid[i], grid[i + 1], xtol=xtol))
+                 for i in np.flatnonzero(sign[:-1] * sign[1:] < 0)]
+        roots += [float(g) for g, v in zip(grid, values) if v == 0.0]
+    else:
+        roots = grid_roots(grid, values)
     roots = sorted(set(roots))
     if not roots:
         status = "wins_everywhere" if values[0] > 0 else "loses_everywhere"

@@ -68,12 +68,23 @@ DESCRIPTIONS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Call:
+    """What a component priced: a collective or kernel op and its arguments (for explanations)."""
+
+    kind: str  # "collective" | "kernel"
+    op: str
+    args: dict
+    when: np.ndarray | bool = True
+
+
+@dataclass(frozen=True)
 class Component:
     """One named step of a strategy: its time and, for collectives, bytes sent per rank."""
 
     time_us: np.ndarray
     wire_bytes_per_rank: np.ndarray | float = 0.0
     extrapolated: np.ndarray | bool = False
+    calls: tuple[Call, ...] = ()
 
 
 class _Ctx:
@@ -92,7 +103,8 @@ class _Ctx:
     def collective(self, op: str, bytes_per_rank) -> Component:
         sc = self.sc
         t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, self.eager)
-        return Component(t, np.where(self.multi, bytes_per_rank, 0.0))
+        return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
+                         calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),))
 
     def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False) -> Component:
         sc = self.sc
@@ -110,7 +122,11 @@ class _Ctx:
             est = kernel_time_us(self.profile, op, rows=self.rows, cols=cols, world_size=world_size,
                                  dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
             t, x = est.time_us, est.extrapolated
-        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False))
+        calls = (Call("kernel", name, {"cols": cols, "world_size": world_size, "draft_cols": draft_cols},
+                      when & (self.fused if name != op else True)),)
+        if name != op:
+            calls += (Call("kernel", op, calls[0].args, when & ~self.fused),)
+        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls)
 
     def argmax_full(self) -> Component:
         return self.kernel("argmax", self.sc.argmax_vocab)
@@ -137,7 +153,8 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
     return {
         "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
-        "chunked_argmax": Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated),
+        "chunked_argmax": Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
+                                    chunked.calls + plain.calls),
         "d2t_lookup": c.d2t_lookup(),
     }
 

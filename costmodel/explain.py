@@ -1,0 +1,128 @@
+"""Explanations: every component of a prediction as its formula with the numbers substituted.
+
+For a single scenario, each priced call (collective or kernel) is restated
+step by step - bytes, regime chosen, latency and bandwidth used - and ends in
+"= X us". The X of a strategy's calls add up to its total, so a user can check
+a prediction by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, total_bytes
+from .kernels import kernel_bytes, kernel_time_us
+from .predict import Prediction
+from .profile import Profile
+from .strategies import Call
+
+
+@dataclass(frozen=True)
+class Explained:
+    strategy: str
+    component: str
+    op: str
+    time_us: float
+    text: str
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 1000 else f"{x:.4g}"
+
+
+def explain_collective(profile: Profile, op: str, bytes_per_rank: float, p: int, nodes: int, mode: str) -> tuple[
+        float, str]:
+    """(time_us, formula text) for one collective call."""
+    value = float(collective_time_us(profile, op, bytes_per_rank, p, nodes, mode))
+    if p <= 1:
+        return value, f"{op}: p = 1, no communication = 0 us"
+    curve = profile.curve(op, p, mode)
+    size = float(total_bytes(op, bytes_per_rank, p))
+    factor = float(bus_factor(op, p))
+    index = next(i for i, r in enumerate(curve.regimes) if size <= r.max_bytes)
+    r = curve.regimes[index]
+    alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
+    busbw = r.busbw_gbps
+    if nodes > 1 and curve.inter_node_busbw_gbps is not None:
+        busbw = min(busbw, curve.inter_node_busbw_gbps)
+    wire = size * factor / busbw * US_PER_BYTE_AT_1_GBPS
+    eager = curve.eager_overhead_us if (curve.mode is None and mode == "eager") else 0.0
+    bound = "<=" if np.isfinite(r.max_bytes) else ">"
+    edge = r.max_bytes if np.isfinite(r.max_bytes) else curve.regimes[index - 1].max_bytes if index else 0
+    scope = f"world size {curve.world_size}" if curve.world_size else "any world size"
+    parts = [
+        f"{op} [{curve.provenance} curve, {scope}, {curve.mode or 'graph + eager overhead'}]: "
+        f"S = {_n(bytes_per_rank)} B/rank -> {_n(size)} B; regime {r.name} (S {bound} {_n(edge)} B)",
+        f"alpha = {r.alpha_base_us:g} + {r.alpha_per_peer_us:g} x {p - 1} + {r.alpha_per_node_us:g} x {nodes - 1}"
+        f" = {alpha:.3f} us",
+        f"launch {curve.launch_us:g} us",
+        f"S x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us",
+    ]
+    if eager:
+        parts.append(f"eager overhead {eager:g} us")
+    raw = curve.launch_us + alpha + wire + eager
+    if value > raw + 1e-9:
+        parts.append(f"raised to {value - eager:.3f} us by the monotone envelope (an earlier regime ends higher)")
+    return value, "; ".join(parts) + f" = {value:.3f} us"
+
+
+def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_size: int, dtype: str,
+                   elem_bytes: int, mode: str, draft_cols: float) -> tuple[float, str]:
+    """(time_us, formula text) for one kernel call."""
+    est = kernel_time_us(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
+                         elem_bytes=elem_bytes, mode=mode, draft_cols=draft_cols)
+    value = float(est.time_us)
+    table = profile.kernel_table(op, dtype, mode, world_size)
+    nbytes = float(kernel_bytes(op, rows, cols, world_size, elem_bytes, draft_cols))
+    shape = f"rows {_n(rows)}, cols {_n(cols)}, p {world_size}, {dtype}"
+    if table is not None and not bool(est.extrapolated):
+        return value, (f"{op} ({shape}): interpolated (log-log) in the measured {mode} table "
+                       f"[{table.source or 'profile'}] = {value:.3f} us")
+    spec = profile.kernel_ops[op]
+    per_kernel = profile.eager_launch_us if mode == "eager" else profile.graph_kernel_us
+    note = " (outside the measured table: roofline, extrapolated)" if bool(est.extrapolated) else ""
+    return value, (f"{op} ({shape}){note}: {spec.launches:g} launches x {per_kernel:g} us ({mode}) + fixed "
+                   f"{spec.fixed_us:g} us + {_n(nbytes)} B / {spec.bw_gbps:g} GB/s "
+                   f"({nbytes / spec.bw_gbps * 1e-3:.3f} us) = {value:.3f} us")
+
+
+def _explain_call(pred: Prediction, call: Call) -> tuple[float, str]:
+    sc = pred.scenario
+    mode = str(sc.mode)
+    if call.kind == "collective":
+        return explain_collective(pred.profile, call.op, float(call.args["bytes_per_rank"]), int(sc.tp),
+                                  int(sc.nodes), mode)
+    return explain_kernel(pred.profile, call.op, float(sc.rows), float(np.asarray(call.args["cols"])),
+                          int(np.asarray(call.args["world_size"])), str(sc.dtype), int(sc.elem_bytes), mode,
+                          float(np.asarray(call.args["draft_cols"])))
+
+
+def explain(pred: Prediction) -> list[Explained]:
+    """Every priced call of every strategy, for a single-scenario prediction."""
+    if pred.scenario.size != 1:
+        raise ValueError("explain needs a single scenario")
+    out = []
+    for name, result in pred.strategies.items():
+        for component, calls in result.calls.items():
+            for call in calls:
+                if not bool(np.asarray(call.when)):
+                    continue
+                value, text = _explain_call(pred, call)
+                out.append(Explained(name, component, call.op, value, text))
+    return out
+
+
+def format_explanation(pred: Prediction) -> str:
+    lines = []
+    items = explain(pred)
+    for name, result in pred.strategies.items():
+        lines.append(f"{name}: total {float(result.total_us):.3f} us per draft step")
+        for item in items:
+            if item.strategy == name:
+                lines.append(f"  {item.component}: {item.text}")
+        skipped = [c for c in result.components_us if not any(i.strategy == name and i.component == c for i in items)]
+        if skipped:
+            lines.append(f"  (0 us: {', '.join(skipped)} - not run for this scenario)")
+    return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""Predict measurement-schema rows: the bridge between calibration data and the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .collectives import collective_time_us
+from .kernels import kernel_time_us
+from .profile import Profile
+from .schema import COLLECTIVE_OPS, DTYPES
+
+D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width (schema.KERNEL_OPS)
+ELEM_BYTES = {**DTYPES, "int64": 8, "uint8": 1, "int8": 1}
+
+
+def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Copy of `frame` (measurement schema) with `predicted_us` (and `predicted_extrapolated`) added."""
+    out = frame.copy()
+    pred = np.full(len(out), np.nan)
+    extrap = np.zeros(len(out), dtype=bool)
+    elem = out["dtype"].map(ELEM_BYTES).fillna(4).to_numpy(float)
+    for op in out["op"].unique():
+        m = (out["op"] == op).to_numpy()
+        rows = out[m]
+        if op in COLLECTIVE_OPS:
+            pred[m] = collective_time_us(profile, op, rows["bytes_per_rank"].to_numpy(float),
+                                         rows["world_size"].to_numpy(), rows["nodes"].to_numpy(),
+                                         rows["mode"].to_numpy().astype(str))
+        else:
+            dtype = rows["dtype"].where(rows["dtype"].isin(list(DTYPES)), "fp32").to_numpy().astype(str)
+            est = kernel_time_us(profile, op, rows=rows["rows"].to_numpy(float), cols=rows["cols"].to_numpy(float),
+                                 world_size=rows["world_size"].to_numpy(), dtype=dtype, elem_bytes=elem[m],
+                                 mode=rows["mode"].to_numpy().astype(str), draft_cols=D2T_DRAFT_COLS)
+            pred[m], extrap[m] = est.time_us, est.extrapolated
+    out["predicted_us"] = pred
+    out["predicted_extrapolated"] = extrap
+    return out
