@@ -90,9 +90,9 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
 def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Predicted time (us) of `op` moving `bytes_per_rank` per rank over `world_size` ranks.
 
-    Vectorized over bytes, world size, nodes and mode ("graph"/"eager" strings, or a
-    boolean array True for eager); each (world size, mode) group uses the profile's
-    most specific curve. World size 1 costs 0.
+    Vectorized over bytes, world size, nodes (< 1024) and mode ("graph"/"eager" strings,
+    or a boolean array True for eager); each (world size, nodes, mode) group uses the
+    profile's most specific curve. World size 1 costs 0.
     """
     b, p, n, eager = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float),
                                          np.asarray(world_size, dtype=np.int64), np.asarray(nodes, dtype=np.int64),
@@ -100,20 +100,22 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
     shape = b.shape
     b, p, n, eager = (x.reshape(-1) for x in (b, p, n, eager))
     out = np.zeros(b.shape, dtype=float)
-    key = np.where(p > 1, 2 * p + eager, 0)
+    key = np.where(p > 1, (p * 1024 + n) * 2 + eager, 0)  # (world size, nodes, mode) groups
     groups = np.unique(key)
     for g in groups[groups > 0]:
         idx = np.flatnonzero(key == g) if len(groups) > 1 else slice(None)
-        curve = profile.curve(op, int(g // 2), "eager" if g % 2 else "graph")
+        ws, nodes = divmod(int(g // 2), 1024)
+        curve = profile.curve(op, ws, "eager" if g % 2 else "graph", nodes)
         out[idx] = curve_time_us(curve, b[idx], p[idx], n[idx], eager[idx])
     return out.reshape(shape)
 
 
-def regime_name(profile: Profile, op: str, bytes_per_rank: float, world_size: int, mode: str = "graph") -> str:
+def regime_name(profile: Profile, op: str, bytes_per_rank: float, world_size: int, mode: str = "graph",
+                nodes: int = 1) -> str:
     """Name of the regime (protocol) chosen for one message (for explanations)."""
     if world_size <= 1:
         return "none"
-    curve = profile.curve(op, world_size, mode)
+    curve = profile.curve(op, world_size, mode, nodes)
     size = float(total_bytes(op, np.asarray(bytes_per_rank), np.asarray(world_size)))
     for r in curve.regimes:
         if size <= r.max_bytes:
@@ -123,11 +125,12 @@ def regime_name(profile: Profile, op: str, bytes_per_rank: float, world_size: in
 
 def link_floor_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Lower bound: bus bytes over the fastest regime's bus bandwidth (no latency)."""
-    b, p = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float))
+    b, p, n = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
+                                  np.asarray(nodes, dtype=np.int64))
     out = np.zeros(b.shape)
-    for ws in np.unique(p[p > 1]):
-        mask = p == ws
-        curve = profile.curve(op, int(ws), mode)
+    for ws, nn in {(float(a), int(c)) for a, c in zip(p[p > 1], n[p > 1])}:
+        mask = (p == ws) & (n == nn)
+        curve = profile.curve(op, int(ws), mode, nn)
         best = max(r.busbw_gbps for r in curve.regimes)
         out[mask] = total_bytes(op, b[mask], p[mask]) * bus_factor(op, p[mask]) / best * US_PER_BYTE_AT_1_GBPS
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, total_bytes
-from .kernels import kernel_bytes, kernel_time_us
+from .kernels import DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
 from .predict import Prediction
 from .profile import Profile
 from .strategies import Call
@@ -38,7 +38,7 @@ def explain_collective(profile: Profile, op: str, bytes_per_rank: float, p: int,
     value = float(collective_time_us(profile, op, bytes_per_rank, p, nodes, mode))
     if p <= 1:
         return value, f"{op}: p = 1, no communication = 0 us"
-    curve = profile.curve(op, p, mode)
+    curve = profile.curve(op, p, mode, nodes)
     size = float(total_bytes(op, bytes_per_rank, p))
     factor = float(bus_factor(op, p))
     index = next(i for i, r in enumerate(curve.regimes) if size <= r.max_bytes)
@@ -74,7 +74,8 @@ def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_si
     est = kernel_time_us(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
                          elem_bytes=elem_bytes, mode=mode, draft_cols=draft_cols)
     value = float(est.time_us)
-    table = profile.kernel_table(op, dtype, mode, world_size)
+    table = profile.kernel_table(op, None if op.removesuffix("_fused") in DTYPE_FREE_OPS else dtype, mode,
+                                 world_size)
     nbytes = float(kernel_bytes(op, rows, cols, world_size, elem_bytes, draft_cols))
     shape = f"rows {_n(rows)}, cols {_n(cols)}, p {world_size}, {dtype}"
     if table is not None and not bool(est.extrapolated):

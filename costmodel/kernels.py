@@ -6,7 +6,8 @@ Roofline per op (profile `kernels.ops[op]`)::
     k = graph_kernel_us (CUDA-graph replay) or eager_launch_us (eager)
 
 `bytes(op)` counts the bytes the op reads and writes (see `kernel_bytes`).
-When the profile carries a measured table for (op, dtype, mode, world_size),
+When the profile carries a measured table for (op, dtype, mode, world_size) - any dtype
+for the ops in DTYPE_FREE_OPS, which never read logits -
 the time is interpolated bilinearly in (log rows, log cols, log time); points
 outside the table fall back to the roofline and are flagged `extrapolated`.
 """
@@ -23,6 +24,8 @@ from .errors import InputError
 from .profile import KernelTable, Profile
 
 ID_BYTES = 8  # int64 ids / packed 64-bit keys
+# ops that never touch the logits, so their measured tables apply to every logits dtype
+DTYPE_FREE_OPS = ("pair_reduce", "key_unpack", "d2t_lookup")
 PAIR_BYTES = 8  # (fp32 value, fp32 id)
 
 
@@ -119,7 +122,8 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
     time = np.broadcast_to(time, r.shape).copy()
     extrapolated = np.broadcast_to(extrapolated, r.shape).copy()
     for table in tables:
-        mask = (d == table.dtype) & (eager == (table.mode == "eager")) & (p == table.world_size)
+        same_dtype = True if op.removesuffix("_fused") in DTYPE_FREE_OPS else d == table.dtype
+        mask = same_dtype & (eager == (table.mode == "eager")) & (p == table.world_size)
         if not mask.any():
             continue
         values, outside = table_us(table, r[mask], c[mask])

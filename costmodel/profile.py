@@ -11,7 +11,7 @@ it is ever executed. Layout::
                      "interconnect": str, "gpus_per_node": int, "software": {..},
                      "date": "YYYY-MM-DD", "citations": [str], "files": [str]},
       "collectives": [                        # one curve per (op, world_size?, mode?)
-        {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager",
+        {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager", "nodes": null|int,
          "launch_us": float, "eager_overhead_us": float,
          "inter_node_busbw_gbps": float|null, "provenance": "derived|measured",
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
@@ -73,6 +73,7 @@ class CollectiveCurve:
     eager_overhead_us: float = 0.0
     inter_node_busbw_gbps: float | None = None
     provenance: str = "derived"
+    nodes: int | None = None  # None: any node count (alpha_per_node and the inter-node cap apply)
 
 
 @dataclass(frozen=True)
@@ -128,22 +129,28 @@ class Profile:
     bootstrap: tuple[dict[str, Any], ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def curve(self, op: str, world_size: int, mode: str) -> CollectiveCurve:
-        """Most specific curve for (op, world_size, mode); InputError when none."""
+    def curve(self, op: str, world_size: int, mode: str, nodes: int = 1) -> CollectiveCurve:
+        """Most specific curve for (op, world_size, mode, nodes); InputError when none.
+
+        Specificity ranks a matching world size above a matching node count above a matching mode.
+        """
         best, best_rank = None, -1
         for c in self.collectives:
-            if c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode):
+            if (c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode)
+                    or c.nodes not in (None, nodes)):
                 continue
-            rank = 2 * (c.world_size is not None) + (c.mode is not None)
+            rank = 4 * (c.world_size is not None) + 2 * (c.nodes is not None) + (c.mode is not None)
             if rank > best_rank:
                 best, best_rank = c, rank
         if best is None:
-            raise InputError(f"profile {self.name}: no {op} curve for world size {world_size}, mode {mode}")
+            raise InputError(f"profile {self.name}: no {op} curve for world size {world_size}, {nodes} node(s), "
+                             f"mode {mode}")
         return best
 
-    def kernel_table(self, op: str, dtype: str, mode: str, world_size: int) -> KernelTable | None:
+    def kernel_table(self, op: str, dtype: str | None, mode: str, world_size: int) -> KernelTable | None:
+        """The measured table for (op, dtype, mode, world_size); dtype None matches any dtype."""
         for t in self.kernel_tables:
-            if (t.op, t.dtype, t.mode, t.world_size) == (op, dtype, mode, world_size):
+            if (t.op, t.mode, t.world_size) == (op, mode, world_size) and dtype in (None, t.dtype):
                 return t
         return None
 
@@ -226,7 +233,11 @@ def _curve(obj: Any, where: str) -> CollectiveCurve:
     if not math.isinf(regimes[-1].max_bytes):
         raise InputError(f"{where}.regimes[{len(regimes) - 1}].max_bytes: the last regime must be open (null)")
     inter = _get(obj, "inter_node_busbw_gbps", where, float, default=None)
+    nodes = _get(obj, "nodes", where, int, default=None)
+    if nodes is not None and nodes < 1:
+        raise InputError(f"{where}.nodes: must be >= 1")
     return CollectiveCurve(
+        nodes=nodes,
         op=op, world_size=world_size, mode=mode, regimes=regimes,
         launch_us=_nonneg(_get(obj, "launch_us", where, float, default=0.0), f"{where}.launch_us"),
         eager_overhead_us=_nonneg(_get(obj, "eager_overhead_us", where, float, default=0.0),

@@ -249,3 +249,36 @@ def test_bundled_profiles_say_derived():
         assert prov.kind == "derived"
         assert "not measured" in prov.source
         assert prov.citations
+
+
+def test_curve_lookup_ranks_world_size_then_nodes_then_mode():
+    data = copy.deepcopy(H200.raw)
+    data.pop("bootstrap")
+    flat = {"name": "flat", "max_bytes": None, "alpha_base_us": 0.0, "busbw_gbps": 1.0}
+    data["collectives"] += [
+        {"op": "all_gather", "world_size": 8, "nodes": 2, "mode": None, "regimes": [{**flat, "alpha_base_us": 111.0}]},
+        {"op": "all_gather", "world_size": None, "nodes": 2, "mode": "eager",
+         "regimes": [{**flat, "alpha_base_us": 222.0}]},
+    ]
+    prof = profile_from_dict(data)
+    t = collective_time_us(prof, "all_gather", np.array([1.0, 1.0, 1.0, 1.0]), np.array([8, 8, 4, 4]),
+                           np.array([2, 1, 2, 2]), np.array(["graph", "graph", "eager", "graph"]))
+    expected_ws8_1node = float(collective_time_us(H200, "all_gather", 1.0, 8, 1, "graph"))
+    expected_ws4_2node_graph = float(collective_time_us(H200, "all_gather", 1.0, 4, 2, "graph"))
+    assert t[0] == pytest.approx(111.0 + 8 * 7 / 8 * 1e-3)
+    assert t[1] == pytest.approx(expected_ws8_1node)
+    assert t[2] == pytest.approx(222.0 + 4 * 3 / 4 * 1e-3)
+    assert t[3] == pytest.approx(expected_ws4_2node_graph)
+
+
+def test_dtype_free_kernel_tables_apply_to_every_logits_dtype():
+    data = copy.deepcopy(H200.raw)
+    data.pop("bootstrap")
+    data["kernels"]["tables"] = [{"op": op, "dtype": "fp32", "mode": "graph", "world_size": 8, "rows": [1, 1024],
+                                  "cols": [1], "median_us": [[3.0], [30.0]]} for op in ("pair_reduce", "argmax")]
+    prof = profile_from_dict(data)
+    pair = kernel_time_us(prof, "pair_reduce", rows=32, cols=0, world_size=8, dtype="bf16")
+    assert float(pair.time_us) == pytest.approx(float(np.exp(np.interp(np.log(32), np.log([1, 1024]),
+                                                                       np.log([3.0, 30.0])))))
+    arg = kernel_time_us(prof, "argmax", rows=32, cols=1, world_size=8, dtype="bf16")  # dtype-specific: roofline
+    assert float(arg.time_us) != pytest.approx(float(pair.time_us))

@@ -1,0 +1,737 @@
+"""Fit a cost-model profile (costmodel.profile schema v1) from calibration measurements.
+
+    python -m calibration.fit INPUT... --out profile.json [--name NAME] [--title T] [--base-profile P]
+                              [--bootstrap N] [--max-regimes K] [--seed S]
+
+INPUT is a measurement CSV (costmodel.schema) or a benchmark directory (every *.csv in it). numpy / scipy /
+pandas only - never torch (the dashboard fits uploads with `fit_measurements`).
+
+Collectives, per (op, world_size p, mode) group, with S = total_bytes(op, b, p) and x = S f(p) 1e-3
+(f = bus_factor; x in us at 1 GB/s):
+
+    t = c_i + x / bw_i                          in regime i (a run of sizes between breakpoints on S)
+
+fitted by calibration.segmented: least squares on relative error (model - t) / t with c_i >= 0 and
+bw_i <= BW_MAX_GBPS, the split into K <= --max-regimes regimes by dynamic programming over the distinct sizes
+(at least MIN_REGIME_SIZES sizes per regime), K chosen by the small-sample-corrected BIC on log residuals
+(formula in calibration.segmented). A breakpoint between neighbouring sizes lo < hi sits where the two fitted
+lines cross when that point lies strictly between lo and hi, else at sqrt(lo hi); it is written as
+floor(breakpoint) so S = lo stays in the lower regime. With >= 2 world sizes measured for (op, mode) a generic
+curve (world_size null) is fitted over all of them: alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
+shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
+
+Uncertainty: B bootstrap replicates resample the group's rows with replacement and refit with the chosen K
+(breakpoints searched again, >= 2 sizes per regime; replicates with no admissible split are redrawn). All
+replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per group; groups with more than
+~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
+were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
+profile["bootstrap"] = [{"collectives": [curve, ...]}, ...].
+
+Held-out error: leave-one-size-out (drop every row of one bytes_per_rank, refit with the same K, predict the
+dropped rows with costmodel.collectives.curve_time_us) pooled over sizes; kernels: leave-one-shape-out
+(rows, cols, world_size) of the per-op fit.
+
+Kernels, per op: t = I(mode) + kernel_bytes(op, rows, cols, p, e) 1e-3 / bw (same bounded relative least
+squares), mapped onto the profile's roofline  L k(mode) + fixed_us + bytes / bw_gbps  with launches L from the
+base profile (or 1):  delta = k_eager - k_graph = sum L (I_e - I_g) / sum L^2 over ops measured in both modes
+(>= 0); J = mean over measured modes of (I_m - L delta [m = eager]); k_graph = min over ops of J / L (the
+largest per-kernel cost that keeps every fixed_us >= 0); fixed_us = J - L k_graph. Every intercept is then
+reproduced exactly up to the op's own eager-graph gap mismatch (I_e - I_g - L delta) / 2. Eager-only data
+(CPU): delta = 0 so graph_kernel_us = eager_launch_us; graph-only data keeps the base profile's delta.
+Complete measured (rows x cols) grids are stored as kernels.tables (cols 0 -> [1]).
+
+Everything not measured comes from the base profile (default: the bundled default profile); provenance.kind is
+"measured" only when nothing of the base profile remains reachable, else "mixed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from costmodel.collectives import bus_factor, curve_time_us, total_bytes
+from costmodel.errors import InputError
+from costmodel.kernels import kernel_bytes, roofline_us
+from costmodel.profile import (
+    SCHEMA_VERSION,
+    CollectiveCurve,
+    Profile,
+    Regime,
+    default_profile,
+    load_profile,
+    profile_from_dict,
+    save_profile,
+)
+from costmodel.schema import COLLECTIVE_OPS, DTYPES, KERNEL_OPS, MODES, read_measurements, validate_measurements
+
+from .segmented import best_split, bic, polish, range_fits, solve_bounded
+
+BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
+BETA_MIN = 1.0 / BW_MAX_GBPS
+MIN_GROUP_SIZES = 3  # distinct sizes a group needs to be fitted at all
+MIN_REGIME_SIZES = 3  # distinct sizes per regime when choosing K
+MIN_REFIT_SIZES = 2  # distinct sizes per regime in bootstrap / cross-validation refits
+MAX_STORED_REPLICATES = 100
+BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
+MIN_BOOTSTRAP = 50
+REDRAW_ROUNDS = 5
+DRAFT_VOCAB = 32000  # d2t_scatter scatters [rows, 32000] draft logits (costmodel.schema.KERNEL_OPS)
+EXTRA_ELEM_BYTES = {"int64": 8, "int8": 1, "uint8": 1}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REPORT_COLUMNS = ("kind", "op", "world_size", "mode", "nodes", "status", "n_points", "n_sizes", "n_regimes",
+                  "breakpoints_bytes", "in_median_rel_err", "in_p90_rel_err", "cv_median_rel_err",
+                  "cv_p90_rel_err", "cv_folds", "n_bootstrap", "note")
+
+
+class _Skip(Exception):
+    """A group that cannot be fitted (reported, not fatal)."""
+
+
+def _num(x: float) -> float:
+    """A JSON-friendly float with 6 significant digits."""
+    return float(f"{float(x):.6g}")
+
+
+# -- collectives -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Rows:
+    """Rows of one collective group; world_size None marks the generic (all world sizes) fit."""
+
+    op: str
+    mode: str
+    world_size: int | None
+    nodes: int
+    bytes_per_rank: np.ndarray
+    p: np.ndarray
+    time_us: np.ndarray
+
+    @property
+    def generic(self) -> bool:
+        return self.world_size is None
+
+    @property
+    def size_bytes(self) -> np.ndarray:
+        return total_bytes(self.op, self.bytes_per_rank, self.p)
+
+    def design(self) -> np.ndarray:
+        """a = z / t with z = [1, (p - 1), S f(p) 1e-3] (the (p - 1) column only for the generic fit)."""
+        x = self.size_bytes * bus_factor(self.op, self.p) * 1e-3
+        cols = [np.ones_like(x)] + ([self.p - 1.0] if self.generic else []) + [x]
+        return np.stack(cols, axis=1) / self.time_us[:, None]
+
+    def lower(self) -> np.ndarray:
+        return np.array([0.0] * (2 if self.generic else 1) + [BETA_MIN])
+
+
+@dataclass(frozen=True)
+class _GroupFit:
+    curve: dict[str, Any]
+    report: dict[str, Any]
+    replicates: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _max_bytes(rows: _Rows, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Breakpoints (..., K-1) between sizes lo < hi: floor of the regimes' crossing when it lies strictly
+    inside (lo, hi), else floor(sqrt(lo hi)); lo and hi are integers, so lo <= result < hi."""
+    bp = np.sqrt(lo * hi)
+    if not rows.generic and theta.shape[-2] > 1:
+        factor = float(bus_factor(rows.op, np.asarray(rows.world_size))) * 1e-3
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cross = (theta[..., 1:, 0] - theta[..., :-1, 0]) / (theta[..., :-1, -1] - theta[..., 1:, -1]) / factor
+        bp = np.where((cross > lo) & (cross < hi), cross, bp)
+    return np.floor(bp)
+
+
+def _curve_dict(rows: _Rows, theta: np.ndarray, max_bytes: Sequence[float]) -> dict:
+    regimes = []
+    for i, th in enumerate(theta):
+        regimes.append({
+            "name": f"R{i + 1}", "max_bytes": int(max_bytes[i]) if i < len(max_bytes) else None,
+            "alpha_base_us": _num(th[0]), "alpha_per_peer_us": _num(th[1]) if rows.generic else 0.0,
+            "alpha_per_node_us": 0.0, "busbw_gbps": _num(1.0 / th[-1]),
+        })
+    return {"op": rows.op, "world_size": rows.world_size, "mode": rows.mode,
+            "nodes": None if rows.generic else rows.nodes, "launch_us": 0.0,
+            "eager_overhead_us": 0.0, "provenance": "measured", "regimes": regimes}
+
+
+def _curve_obj(curve: dict) -> CollectiveCurve:
+    regimes = tuple(
+        Regime(name=r["name"], max_bytes=math.inf if r["max_bytes"] is None else float(r["max_bytes"]),
+               alpha_base_us=r["alpha_base_us"], alpha_per_peer_us=r["alpha_per_peer_us"],
+               alpha_per_node_us=r["alpha_per_node_us"], busbw_gbps=r["busbw_gbps"])
+        for r in curve["regimes"])
+    return CollectiveCurve(op=curve["op"], world_size=curve["world_size"], mode=curve["mode"], regimes=regimes,
+                           launch_us=curve["launch_us"], eager_overhead_us=curve["eager_overhead_us"],
+                           provenance=curve["provenance"])
+
+
+def _predict(curve: dict, rows: _Rows, mask: np.ndarray | None = None) -> np.ndarray:
+    b = rows.bytes_per_rank if mask is None else rows.bytes_per_rank[mask]
+    p = rows.p if mask is None else rows.p[mask]
+    return curve_time_us(_curve_obj(curve), b, p, 1, rows.mode)
+
+
+def _replicates(rows: _Rows, sizes: np.ndarray, split) -> tuple[np.ndarray, np.ndarray]:
+    """(theta (R, K, d), max_bytes (R, K-1)) of the valid replicates of a batched split."""
+    ok = split.valid
+    theta = split.theta[ok]
+    return theta, _max_bytes(rows, theta, sizes[split.lo[ok]], sizes[split.hi[ok]])
+
+
+def _ci90(curve: dict, theta: np.ndarray, max_bytes: np.ndarray, generic: bool) -> None:
+    """Add 5-95% percentile intervals of every regime parameter over the replicates to `curve` (in place)."""
+    values = {"alpha_base_us": theta[..., 0], "busbw_gbps": 1.0 / theta[..., -1]}
+    if generic:
+        values["alpha_per_peer_us"] = theta[..., 1]
+    for i, regime in enumerate(curve["regimes"]):
+        columns = {**{k: v[:, i] for k, v in values.items()},
+                   **({"max_bytes": max_bytes[:, i]} if i < max_bytes.shape[1] else {})}
+        regime["ci90"] = {k: [_num(x) for x in np.percentile(v, [5, 95])] for k, v in columns.items()}
+
+
+def _errors(pred: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.abs(pred - t) / t
+
+
+def _err_stats(err: np.ndarray) -> tuple[float | None, float | None]:
+    if err.size == 0:
+        return None, None
+    return _num(np.median(err)), _num(np.percentile(err, 90))
+
+
+def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
+    """Segmented fit, K by BIC, leave-one-size-out CV and bootstrap of one group (see module doc)."""
+    sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
+    k, n = len(sizes), len(rows.time_us)
+    if k < MIN_GROUP_SIZES:
+        raise _Skip(f"{k} distinct size(s); needs >= {MIN_GROUP_SIZES}")
+    if rows.generic and len(np.unique(rows.p)) < 2:
+        raise _Skip("generic curve needs >= 2 world sizes")
+    a, lower = rows.design(), rows.lower()
+    groups = dict(group_index=rows.p, min_groups=2) if rows.generic else {}
+    main = range_fits(a, size_index, k, np.ones((1, n)), lower, min_sizes=MIN_REGIME_SIZES, **groups)
+    best = None
+    for n_regimes in range(1, max_regimes + 1):
+        split = best_split(main, n_regimes)
+        if not split.valid[0]:
+            break
+        segment = np.searchsorted(split.ends[0], size_index)
+        theta = np.array([polish(a[segment == i], lower, split.theta[0, i]) for i in range(n_regimes)])
+        score = bic(np.log(np.einsum("nd,nd->n", a, theta[segment])), n_regimes * a.shape[1] + n_regimes - 1)
+        if best is None or score < best[0]:
+            best = (score, n_regimes, split, theta)
+    if best is None or not math.isfinite(best[0]):
+        raise _Skip(f"too few points for even one regime ({n} rows, {k} sizes)")
+    _, n_regimes, split, theta = best
+    curve = _curve_dict(rows, theta, _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]]))
+    in_err = _errors(_predict(curve, rows), rows.time_us)
+
+    refit = dict(min_sizes=MIN_REFIT_SIZES, **groups)
+    folds = np.unique(rows.bytes_per_rank)
+    held = rows.bytes_per_rank[None, :] == folds[:, None]
+    cv_split = best_split(range_fits(a, size_index, k, (~held).astype(float), lower, **refit), n_regimes)
+    cv_err = [_errors(_predict(_curve_dict(rows, th, mb), rows, held[f]), rows.time_us[held[f]])
+              for f, th, mb in zip(np.flatnonzero(cv_split.valid), *_replicates(rows, sizes, cv_split))]
+    cv_err = np.concatenate(cv_err) if cv_err else np.array([])
+
+    boot_theta = np.zeros((0, n_regimes, a.shape[1]))
+    boot_bytes = np.zeros((0, n_regimes - 1))
+    if bootstrap > 0:
+        n_boot = min(bootstrap, max(MIN_BOOTSTRAP, BOOTSTRAP_WORK // (k * k)))
+        for _ in range(REDRAW_ROUNDS):
+            need = n_boot - len(boot_theta)
+            if need <= 0:
+                break
+            weights = rng.multinomial(n, np.full(n, 1.0 / n), size=need).astype(float)
+            th, mb = _replicates(rows, sizes, best_split(range_fits(a, size_index, k, weights, lower, **refit),
+                                                         n_regimes))
+            boot_theta, boot_bytes = np.concatenate([boot_theta, th]), np.concatenate([boot_bytes, mb])
+        if len(boot_theta):
+            _ci90(curve, boot_theta, boot_bytes, rows.generic)
+    replicates = [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
+                                                             boot_bytes[:MAX_STORED_REPLICATES])]
+    in_med, in_p90 = _err_stats(in_err)
+    cv_med, cv_p90 = _err_stats(cv_err)
+    measured_p = sorted(int(v) for v in np.unique(rows.p))
+    note = (f"generic alpha = a + b (p - 1) over p = {', '.join(map(str, measured_p))}; "
+            "extrapolated for other p") if rows.generic else ""
+    if rows.nodes > 1:
+        note = f"all rows span {rows.nodes} nodes (curves are keyed by world_size and mode only)"
+    report = {
+        "kind": "collective", "op": rows.op, "world_size": rows.world_size, "mode": rows.mode,
+        "nodes": rows.nodes, "status": "fitted", "n_points": n, "n_sizes": k, "n_regimes": n_regimes,
+        "breakpoints_bytes": [r["max_bytes"] for r in curve["regimes"][:-1]],
+        "in_median_rel_err": in_med, "in_p90_rel_err": in_p90, "cv_median_rel_err": cv_med,
+        "cv_p90_rel_err": cv_p90, "cv_folds": int(cv_split.valid.sum()), "n_bootstrap": len(boot_theta),
+        "note": note,
+    }
+    return _GroupFit(curve=curve, report=report, replicates=replicates)
+
+
+def _skip_row(kind: str, op: str, world_size, mode, reason: str, n_points: int, nodes=None) -> dict:
+    row = {c: None for c in REPORT_COLUMNS}
+    row.update(kind=kind, op=op, world_size=world_size, mode=mode, nodes=nodes, status=f"skipped: {reason}",
+               n_points=n_points, breakpoints_bytes=[], note="")
+    return row
+
+
+def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int
+                     ) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """(curves, report rows, per-curve bootstrap replicates) for every collective group."""
+    coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
+    curves, reports, reps = [], [], []
+    generic_rows: dict[tuple[str, str], list[pd.DataFrame]] = {}
+    counter = 0
+
+    def run(rows: _Rows) -> None:
+        nonlocal counter
+        counter += 1
+        rng = np.random.default_rng([seed, counter])
+        try:
+            fit = _fit_group(rows, max_regimes=max_regimes, bootstrap=bootstrap, rng=rng)
+        except _Skip as exc:
+            reports.append(_skip_row("collective", rows.op, rows.world_size, rows.mode, str(exc),
+                                     len(rows.time_us), rows.nodes))
+            return
+        curves.append(fit.curve)
+        reports.append(fit.report)
+        reps.append(fit.replicates)
+
+    for (op, ws, mode), sub in coll.groupby(["op", "world_size", "mode"], sort=True):
+        ws = int(ws)
+        if ws < 2:
+            reports.append(_skip_row("collective", op, ws, mode, "world_size 1 costs 0 in the model", len(sub)))
+            continue
+        nodes = int(sub["nodes"].min())
+        other = sub[sub["nodes"] != nodes]
+        if len(other):
+            reports.append(_skip_row("collective", op, ws, mode,
+                                     f"rows with nodes = {sorted(set(other['nodes'].astype(int)))} besides "
+                                     f"nodes = {nodes} (curves are keyed by world_size and mode only)",
+                                     len(other), nodes=int(other["nodes"].max())))
+            sub = sub[sub["nodes"] == nodes]
+        before = len(curves)
+        run(_Rows(op, mode, ws, nodes, sub["bytes_per_rank"].to_numpy(float), sub["world_size"].to_numpy(float),
+                  sub["median_us"].to_numpy(float)))
+        if len(curves) > before and nodes == 1:
+            generic_rows.setdefault((op, mode), []).append(sub)
+    for (op, mode), parts in sorted(generic_rows.items()):
+        if len(parts) < 2:
+            continue
+        sub = pd.concat(parts)
+        run(_Rows(op, mode, None, 1, sub["bytes_per_rank"].to_numpy(float), sub["world_size"].to_numpy(float),
+                  sub["median_us"].to_numpy(float)))
+    return curves, reports, reps
+
+
+# -- kernels ---------------------------------------------------------------------------------------------
+def _elem_bytes(dtype: pd.Series) -> np.ndarray:
+    table = {**DTYPES, **EXTRA_ELEM_BYTES}
+    return dtype.map(table).to_numpy(float)
+
+
+def _kernel_nbytes(op: str, sub: pd.DataFrame) -> np.ndarray:
+    draft = sub["draft_cols"].to_numpy(float) if "draft_cols" in sub else np.full(len(sub), float(DRAFT_VOCAB))
+    return kernel_bytes(op, sub["rows"].to_numpy(float), sub["cols"].to_numpy(float),
+                        sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), draft)
+
+
+@dataclass(frozen=True)
+class _KernelFit:
+    op: str
+    intercept_us: dict[str, float]  # per measured mode
+    bw_gbps: float
+    in_err: dict[str, np.ndarray]  # per mode, in-sample relative errors of the per-op fit
+    cv_err: dict[str, np.ndarray]  # per mode, leave-one-shape-out relative errors
+    cv_folds: int
+    n_shapes: int
+
+
+def _fit_kernel_op(op: str, sub: pd.DataFrame) -> _KernelFit:
+    """t = I(mode) + bytes 1e-3 / bw on relative error, plus leave-one-shape-out CV."""
+    modes = sorted(set(sub["mode"]))
+    nbytes = _kernel_nbytes(op, sub)
+    if len(np.unique(nbytes)) < 2:
+        raise _Skip("roofline needs >= 2 distinct byte counts")
+    t = sub["median_us"].to_numpy(float)
+    mode = sub["mode"].to_numpy(str)
+    z = np.stack([(mode == m).astype(float) for m in modes] + [nbytes * 1e-3], axis=1)
+    a = z / t[:, None]
+    lower = np.array([0.0] * len(modes) + [BETA_MIN])
+    theta0, _ = solve_bounded(a.T @ a, a.sum(axis=0), float(len(t)), lower)
+    theta = polish(a, lower, theta0)
+    shape = sub[["rows", "cols", "world_size"]].astype(np.int64).to_numpy()
+    shapes, shape_index = np.unique(shape, axis=0, return_inverse=True)
+    shape_index = shape_index.reshape(-1)
+    cv_err: dict[str, list] = {m: [] for m in modes}
+    folds = 0
+    for s in range(len(shapes)):
+        keep = shape_index != s
+        if len(np.unique(nbytes[keep])) < 2 or any(not (keep & (mode == m)).any() for m in modes):
+            continue
+        ak = a[keep]
+        th, _ = solve_bounded(ak.T @ ak, ak.sum(axis=0), float(keep.sum()), lower)
+        pred = z[~keep] @ th
+        for m in modes:
+            sel = mode[~keep] == m
+            cv_err[m].append(_errors(pred[sel], t[~keep][sel]))
+        folds += 1
+    in_err = _errors(z @ theta, t)
+    return _KernelFit(op=op, intercept_us={m: float(theta[i]) for i, m in enumerate(modes)},
+                      bw_gbps=1.0 / float(theta[-1]), in_err={m: in_err[mode == m] for m in modes},
+                      cv_err={m: np.concatenate(v) if v else np.array([]) for m, v in cv_err.items()},
+                      cv_folds=folds, n_shapes=len(shapes))
+
+
+def _launch_costs(fits: dict[str, _KernelFit], launches: dict[str, float], base: Profile
+                  ) -> tuple[float, float, dict[str, float]]:
+    """(graph_kernel_us, eager_launch_us, fixed_us per op) reproducing the fitted intercepts (module doc)."""
+    modes = {m for f in fits.values() for m in f.intercept_us}
+    base_delta = max(0.0, base.eager_launch_us - base.graph_kernel_us)
+    both = [f for f in fits.values() if len(f.intercept_us) == 2 and launches[f.op] > 0]
+    if modes == {"eager"}:
+        delta = 0.0
+    elif modes == {"graph"} or not both:
+        delta = base_delta
+    else:
+        num = sum(launches[f.op] * (f.intercept_us["eager"] - f.intercept_us["graph"]) for f in both)
+        delta = max(0.0, num / sum(launches[f.op] ** 2 for f in both))
+    j = {op: float(np.mean([i - launches[op] * delta * (m == "eager") for m, i in f.intercept_us.items()]))
+         for op, f in fits.items()}
+    per_launch = [j[op] / launches[op] for op in fits if launches[op] > 0]
+    k_graph = max(0.0, min(per_launch)) if per_launch else base.graph_kernel_us
+    fixed = {op: max(0.0, j[op] - launches[op] * k_graph) for op in fits}
+    return k_graph, k_graph + delta, fixed
+
+
+def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict], list[str]]:
+    """Complete (rows x cols) grids per (op, dtype, mode, world_size); returns (tables, notes on incomplete)."""
+    tables, notes = [], []
+    for (op, dtype, mode, ws), sub in kern.groupby(["op", "dtype", "mode", "world_size"], sort=True):
+        label = f"{op} {dtype} {mode} p={int(ws)}"
+        if dtype not in DTYPES:
+            notes.append(f"{label}: dtype {dtype} has no table slot")
+            continue
+        cols = sub["cols"].where(sub["cols"] > 0, 1)
+        grid = sub.assign(cols=cols).groupby(["rows", "cols"])["median_us"].median()
+        rows_ax = sorted(set(grid.index.get_level_values(0)))
+        cols_ax = sorted(set(grid.index.get_level_values(1)))
+        if len(grid) != len(rows_ax) * len(cols_ax):
+            notes.append(f"{label}: grid incomplete ({len(grid)} of {len(rows_ax) * len(cols_ax)} cells)")
+            continue
+        source = sorted(set(sub["_file"])) if "_file" in sub else list(files)
+        tables.append({"op": op, "dtype": dtype, "mode": mode, "world_size": int(ws),
+                       "rows": [int(r) for r in rows_ax], "cols": [int(c) for c in cols_ax],
+                       "median_us": [[_num(grid[(r, c)]) for c in cols_ax] for r in rows_ax],
+                       "source": ", ".join(source)})
+    return tables, notes
+
+
+def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str]
+                 ) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
+    """(kernels section, report rows, per-op fits, number of tables kept from the base profile)."""
+    kern = frame[frame["op"].isin(list(KERNEL_OPS))]
+    fits: dict[str, _KernelFit] = {}
+    reports: list[dict] = []
+    for op, sub in kern.groupby("op", sort=True):
+        try:
+            fits[op] = _fit_kernel_op(op, sub)
+        except _Skip as exc:
+            reports.append(_skip_row("kernel", op, None, None, str(exc), len(sub)))
+    launches = {op: (base.kernel_ops[op].launches if op in base.kernel_ops else 1.0) for op in fits}
+    ops = {op: _kernel_op_dict(spec) for op, spec in base.kernel_ops.items() if op not in fits}
+    k_graph, k_eager = base.graph_kernel_us, base.eager_launch_us
+    if fits:
+        k_graph, k_eager, fixed = _launch_costs(fits, launches, base)
+        for op, f in fits.items():
+            ops[op] = {"launches": _num(launches[op]), "fixed_us": _num(fixed[op]), "bw_gbps": _num(f.bw_gbps),
+                       "provenance": "measured"}
+    tables, notes = _kernel_tables(kern, files)
+    measured_tables = {t["op"] for t in tables}
+    kept = [_table_dict(t) for t in base.kernel_tables if t.op not in measured_tables and t.op not in fits]
+    for note in notes:
+        reports.append(_skip_row("kernel_table", note.split()[0], None, None, note, 0))
+    section = {"graph_kernel_us": _num(k_graph), "eager_launch_us": _num(k_eager), "ops": ops,
+               "tables": tables + kept}
+    return section, reports, fits, len(kept)
+
+
+def _kernel_reports(profile: Profile, frame: pd.DataFrame, fits: dict[str, _KernelFit]) -> list[dict]:
+    """In-sample and leave-one-shape-out errors of the per-op fit, per (op, mode); the note gives the error of
+    the emitted roofline (shared per-kernel launch costs) on the same rows."""
+    rows = []
+    kern = frame[frame["op"].isin(list(fits))]
+    for (op, mode), sub in kern.groupby(["op", "mode"], sort=True):
+        draft = sub["draft_cols"].to_numpy(float) if "draft_cols" in sub else DRAFT_VOCAB
+        pred = roofline_us(profile, op, sub["rows"].to_numpy(float), sub["cols"].to_numpy(float),
+                           sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), mode, draft)
+        roof_med, roof_p90 = _err_stats(_errors(pred, sub["median_us"].to_numpy(float)))
+        in_med, in_p90 = _err_stats(fits[op].in_err[mode])
+        cv_med, cv_p90 = _err_stats(fits[op].cv_err[mode])
+        row = {c: None for c in REPORT_COLUMNS}
+        row.update(kind="kernel", op=op, world_size=None, mode=mode, nodes=None, status="fitted",
+                   n_points=len(sub), n_sizes=fits[op].n_shapes, breakpoints_bytes=[],
+                   in_median_rel_err=in_med, in_p90_rel_err=in_p90, cv_median_rel_err=cv_med,
+                   cv_p90_rel_err=cv_p90, cv_folds=fits[op].cv_folds, n_bootstrap=0,
+                   note=f"t = I(mode) + bytes / bw; profile roofline median {roof_med:.3g}, p90 {roof_p90:.3g}")
+        rows.append(row)
+    return rows
+
+
+def _kernel_op_dict(spec) -> dict:
+    return {"launches": spec.launches, "fixed_us": spec.fixed_us, "bw_gbps": spec.bw_gbps,
+            "provenance": spec.provenance}
+
+
+def _table_dict(t) -> dict:
+    return {"op": t.op, "dtype": t.dtype, "mode": t.mode, "world_size": t.world_size, "rows": list(t.rows),
+            "cols": list(t.cols), "median_us": [list(r) for r in t.median_us], "source": t.source}
+
+
+# -- base profile ----------------------------------------------------------------------------------------
+def _eager_prices_graph(curves: list[dict], reps: list[list[dict]], reports: list[dict]) -> None:
+    """No graph-mode collective rows at all (e.g. a CPU/gloo run): the eager curves price graph mode too.
+
+    Their mode becomes null (eager_overhead_us stays 0), so a graph-mode query uses this cluster's own
+    eager measurement instead of a base profile's graph curve from other hardware.
+    """
+    for curve in curves + [c for group in reps for c in group]:
+        if curve["mode"] == "eager":
+            curve["mode"] = None
+    for row in reports:
+        if row.get("kind") == "collective" and row.get("mode") == "eager":
+            row["note"] = ((row.get("note") or "") + "; no graph-mode rows: this eager curve also prices graph mode"
+                           ).lstrip("; ")
+
+
+def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
+    """Base curves that Profile.curve still selects for some (op, world size, nodes, mode) beside the measured ones.
+
+    Asks the real lookup (Profile.curve) on the merged curve list, so the ranking rules live in one place.
+    """
+    base_curves = base.raw["collectives"]
+    merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k != "bootstrap"},
+                                "collectives": measured + base_curves}, source="merged profile")
+    sizes = {c.world_size for c in merged.collectives if c.world_size is not None}
+    node_counts = {1} | {c.nodes for c in merged.collectives if c.nodes is not None}
+    reached = set()
+    for op, ws, nodes, mode in itertools.product(COLLECTIVE_OPS, sorted(sizes) + [max(sizes | {1}) + 1],
+                                                 sorted(node_counts), MODES):
+        try:
+            chosen = merged.curve(op, ws, mode, nodes)
+        except InputError:
+            continue
+        index = next(i for i, c in enumerate(merged.collectives) if c is chosen)
+        if index >= len(measured):
+            reached.add(index - len(measured))
+    return [{**base_curves[i], "provenance": merged.collectives[len(measured) + i].provenance}
+            for i in sorted(reached)]
+
+
+# -- inputs and provenance -------------------------------------------------------------------------------
+def _relative(path: Path) -> str:
+    """The path relative to the repository when it lies inside it, else absolute."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
+
+
+def load_inputs(paths: Sequence[str | Path]) -> tuple[pd.DataFrame, list[str]]:
+    """Read every CSV (a directory contributes its *.csv files); returns (rows, file paths as given)."""
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found = sorted(path.glob("*.csv"))
+            if not found:
+                raise InputError(f"{p}: no *.csv files in this directory")
+            files += found
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(f"{p}: no such file or directory")
+    if not files:
+        raise InputError("no input files")
+    frames = [read_measurements(f).assign(_file=_relative(f)) for f in files]
+    return pd.concat(frames, ignore_index=True), [_relative(f) for f in files]
+
+
+def _provenance_files(files: Sequence[str]) -> dict[str, Any]:
+    """Decoded provenance.json files next to the inputs, keyed by their path."""
+    found: dict[str, Any] = {}
+    for f in files:
+        path = Path(f) if Path(f).is_absolute() else REPO_ROOT / f
+        if not path.is_file():  # an upload's name, not a file here
+            continue
+        candidate = path.parent / "provenance.json"
+        if candidate.is_file() and _relative(candidate) not in found:
+            try:
+                found[_relative(candidate)] = json.loads(candidate.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+                raise InputError(f"{_relative(candidate)}: not valid JSON") from None
+    return found
+
+
+def _software(found: dict[str, Any]) -> dict[str, Any]:
+    """provenance.software: each file's "software" object (else the whole file); several files keyed by path."""
+    picked = {k: (v["software"] if isinstance(v, dict) and isinstance(v.get("software"), dict) else v)
+              for k, v in found.items()}
+    if len(picked) == 1:
+        (data,) = picked.values()
+        return data if isinstance(data, dict) else {"provenance": data}
+    return picked
+
+
+def _gpus_per_node(found: dict[str, Any]) -> int | None:
+    values = [v.get("gpus_per_node") for v in found.values() if isinstance(v, dict)]
+    values = {v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    return values.pop() if len(values) == 1 else None
+
+
+def _gpu(frame: pd.DataFrame) -> str:
+    values = sorted({str(v).strip() for v in frame["gpu"].dropna()} - {"unknown", "", "nan"})
+    if len(values) > 1:
+        raise InputError(f"column gpu: mixed GPU types in one fit ({', '.join(values)}); fit each GPU separately")
+    return values[0] if values else "unknown"
+
+
+# -- the fit ---------------------------------------------------------------------------------------------
+def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | None = None,
+                     bootstrap: int = 200, max_regimes: int = 3, seed: int = 0, files: Sequence[str] = (),
+                     title: str | None = None, software: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fit a profile dict (validated by costmodel.profile.profile_from_dict) from measurement rows.
+
+    Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
+    fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
+    """
+    if bootstrap < 0:
+        raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
+    if max_regimes < 1:
+        raise InputError(f"--max-regimes must be >= 1, got {max_regimes}")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("--name must be a non-empty string")
+    if len(frame) == 0:
+        raise InputError("measurements: no rows")
+    frame = validate_measurements(frame, source=", ".join(files) or "measurements")
+    gpu = _gpu(frame)
+    base = base_profile if base_profile is not None else default_profile()
+    files = list(files)
+
+    curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed)
+    if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
+        _eager_prices_graph(curves, reps, coll_reports)
+    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files)
+    if not curves and not kern_fits:
+        reasons = [r["status"] for r in coll_reports + kern_reports]
+        raise InputError("nothing fittable: " + (reasons[0] if reasons else "no collective or kernel rows"))
+    base_curves = _reachable_base_curves(base, curves)
+    base_ops = [op for op, spec in kernels["ops"].items() if spec.get("provenance") != "measured"]
+    measured = not base_curves and not base_ops and not n_base_tables and bool(kern_fits)
+    found = _provenance_files(files) if software is None else {}
+    source = f"fitted by calibration.fit from {', '.join(files) if files else 'uploaded measurements'}"
+    if not measured:
+        source += f"; unmeasured parameters from base profile {base.name}"
+    profile: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "title": title or f"{name} (fitted, {gpu})",
+        "provenance": {
+            "kind": "measured" if measured else "mixed", "source": source, "gpu": gpu,
+            "software": software if software is not None else _software(found),
+            "date": datetime.date.today().isoformat(), "citations": [], "files": files,
+        },
+        "collectives": curves + base_curves,
+        "kernels": kernels,
+        "fit_report": [],
+    }
+    if _gpus_per_node(found) is not None:
+        profile["provenance"]["gpus_per_node"] = _gpus_per_node(found)
+    n_stored = min([MAX_STORED_REPLICATES] + [len(r) for r in reps]) if reps and bootstrap > 0 else 0
+    if n_stored:
+        profile["bootstrap"] = [{"collectives": [r[j] for r in reps]} for j in range(n_stored)]
+    parsed = profile_from_dict(profile, source=f"fitted profile {name}")
+    base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
+                  "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
+                  "note": ""} for c in base_curves]
+    profile["fit_report"] = coll_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports + base_rows
+    profile_from_dict(profile, source=f"fitted profile {name}")
+    return profile
+
+
+def fit_report_table(profile: dict[str, Any]) -> pd.DataFrame:
+    """The profile's fit_report as a DataFrame (one row per fitted or skipped group, fixed column order)."""
+    rows = profile.get("fit_report") or []
+    table = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
+    table["breakpoints_bytes"] = [", ".join(f"{b:.4g}" for b in (bps or [])) for bps in table["breakpoints_bytes"]]
+    for column in ("world_size", "nodes", "n_points", "n_sizes", "n_regimes", "cv_folds", "n_bootstrap"):
+        table[column] = pd.array(table[column].tolist(), dtype="Int64")
+    return table
+
+
+# -- CLI -------------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m calibration.fit", description="Fit a cost-model profile from measurement CSVs.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="measurement CSV files or benchmark directories")
+    p.add_argument("--out", required=True, help="profile JSON to write")
+    p.add_argument("--name", help="profile name (default: the --out file's stem)")
+    p.add_argument("--title", help="profile title")
+    p.add_argument("--base-profile", help="bundled profile name or JSON path for unmeasured parameters")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates per group (0: none)")
+    p.add_argument("--max-regimes", type=int, default=3, help="most regimes per collective curve")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        frame, files = load_inputs(args.inputs)
+        base = load_profile(args.base_profile) if args.base_profile else None
+        name = args.name or Path(args.out).stem
+        profile = fit_measurements(frame, name=name, base_profile=base, bootstrap=args.bootstrap,
+                                   max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title)
+        out = Path(args.out)
+        if out.is_dir():
+            raise InputError(f"--out {out}: is a directory")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        save_profile(profile, out)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc.filename or args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    table = fit_report_table(profile)
+    for row in profile["fit_report"]:
+        if str(row["status"]).startswith("skipped"):
+            where = " ".join(str(row[c]) for c in ("op", "world_size", "mode") if row[c] is not None)
+            print(f"warning: {row['kind']} {where}: {row['status']}", file=sys.stderr)
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(table.drop(columns=["note"]).to_string(index=False))
+    print(f"wrote {args.out} ({profile['provenance']['kind']}, {len(profile['collectives'])} curves, "
+          f"{len(profile.get('bootstrap', []))} bootstrap replicates)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
