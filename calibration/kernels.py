@@ -1,0 +1,573 @@
+"""Single-device timings of every kernel op of `costmodel.schema.KERNEL_OPS`, using the reference building blocks.
+
+    python -m calibration.kernels --out DIR [--device cpu|cuda] [--rows 1,2,...] [--cols ...]
+        [--dtypes bf16,fp16,fp32] [--modes graph,eager] [--world-sizes 2,4,8] [--ops ...]
+        [--quick] [--resume] [--budget-s S] [--point-seconds S] [--threads N]
+
+Each op calls exactly the `calibration.reference` function a strategy calls
+(what `cols` means per op is `KERNEL_OPS[op]`; rows = sampled rows R):
+
+    local_argmax     local_argmax_pack(x[R, s], rank 0, s, V=s)
+    key_pack         key_pack(x[R, s], rank 0, s, V=s)
+    relayout_copy    relayout(g[p*R, s], p)                              (world_size = p)
+    relayout_argmax  full_argmax(relayout(g, p)[:, :p*s])                (world_size = p)
+    chunked_argmax   chunked_argmax(g[p*R, s], p, V=p*s)                 (world_size = p)
+    argmax           full_argmax(x[R, cols])
+    pair_reduce      pair_reduce(pairs[p*R, 2] fp32, p)       cols = 0   (world_size = p, dtype fp32)
+    key_unpack       key_unpack(keys[R] int64)                cols = 0   (dtype int64)
+    d2t_scatter      d2t_scatter(x[R, 32000], d2t, V_target=cols)
+    d2t_lookup       d2t_lookup(ids[R], d2t, vals[R] == -inf) cols = 0   (dtype int64)
+
+pair_reduce / key_unpack / d2t_lookup do not touch logits: they are measured once,
+labelled with the dtype of the data they read (fp32 pairs, int64 keys / ids).
+p-dependent shard ops keep p * s <= 262,208 (the largest padded vocab modelled).
+
+Timing: CUDA graph mode captures N calls in one CUDA graph and times replays with
+CUDA events; CUDA eager times N back-to-back calls with CUDA events; CPU (eager
+only, 1 intra-op thread unless --threads) times each call with perf_counter_ns.
+Per-call time = sample / N. Inputs
+rotate over k buffers (k * buffer bytes >= 128 MiB on CUDA, 64 MiB on CPU, k in
+[2, 32]) so caches do not flatter large inputs. Samples are taken until the
+median's 95% CI is within 2% (`calibration.timing.converged`), or the per-point
+time budget is spent. Each op is checked once against a numpy formulation
+before it is timed. Rows are appended (flushed per row) to DIR/kernels.csv;
+DIR/provenance.json describes the run; --resume skips measured points;
+--budget-s stops starting new points (rows are the outer loop, so every op keeps
+its small-row points). --quick (smoke test): rows 1,16; s 4000,16032;
+V 32000,64128; bf16; p 2,8; 0.02 s per point; two buffers, no rotation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from calibration import reference as ref
+from calibration.results import RowWriter, existing_keys, point_key
+from calibration.timing import Stats, converged
+from costmodel.errors import InputError
+from costmodel.schema import DTYPES, KERNEL_OPS, MODES
+
+ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
+SHARD_COLS = (4000, 8000, 16032, 32064, 64128, 131104)  # 32000/8 .. 262208/2, ~x2 apart
+VOCAB_COLS = (16000, 32000, 64128, 128256, 202048, 262208)  # argmaxed widths V / V_target
+WORLD_SIZES = (2, 4, 8)
+QUICK_ROWS = (1, 16)
+QUICK_SHARD_COLS = (4000, 16032)
+QUICK_VOCAB_COLS = (32000, 64128)
+QUICK_WORLD_SIZES = (2, 8)
+DRAFT_VOCAB = 32000  # d2t_scatter scatters [R, 32000] draft logits (KERNEL_OPS)
+MAX_PADDED_VOCAB = 262208
+ROTATE_BYTES = {"cuda": 128 << 20, "cpu": 64 << 20}
+MEMORY_CAP_BYTES = {"cuda": 48 << 30, "cpu": 2 << 30}
+MAX_BUFFERS = 32
+CSV_NAME = "kernels.csv"
+PROVENANCE_NAME = "provenance.json"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """cols_kind: shard (s), vocab (V), target (V_target > 32000) or none (0); per_p: depends on p."""
+
+    cols_kind: str
+    per_p: bool = False
+    data_dtype: str | None = None  # fixed dtype label for ops that never read logits
+
+
+OPS: dict[str, OpSpec] = {
+    "local_argmax": OpSpec("shard"),
+    "relayout_copy": OpSpec("shard", per_p=True),
+    "argmax": OpSpec("vocab"),
+    "relayout_argmax": OpSpec("shard", per_p=True),
+    "chunked_argmax": OpSpec("shard", per_p=True),
+    "pair_reduce": OpSpec("none", per_p=True, data_dtype="fp32"),
+    "key_pack": OpSpec("shard"),
+    "key_unpack": OpSpec("none", data_dtype="int64"),
+    "d2t_scatter": OpSpec("target"),
+    "d2t_lookup": OpSpec("none", data_dtype="int64"),
+}
+assert set(OPS) == set(KERNEL_OPS), "calibration.kernels must cover every schema kernel op"
+
+
+@dataclass(frozen=True)
+class Point:
+    op: str
+    dtype: str
+    mode: str
+    world_size: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class Grid:
+    rows: tuple[int, ...]
+    shard_cols: tuple[int, ...]
+    vocab_cols: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    modes: tuple[str, ...]
+    world_sizes: tuple[int, ...]
+    ops: tuple[str, ...]
+
+    def cols_for(self, op: str, p: int) -> tuple[int, ...]:
+        kind = OPS[op].cols_kind
+        if kind == "none":
+            return (0,)
+        if kind == "vocab":
+            return self.vocab_cols
+        if kind == "target":
+            return tuple(c for c in self.vocab_cols if c > DRAFT_VOCAB)
+        return tuple(s for s in self.shard_cols if not OPS[op].per_p or p * s <= MAX_PADDED_VOCAB)
+
+    def points(self) -> list[Point]:
+        """Every (dtype, mode, rows, op, p, cols); logits-free ops once per mode with their data dtype.
+
+        Rows are the outer loop inside a (dtype, mode), so a run stopped by --budget-s still covers every
+        op at the small row counts that decide the crossover.
+        """
+        out: dict[Point, None] = {}
+        for dtype in self.dtypes:
+            for mode in self.modes:
+                for rows in sorted(self.rows):
+                    for op in self.ops:
+                        spec = OPS[op]
+                        label = spec.data_dtype or dtype
+                        for p in (self.world_sizes if spec.per_p else (1,)):
+                            for cols in self.cols_for(op, p):
+                                out[Point(op, label, mode, p, rows, cols)] = None
+        return list(out)
+
+
+# -- inputs, calls and checks per op -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpCase:
+    """make(i) builds the i-th input tuple; call(inputs) runs the op; expect(inputs) is numpy's answer."""
+
+    make: Callable[[int], tuple]
+    call: Callable[[tuple], object]
+    expect: Callable[[tuple], np.ndarray]
+    bytes_per_input: int
+    bytes_per_output: int
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+
+
+def _d2t_map(target_vocab: int, device: torch.device, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    targets = torch.randperm(target_vocab, generator=g)[:DRAFT_VOCAB].sort().values
+    return (targets - torch.arange(DRAFT_VOCAB)).to(device)
+
+
+def _np_argmax_concat(g: np.ndarray, p: int) -> np.ndarray:
+    return np.argmax(np.concatenate(np.split(g, p, axis=0), axis=1), axis=1)
+
+
+def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.device, seed: int = 0) -> OpCase:
+    """Inputs, the reference call and an independent numpy expectation for one point."""
+    tdt = ref.TORCH_DTYPES.get(dtype, torch.float32)
+    e = DTYPES.get(dtype, 8)
+
+    def randn(shape: Sequence[int], i: int, dt: torch.dtype = tdt) -> torch.Tensor:
+        gen = torch.Generator(device=device).manual_seed(seed * 1000 + i)
+        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(dt)
+
+    def randint(high: int, shape: Sequence[int], i: int) -> torch.Tensor:
+        gen = torch.Generator(device=device).manual_seed(seed * 1000 + i + 500)
+        return torch.randint(0, high, tuple(shape), generator=gen, device=device)
+
+    if op in ("local_argmax", "key_pack"):
+        fn = ref.local_argmax_pack if op == "local_argmax" else ref.key_pack
+
+        def expect_local(x: tuple) -> np.ndarray:
+            return np.argmax(_np(x[0]), axis=1)
+
+        def call_local(x: tuple):
+            return fn(x[0], 0, cols, cols)
+
+        return OpCase(lambda i: (randn((rows, cols), i),), call_local, expect_local, rows * cols * e, rows * 16)
+    if op in ("relayout_copy", "relayout_argmax", "chunked_argmax"):
+        def make_gathered(i: int) -> tuple:
+            return (randn((p * rows, cols), i),)
+
+        if op == "relayout_copy":
+            return OpCase(make_gathered, lambda x: ref.relayout(x[0], p),
+                          lambda x: np.concatenate(np.split(_np(x[0]), p, axis=0), axis=1),
+                          p * rows * cols * e, p * rows * cols * e)
+        if op == "relayout_argmax":
+            return OpCase(make_gathered, lambda x: ref.full_argmax(ref.relayout(x[0], p)[:, :p * cols]),
+                          lambda x: _np_argmax_concat(_np(x[0]), p), p * rows * cols * e, p * rows * cols * e)
+        return OpCase(make_gathered, lambda x: ref.chunked_argmax(x[0], p, p * cols)[0],
+                      lambda x: _np_argmax_concat(_np(x[0]), p), p * rows * cols * e, rows * 16)
+    if op == "argmax":
+        return OpCase(lambda i: (randn((rows, cols), i),), lambda x: ref.full_argmax(x[0]),
+                      lambda x: np.argmax(_np(x[0]), axis=1), rows * cols * e, rows * 8)
+    if op == "pair_reduce":
+        def make_pairs(i: int) -> tuple:
+            vals = randn((p * rows,), i, torch.float32)
+            ids = randint(1 << 24, (p * rows,), i).float()
+            return (torch.stack([vals, ids], dim=-1),)
+
+        def expect_pairs(x: tuple) -> np.ndarray:
+            table = _np(x[0]).reshape(p, rows, 2)
+            win = np.argmax(table[:, :, 0], axis=0)
+            return table[win, np.arange(rows), 1].astype(np.int64)
+
+        return OpCase(make_pairs, lambda x: ref.pair_reduce(x[0], p)[0], expect_pairs, p * rows * 8, rows * 16)
+    if op == "key_unpack":
+        def make_keys(i: int) -> tuple:
+            ids = randint(1 << 31, (rows,), i)
+            return ref.make_keys(randn((rows,), i, torch.float32), ids), ids
+
+        return OpCase(make_keys, lambda x: ref.key_unpack(x[0]), lambda x: _np(x[1]), rows * 16, rows * 8)
+    if op == "d2t_scatter":
+        d2t = _d2t_map(cols, device, seed)
+
+        def expect_scatter(x: tuple) -> np.ndarray:
+            out = np.full((rows, cols), -np.inf, dtype=np.float32)
+            out[:, np.arange(DRAFT_VOCAB) + _np(d2t)] = _np(x[0])
+            return out
+
+        return OpCase(lambda i: (randn((rows, DRAFT_VOCAB), i),), lambda x: ref.d2t_scatter(x[0], d2t, cols),
+                      expect_scatter, rows * DRAFT_VOCAB * e, rows * cols * e)
+    if op == "d2t_lookup":
+        d2t = _d2t_map(128256, device, seed)
+
+        def make_lookup(i: int) -> tuple:
+            vals = randn((rows,), i, torch.float32)
+            vals[0] = ref.NEG_INF  # one all -inf row: maps to 0 like the scatter baseline
+            return randint(DRAFT_VOCAB, (rows,), i), vals
+
+        def expect_lookup(x: tuple) -> np.ndarray:
+            ids, vals = _np(x[0]), _np(x[1])
+            return np.where(vals == -np.inf, 0, ids + _np(d2t)[ids])
+
+        return OpCase(make_lookup, lambda x: ref.d2t_lookup(x[0], d2t, x[1] == ref.NEG_INF), expect_lookup,
+                      rows * 12, rows * 8)
+    raise InputError(f"unknown kernel op {op!r}")
+
+
+def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> None:
+    """Run the op once on a small input and compare with numpy; raise AssertionError naming the op."""
+    case = op_case(op, 3, cols, p, dtype, device, seed=7)
+    inputs = case.make(0)
+    got = case.call(inputs)
+    want = case.expect(inputs)
+    if op == "local_argmax":  # (value, id) pairs: the value must be the row max too
+        if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0]), axis=1)):
+            raise AssertionError(f"local_argmax ({dtype}, cols={cols}) packs a value that is not the row max")
+        got = got[:, 1].long()
+    elif op == "key_pack":
+        got = ref.key_unpack(got)
+    got_np = _np(got)
+    if got_np.shape != want.shape or not np.array_equal(got_np, want):
+        raise AssertionError(f"{op} ({dtype}, p={p}, cols={cols}) differs from numpy: got {got_np.ravel()[:4]}, "
+                             f"expected {want.ravel()[:4]}")
+
+
+# -- timing ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TimingPolicy:
+    point_seconds: float
+    min_iters: int
+    max_iters: int
+    rel_tol: float = 0.02
+    hard_min_iters: int = 5  # even past the time budget
+    rotate: bool = True  # False (--quick): two buffers, no cache defeating
+
+
+def _buffers(case: OpCase, device: torch.device, rotate: bool = True) -> list[tuple] | None:
+    """k input buffers: k * bytes >= ROTATE_BYTES (2 <= k <= 32), within the memory cap; None if 2 do not fit."""
+    per = max(case.bytes_per_input, 1)
+    cap = MEMORY_CAP_BYTES[device.type]
+    if 2 * per + 4 * case.bytes_per_output > cap:
+        return None
+    k = int(min(MAX_BUFFERS, max(2, math.ceil(ROTATE_BYTES[device.type] / per)))) if rotate else 2
+    k = max(2, min(k, (cap - 4 * case.bytes_per_output) // per))
+    return [case.make(i) for i in range(k)]
+
+
+def _enough(samples: list[float], started: float, policy: TimingPolicy) -> bool:
+    n = len(samples)
+    if n >= policy.max_iters:
+        return True
+    if n >= policy.min_iters and converged(samples, policy.rel_tol, policy.min_iters):
+        return True
+    return n >= policy.hard_min_iters and time.perf_counter() - started >= policy.point_seconds
+
+
+def time_cpu(call: Callable[[tuple], object], inputs: list[tuple], policy: TimingPolicy) -> list[float]:
+    """perf_counter_ns around each call (inputs rotated); samples in us."""
+    for i in range(2):
+        call(inputs[i % len(inputs)])
+    samples: list[float] = []
+    started = time.perf_counter()
+    i = 0
+    while not _enough(samples, started, policy):
+        x = inputs[i % len(inputs)]
+        t0 = time.perf_counter_ns()
+        call(x)
+        samples.append((time.perf_counter_ns() - t0) / 1e3)
+        i += 1
+    return samples
+
+
+def time_cuda(call: Callable[[tuple], object], inputs: list[tuple], mode: str, policy: TimingPolicy) -> list[float]:
+    """CUDA events around N calls: one CUDA-graph replay (graph) or N back-to-back launches (eager)."""
+    k = len(inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream (required before capture)
+        for i in range(3):
+            call(inputs[i % k])
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(3):
+        call(inputs[i % k])
+    torch.cuda.synchronize()
+    est_us = max((time.perf_counter() - t0) / 3 * 1e6, 1.0)
+    n = int(min(64, max(2, math.ceil(1000.0 / est_us))))
+    n = max(n, k) if k * est_us < 20000 else n
+
+    graph = None
+    if mode == "graph":
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(n):
+                call(inputs[i % k])
+        run: Callable[[], None] = graph.replay
+    else:
+        def run() -> None:
+            for i in range(n):
+                call(inputs[i % k])
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    run()
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    started = time.perf_counter()
+    while not _enough(samples, started, policy):
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / n)
+    del graph
+    return samples
+
+
+def measure(point: Point, device: torch.device, policy: TimingPolicy) -> Stats | None:
+    """Stats of one point (None when its buffers do not fit the memory cap)."""
+    case = op_case(point.op, point.rows, point.cols, point.world_size, point.dtype, device)
+    inputs = _buffers(case, device, policy.rotate)
+    if inputs is None:
+        return None
+    if device.type == "cuda":
+        samples = time_cuda(case.call, inputs, point.mode, policy)
+    else:
+        samples = time_cpu(case.call, inputs, policy)
+    del inputs
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return Stats.from_samples(samples)
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: need integers >= 1")
+    return values
+
+
+def _choice_list(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(v.strip() for v in text.split(",") if v.strip())
+        bad = [v for v in values if v not in allowed]
+        if not values or bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated subset of {', '.join(allowed)}")
+        return values
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m calibration.kernels", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path, help="output folder (kernels.csv, provenance.json)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--rows", type=_int_list, help="sampled rows R (default 1,2,4,...,2048)")
+    ap.add_argument("--cols", type=_int_list, help="cols for every op that has cols (default: per-op grids)")
+    ap.add_argument("--dtypes", type=_choice_list(tuple(ref.TORCH_DTYPES)), default=("bf16", "fp16", "fp32"))
+    ap.add_argument("--modes", type=_choice_list(MODES), help="graph,eager (CUDA default); CPU: eager only")
+    ap.add_argument("--world-sizes", type=_int_list, help="p for the ops that depend on it (default 2,4,8)")
+    ap.add_argument("--ops", type=_choice_list(tuple(OPS)), default=tuple(OPS))
+    ap.add_argument("--quick", action="store_true", help="a far smaller grid and time budget (smoke test)")
+    ap.add_argument("--resume", action="store_true", help="add to DIR/kernels.csv, skipping measured points")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no new point after this many seconds")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: 1 on CPU, where shared busy cores make OpenMP "
+                         "contention dominate; torch's default on CUDA)")
+    ap.add_argument("--point-seconds", type=float, default=None,
+                    help="time budget per point (default 1.0 CUDA, 0.5 CPU, 0.02 with --quick)")
+    return ap.parse_args(argv)
+
+
+def make_grid(args: argparse.Namespace) -> Grid:
+    quick = args.quick
+    if args.device == "cpu":
+        modes = args.modes or ("eager",)
+        if "graph" in modes:
+            raise InputError("--modes graph needs --device cuda (CUDA graphs); use --modes eager on CPU")
+    else:
+        modes = args.modes or MODES
+    cols = args.cols
+    return Grid(
+        rows=args.rows or (QUICK_ROWS if quick else ROWS),
+        shard_cols=cols or (QUICK_SHARD_COLS if quick else SHARD_COLS),
+        vocab_cols=cols or (QUICK_VOCAB_COLS if quick else VOCAB_COLS),
+        dtypes=args.dtypes if not (quick and args.dtypes == ("bf16", "fp16", "fp32")) else ("bf16",),
+        modes=tuple(modes),
+        world_sizes=args.world_sizes or (QUICK_WORLD_SIZES if quick else WORLD_SIZES),
+        ops=tuple(args.ops),
+    )
+
+
+def _policy(args: argparse.Namespace) -> TimingPolicy:
+    default = 0.02 if args.quick else (1.0 if args.device == "cuda" else 0.5)
+    seconds = default if args.point_seconds is None else args.point_seconds
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(f"--point-seconds must be > 0, got {seconds}")
+    if args.quick:
+        return TimingPolicy(seconds, min_iters=5, max_iters=200, rotate=False)
+    return TimingPolicy(seconds, min_iters=10, max_iters=200 if args.device == "cuda" else 2000)
+
+
+def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_points: int):
+    from calibration.provenance import ProvenanceFile, collect_provenance
+
+    data = collect_provenance(argv, "none", device)
+    data.update(tool="calibration.kernels", csv=CSV_NAME,
+                grid={"rows": list(grid.rows), "shard_cols": list(grid.shard_cols),
+                      "vocab_cols": list(grid.vocab_cols), "dtypes": list(grid.dtypes), "modes": list(grid.modes),
+                      "world_sizes": list(grid.world_sizes), "ops": list(grid.ops)},
+                points_planned=n_points, torch_threads=torch.get_num_threads())
+    path = out_dir / PROVENANCE_NAME
+    if path.exists():  # --resume: keep what earlier runs recorded
+        try:
+            old = json.loads(path.read_text())
+            data["previous_runs"] = old.pop("previous_runs", []) + [old]
+        except (OSError, ValueError):
+            data["previous_runs"] = [{"unreadable": str(path)}]
+    return ProvenanceFile(path, data)
+
+
+def _gpu_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    grid = make_grid(args)
+    policy = _policy(args)
+    if args.budget_s is not None and args.budget_s <= 0:
+        raise InputError(f"--budget-s must be > 0, got {args.budget_s}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device (torch.cuda.is_available() is False); use --device cpu")
+    threads = args.threads if args.threads is not None else (1 if args.device == "cpu" else None)
+    if threads is not None:
+        if threads < 1:
+            raise InputError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    device = torch.device(args.device)
+    csv_path = args.out / CSV_NAME
+    done = existing_keys(csv_path)
+    if done and not args.resume:
+        raise InputError(f"{csv_path} already holds {len(done)} measured points; pass --resume to add to it "
+                         "or choose another --out")
+    gpu = _gpu_name(device)
+    base = {"backend": "none", "device": device.type, "gpu": gpu, "nodes": 1, "bytes_per_rank": 0}
+    points = grid.points()
+    todo = [pt for pt in points if point_key({**base, **pt.__dict__}) not in done]
+    args.out.mkdir(parents=True, exist_ok=True)
+    prov = _provenance(argv, device.type, args.out, grid, len(points))
+    from tqdm import tqdm
+
+    checked: dict[tuple[str, str], str | None] = {}
+    measured = skipped = 0
+    failures: list[str] = []
+    started = time.perf_counter()
+    status = "ok"
+    print(f"kernels: {len(todo)} of {len(points)} points to measure on {device.type} ({gpu}) -> {csv_path}",
+          file=sys.stderr)
+    try:
+        with RowWriter(csv_path) as writer, tqdm(total=len(todo), desc="kernels", unit="pt", file=sys.stderr,
+                                                 mininterval=2.0) as bar:
+            for pt in todo:
+                if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+                    status = f"stopped: --budget-s {args.budget_s:g} spent"
+                    break
+                bar.update(1)
+                key = (pt.op, pt.dtype)
+                if key not in checked:
+                    try:
+                        check_op(pt.op, pt.dtype, pt.world_size, grid.cols_for(pt.op, pt.world_size)[0], device)
+                        checked[key] = None
+                    except Exception as exc:  # noqa: BLE001 - reported, the op is not timed
+                        checked[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                        failures.append(f"{pt.op} {pt.dtype}: correctness check failed: {checked[key]}")
+                if checked[key] is not None:
+                    skipped += 1
+                    continue
+                try:
+                    stats = measure(pt, device, policy)
+                except Exception as exc:  # noqa: BLE001 - e.g. capture failure or out of memory: keep going
+                    failures.append(f"{pt}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                    skipped += 1
+                    continue
+                if stats is None:
+                    skipped += 1
+                    continue
+                writer.write({**base, "op": pt.op, "dtype": pt.dtype, "mode": pt.mode,
+                              "world_size": pt.world_size, "rows": pt.rows, "cols": pt.cols, **stats.as_row()})
+                measured += 1
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        if failures and status == "ok":
+            status = f"failed: {len(failures)} op/point error(s)"
+        prov.update(points_measured=measured, points_skipped=skipped, failures=failures[:50],
+                    wall_s=round(time.perf_counter() - started, 1))
+        prov.finish(status)
+    for line in failures[:20]:
+        print(f"error: {line}", file=sys.stderr)
+    left = len(todo) - measured - skipped
+    note = f"; {left} left - rerun with --resume" if left > 0 else ""
+    print(f"kernels: measured {measured} points, skipped {skipped} (too large or failed){note}; "
+          f"{time.perf_counter() - started:.0f} s -> {csv_path}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    try:
+        return run(args, ["-m", "calibration.kernels", *argv])
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

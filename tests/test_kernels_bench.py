@@ -1,0 +1,108 @@
+"""`calibration.kernels`: the quick CPU run yields a schema-valid CSV with every kernel op; checks and resume work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from calibration import kernels
+from costmodel.schema import KERNEL_OPS, read_measurements
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_quick_cpu_run_writes_every_kernel_op(tmp_path):
+    out = tmp_path / "k"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "calibration.kernels", "--quick", "--device", "cpu", "--out",
+                           str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = read_measurements(out / "kernels.csv")
+    assert set(frame["op"]) == set(KERNEL_OPS)
+    assert set(frame["device"]) == {"cpu"} and set(frame["gpu"]) == {"cpu"} and set(frame["mode"]) == {"eager"}
+    assert set(frame["backend"]) == {"none"} and (frame["bytes_per_rank"] == 0).all() and (frame["nodes"] == 1).all()
+    assert (frame["median_us"] > 0).all() and (frame["min_us"] <= frame["median_us"]).all()
+    assert (frame["median_us"] <= frame["max_us"]).all() and (frame["iters"] >= 5).all()
+    per_p = frame[frame["op"].isin(["relayout_copy", "relayout_argmax", "chunked_argmax", "pair_reduce"])]
+    assert set(per_p["world_size"]) == set(kernels.QUICK_WORLD_SIZES)
+    assert set(frame.loc[~frame.index.isin(per_p.index), "world_size"]) == {1}
+    assert (frame.loc[frame["op"].isin(["pair_reduce", "key_unpack", "d2t_lookup"]), "cols"] == 0).all()
+    assert set(frame.loc[frame["op"] == "d2t_scatter", "cols"]) == {c for c in kernels.QUICK_VOCAB_COLS if c > 32000}
+    assert set(frame.loc[frame["op"] == "pair_reduce", "dtype"]) == {"fp32"}
+    assert set(frame.loc[frame["op"] == "key_unpack", "dtype"]) == {"int64"}
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["tool"] == "calibration.kernels" and prov["status"] == "ok"
+    assert prov["points_measured"] == len(frame)
+
+
+def test_resume_skips_measured_points_and_refuses_to_overwrite(tmp_path, capsys, keep_threads):
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "argmax,key_unpack", "--rows", "1,2",
+            "--cols", "1000", "--dtypes", "fp32", "--point-seconds", "0.01"]
+    assert kernels.main(argv) == 0
+    first = (tmp_path / "kernels.csv").read_text()
+    assert len(first.strip().splitlines()) == 1 + 4  # argmax x 2 rows + key_unpack x 2 rows
+    assert kernels.main(argv) == 2  # no --resume: refuses to append
+    assert "pass --resume" in capsys.readouterr().err
+    assert kernels.main([*argv, "--resume"]) == 0
+    assert (tmp_path / "kernels.csv").read_text() == first  # nothing re-measured
+    wider = [("1,2,4" if a == "1,2" else a) for a in argv]
+    assert kernels.main([*wider, "--resume"]) == 0
+    frame = read_measurements(tmp_path / "kernels.csv")
+    assert sorted(frame.loc[frame["op"] == "argmax", "rows"]) == [1, 2, 4]
+    assert len(frame) == 6
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert len(prov["previous_runs"]) == 2 and prov["points_measured"] == 2
+
+
+def test_a_wrong_building_block_fails_its_check_and_is_not_timed(tmp_path, monkeypatch, capsys, keep_threads):
+    monkeypatch.setattr(kernels.ref, "relayout", lambda g, p: g.reshape(g.shape[0] // p, -1))  # no movedim
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "relayout_copy,argmax", "--rows", "2",
+            "--cols", "1000", "--world-sizes", "2", "--dtypes", "fp32", "--point-seconds", "0.01"]
+    assert kernels.main(argv) == 1
+    assert "relayout_copy fp32: correctness check failed" in capsys.readouterr().err
+    frame = read_measurements(tmp_path / "kernels.csv")
+    assert set(frame["op"]) == {"argmax"}
+
+
+@pytest.mark.parametrize("op", sorted(KERNEL_OPS))
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_every_op_passes_its_check(op, dtype):
+    grid = kernels.Grid((1,), (1000,), (40000,), (dtype,), ("eager",), (4,), (op,))
+    spec = kernels.OPS[op]
+    p = 4 if spec.per_p else 1
+    kernels.check_op(op, spec.data_dtype or dtype, p, grid.cols_for(op, p)[0], torch.device("cpu"))
+
+
+def test_grid_keeps_real_vocab_sizes_and_labels_logit_free_ops_once():
+    grid = kernels.Grid((1,), kernels.SHARD_COLS, kernels.VOCAB_COLS, ("bf16", "fp32"), ("eager",),
+                        (2, 4, 8), tuple(kernels.OPS))
+    points = grid.points()
+    relayout = {(p.world_size, p.cols) for p in points if p.op == "relayout_copy"}
+    assert all(p * s <= kernels.MAX_PADDED_VOCAB for p, s in relayout)
+    assert (2, 131104) in relayout and (8, 64128) not in relayout
+    assert len([p for p in points if p.op == "key_unpack"]) == 1
+    assert {p.dtype for p in points if p.op == "pair_reduce"} == {"fp32"}
+    assert {p.dtype for p in points if p.op == "argmax"} == {"bf16", "fp32"}
+
+
+@pytest.mark.parametrize("flags,message", [(["--modes", "graph"], "needs --device cuda"),
+                                           (["--point-seconds", "0"], "--point-seconds"),
+                                           (["--threads", "0"], "--threads")])
+def test_bad_flags_exit_2_with_one_line(tmp_path, capsys, flags, message, keep_threads):
+    assert kernels.main(["--device", "cpu", "--out", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "kernels.csv").exists()
