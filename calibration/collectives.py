@@ -1,0 +1,663 @@
+"""torch.distributed collective benchmark: all_gather, all_reduce, gather, broadcast.
+
+Launch under torchrun (one process per GPU, or per CPU "rank" with gloo)::
+
+    torchrun --standalone --nproc-per-node 8 -m calibration.collectives --backend nccl --out DIR
+    torchrun --standalone --nproc-per-node 2 -m calibration.collectives --backend gloo --out DIR
+
+What is measured (`calibration.payloads` builds the point list): for every
+power-of-two TP sub-group p = 2, 4, ... <= world size (ranks [0, p), made with
+dist.new_group; the other ranks wait at a world barrier after every point),
+a geometric byte sweep (fp32 buffers; all_reduce SUM) plus the exact payloads
+of the argmax strategies (bf16 logits, fp32 pairs, int64 ids / keys with
+all_reduce MAX). `bytes_per_rank` is what each rank contributes (all_gather,
+gather: its chunk; all_reduce, broadcast: the whole buffer). gather and
+broadcast use group rank 0 as root. all_gather calls
+dist.all_gather_into_tensor (what vLLM calls); where a backend lacks it, it
+falls back to dist.all_gather into a list + torch.cat and provenance.json
+records `all_gather_impl`.
+
+Timing of one sample: every rank of the group times one call (CUDA events on
+the current stream on GPU; perf_counter_ns around the blocking call on CPU),
+then an all_reduce(MAX) of that time over the group gives the sample - the
+collective is as slow as its slowest rank. In CUDA-graph mode (NCCL only)
+`--graph-ops` calls are captured in one torch.cuda.CUDAGraph and a sample is
+replay time / graph-ops. Samples repeat until the median's 95% CI is within
+`--rel-tol` (calibration.timing.converged), `--max-iters` samples, or
+`--point-time-s` seconds; group rank 0 decides and broadcasts the stop flag,
+so every rank stops together. Every point's result is checked once against
+the known per-rank pattern before timing.
+
+Rows go to DIR/collectives.csv (costmodel.schema columns + `label`), one
+fsynced row per measured (point, mode), so a crash keeps what was measured;
+`--resume` skips rows already there. DIR/provenance.json records hosts, GPUs,
+versions, NCCL_* variables, the command line and start / end time.
+
+Failures: bad flags or an unusable backend -> one line, exit 2. A rank that
+dies makes the survivors' next collective raise (gloo) -> one line, exit 3;
+a hang -> the watchdog prints one line after `--watchdog-s` and exits 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from costmodel.errors import InputError
+from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
+
+from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
+from .provenance import ProvenanceFile, collect_provenance, now_iso
+from .results import RowWriter, existing_keys, point_key
+from .timing import Stats, converged
+
+EXIT_INPUT = 2
+EXIT_RUNTIME = 3
+CSV_NAME = "collectives.csv"
+PROVENANCE_NAME = "provenance.json"
+EXTRA_COLUMNS = ("label",)
+DIE_ENV = "CALIB_TEST_DIE_AFTER_POINTS"  # test hook: rank 1 os._exit()s after this many points
+MIB = 1024 * 1024
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int64": "int64",
+                "uint8": "uint8", "int8": "int8"}
+LAUNCH_HINT = ("launch it with torchrun, e.g. `torchrun --standalone --nproc-per-node 2 -m calibration.collectives "
+               "--backend gloo --out DIR`")
+
+
+class BenchError(RuntimeError):
+    """A measurement failed at run time (wrong collective result, graph capture failure, ...)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM / SIGINT while measuring (torchrun stops every rank when one fails)."""
+
+
+# --------------------------------------------------------------------------- flags
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + 2 lines)
+        raise InputError(message)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values:
+        raise argparse.ArgumentTypeError("empty list")
+    return values
+
+
+def _str_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="torchrun ... -m calibration.collectives",
+                description="Time all_gather / all_reduce / gather / broadcast over TP sub-groups.")
+    p.add_argument("--backend", required=True, choices=("nccl", "gloo"))
+    p.add_argument("--out", required=True, type=Path, help="output directory (collectives.csv, provenance.json)")
+    p.add_argument("--resume", action="store_true", help="skip points already in DIR/collectives.csv")
+    p.add_argument("--min-bytes", type=int, default=8, help="smallest bytes per rank of the sweep (default 8)")
+    p.add_argument("--max-bytes", type=int, default=None,
+                   help="largest bytes per rank (default 256 MiB on GPU, 16 MiB on CPU); payloads above are skipped")
+    p.add_argument("--points-per-octave", type=int, default=2)
+    p.add_argument("--presets", type=_str_list, default=list(DEFAULT_PRESETS),
+                   help="comma-separated presets whose strategy payloads are measured ('none' for sweep only)")
+    p.add_argument("--batches", type=_int_list, default=list(DEFAULT_BATCHES))
+    p.add_argument("--payload-dtype", default="bf16", help="logits dtype of the payloads (default bf16)")
+    p.add_argument("--world-sizes", type=_int_list, default=None,
+                   help="TP sub-group sizes to measure (default every power of two from 2 to the world size)")
+    p.add_argument("--ops", type=_str_list, default=list(COLLECTIVE_OPS))
+    p.add_argument("--modes", type=_str_list, default=None,
+                   help="eager and/or graph (default eager,graph on nccl; eager on gloo)")
+    p.add_argument("--graph-ops", type=int, default=10, help="collective calls captured per CUDA graph")
+    p.add_argument("--warmup", type=int, default=5, help="warm-up calls per point and mode")
+    p.add_argument("--rel-tol", type=float, default=0.02, help="stop when the median's 95%% CI is within this")
+    p.add_argument("--max-iters", type=int, default=1000)
+    p.add_argument("--point-time-s", type=float, default=None, help="time limit per point (default 2 GPU / 1 CPU)")
+    p.add_argument("--watchdog-s", type=float, default=None,
+                   help="abort when no point completes for this long (default 300 GPU / 120 CPU)")
+    p.add_argument("--note", action="append", default=[], help="free-text remark for provenance.json (repeatable)")
+    p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    return p
+
+
+@dataclass(frozen=True)
+class Config:
+    backend: str
+    device: str
+    out: Path
+    resume: bool
+    min_bytes: int
+    max_bytes: int
+    points_per_octave: int
+    presets: tuple[str, ...]
+    batches: tuple[int, ...]
+    payload_dtype: str
+    world_sizes: tuple[int, ...] | None
+    ops: tuple[str, ...]
+    modes: tuple[str, ...]
+    graph_ops: int
+    warmup: int
+    rel_tol: float
+    max_iters: int
+    point_time_s: float
+    watchdog_s: float
+    progress: bool
+    notes: tuple[str, ...] = ()
+    start_time: str = ""
+
+
+def parse_config(argv: Sequence[str]) -> Config:
+    """Flags -> Config with the device-dependent defaults filled in; InputError on bad values."""
+    a = build_parser().parse_args(list(argv))
+    device = "cuda" if a.backend == "nccl" else "cpu"
+    gpu = device == "cuda"
+    modes = tuple(a.modes) if a.modes else (("eager", "graph") if gpu else ("eager",))
+    for mode in modes:
+        if mode not in ("eager", "graph"):
+            raise InputError(f"--modes {mode!r}: expected eager and/or graph")
+        if mode == "graph" and not gpu:
+            raise InputError("--modes graph needs --backend nccl (CUDA graphs); gloo runs eager only")
+    presets = () if [p.lower() for p in a.presets] == ["none"] else tuple(a.presets)
+    cfg = Config(
+        backend=a.backend, device=device, out=a.out, resume=a.resume, min_bytes=a.min_bytes,
+        max_bytes=a.max_bytes if a.max_bytes is not None else (256 * MIB if gpu else 16 * MIB),
+        points_per_octave=a.points_per_octave, presets=presets, batches=tuple(a.batches),
+        payload_dtype=a.payload_dtype, world_sizes=tuple(a.world_sizes) if a.world_sizes else None,
+        ops=tuple(a.ops), modes=modes, graph_ops=a.graph_ops, warmup=a.warmup, rel_tol=a.rel_tol,
+        max_iters=a.max_iters, point_time_s=a.point_time_s if a.point_time_s is not None else (2.0 if gpu else 1.0),
+        watchdog_s=a.watchdog_s if a.watchdog_s is not None else (300.0 if gpu else 120.0),
+        progress=not a.no_progress, notes=tuple(a.note), start_time=now_iso(),
+    )
+    checks = [(cfg.rel_tol > 0, "--rel-tol must be > 0"), (cfg.max_iters >= 1, "--max-iters must be >= 1"),
+              (cfg.point_time_s > 0, "--point-time-s must be > 0"), (cfg.watchdog_s > 0, "--watchdog-s must be > 0"),
+              (cfg.warmup >= 0, "--warmup must be >= 0"), (cfg.graph_ops >= 1, "--graph-ops must be >= 1")]
+    for ok, message in checks:
+        if not ok:
+            raise InputError(message)
+    return cfg
+
+
+# --------------------------------------------------------------------------- launch environment
+@dataclass(frozen=True)
+class Launch:
+    """What torchrun put in the environment."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+
+
+def launch_from_env(environ: dict[str, str] | None = None) -> Launch:
+    env = os.environ if environ is None else environ
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in env]
+    if missing:
+        raise InputError(f"not launched under torchrun (no {'/'.join(missing)} in the environment); {LAUNCH_HINT}")
+    try:
+        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+        local_rank = int(env.get("LOCAL_RANK", rank))
+        local_world = int(env.get("LOCAL_WORLD_SIZE", world))
+    except ValueError:
+        raise InputError("RANK / WORLD_SIZE / LOCAL_RANK in the environment are not integers") from None
+    return Launch(rank, world, local_rank, local_world)
+
+
+def check_backend(cfg: Config, launch: Launch) -> None:
+    """Refuse an unusable backend before any rendezvous (InputError, one line)."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise InputError("this torch build has no torch.distributed support")
+    if cfg.backend == "gloo" and not dist.is_gloo_available():
+        raise InputError("--backend gloo: this torch build has no gloo support")
+    if cfg.backend == "nccl":
+        if not torch.cuda.is_available():
+            raise InputError("--backend nccl needs CUDA GPUs, but torch.cuda.is_available() is False on this host "
+                             "(use --backend gloo for a CPU run)")
+        if not dist.is_nccl_available():
+            raise InputError("--backend nccl: this torch build has no NCCL support")
+        visible = torch.cuda.device_count()
+        if visible < launch.local_world_size:
+            raise InputError(f"--backend nccl: {launch.local_world_size} ranks on this node but only {visible} "
+                             "GPU(s) visible (one GPU per rank)")
+
+
+# --------------------------------------------------------------------------- watchdog
+class Watchdog(threading.Thread):
+    """Kills the process (exit 3) when no point completes within `timeout_s`."""
+
+    def __init__(self, timeout_s: float, out_dir: Path, on_fire: Callable[[str], None]):
+        super().__init__(name="collectives-watchdog", daemon=True)
+        self.timeout_s = timeout_s
+        self.out_dir = out_dir
+        self.on_fire = on_fire
+        self.current = "setup"
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+
+    def beat(self, current: str | None = None) -> None:
+        self._last = time.monotonic()
+        if current is not None:
+            self.current = current
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.wait(min(1.0, self.timeout_s / 10)):
+            idle = time.monotonic() - self._last
+            if idle > self.timeout_s:
+                message = (f"error: collective {self.current} stuck for {idle:.0f} s (a rank died or hung); "
+                           f"partial results kept in {self.out_dir}")
+                try:
+                    self.on_fire(message)
+                finally:
+                    print(message, file=sys.stderr, flush=True)
+                    os._exit(EXIT_RUNTIME)
+
+
+# --------------------------------------------------------------------------- one point
+def _pattern_value(group_rank: int) -> int:
+    """The value rank r contributes in the correctness check (exact in bf16/fp16/fp32/int64)."""
+    return group_rank % 64 + 1
+
+
+class PointRunner:
+    """Buffers and the collective call of one point on one rank of its group."""
+
+    def __init__(self, point: Point, group: Any, group_rank: int, device: Any, use_into_tensor: bool):
+        import torch
+
+        self.torch = torch
+        self.point, self.group, self.grank, self.device = point, group, group_rank, device
+        self.use_into_tensor = use_into_tensor
+        dtype = getattr(torch, TORCH_DTYPES[point.dtype])
+        n, p = point.numel, point.world_size
+        self.inp = torch.zeros(n, dtype=dtype, device=device)
+        self.out = None
+        self.chunks: list[Any] | None = None
+        if point.op == "all_gather" or (point.op == "gather" and group_rank == 0):
+            self.out = torch.zeros(p * n, dtype=dtype, device=device)
+            self.chunks = list(self.out.view(p, n).unbind(0))
+
+    def call(self) -> None:
+        import torch.distributed as dist
+
+        op, g = self.point.op, self.group
+        if op == "all_gather":
+            if self.use_into_tensor:
+                dist.all_gather_into_tensor(self.out, self.inp, group=g)
+            else:  # fallback: what an engine without all_gather_into_tensor does
+                parts = [self.torch.empty_like(self.inp) for _ in range(self.point.world_size)]
+                dist.all_gather(parts, self.inp, group=g)
+                self.out = self.torch.cat(parts)
+        elif op == "all_reduce":
+            reduce = dist.ReduceOp.MAX if self.point.reduce_op == "max" else dist.ReduceOp.SUM
+            dist.all_reduce(self.inp, op=reduce, group=g)
+        elif op == "gather":
+            dist.gather(self.inp, self.chunks if self.grank == 0 else None, dst=0, group=g)
+        elif op == "broadcast":
+            dist.broadcast(self.inp, src=0, group=g)
+        else:
+            raise BenchError(f"unknown collective {op!r}")
+
+    def check(self) -> None:
+        """Run once on the known per-rank pattern and compare exactly; then reset the buffers for timing.
+
+        Rank r sends v_r = r % 64 + 1 (int64 keys: v_r << 40, exercising the high word). Expected:
+        all_gather / gather (root) chunk r == v_r; all_reduce == sum v_r (SUM) or max v_r (MAX);
+        broadcast == v_0 everywhere.
+        """
+        torch, point, p = self.torch, self.point, self.point.world_size
+        shift = 40 if point.dtype == "int64" and point.op == "all_reduce" else 0
+        values = [_pattern_value(r) << shift for r in range(p)]
+        self.inp.fill_(values[self.grank])
+        self.call()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        if point.op in ("all_gather", "gather"):
+            if self.out is None:  # gather: only the root receives
+                return
+            got = self.out
+            expect = torch.tensor(values, dtype=got.dtype, device=got.device).repeat_interleave(point.numel)
+        elif point.op == "all_reduce":
+            got = self.inp
+            expect = torch.full_like(got, max(values) if point.reduce_op == "max" else sum(values))
+        else:
+            got = self.inp
+            expect = torch.full_like(got, values[0])
+        if not torch.equal(got, expect):
+            raise BenchError(f"{point.describe()} returned wrong data on group rank {self.grank} "
+                             "(correctness check failed)")
+        self.inp.zero_()  # all_reduce SUM on zeros stays finite however many times it runs
+
+
+# --------------------------------------------------------------------------- timing
+class Sampler:
+    """Timed samples of one callable on every group rank, max-reduced over the group."""
+
+    def __init__(self, cfg: Config, group: Any, group_rank: int, device: Any):
+        import torch
+
+        self.torch, self.cfg, self.group, self.grank, self.device = torch, cfg, group, group_rank, device
+        self.gpu = cfg.device == "cuda"
+        self.side = torch.zeros(1, dtype=torch.float64, device=device)
+        self.flag = torch.zeros(1, dtype=torch.int32, device=device)
+
+    def _time_once_us(self, launch: Callable[[], None], calls: int) -> float:
+        torch = self.torch
+        if self.gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            launch()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1e3 / calls
+        t0 = time.perf_counter_ns()
+        launch()
+        return (time.perf_counter_ns() - t0) / 1e3 / calls
+
+    def samples(self, launch: Callable[[], None], calls: int = 1) -> list[float]:
+        """Warm up, barrier, then sample until converged / --max-iters / --point-time-s (rank 0 decides)."""
+        import torch.distributed as dist
+
+        cfg = self.cfg
+        for _ in range(cfg.warmup):
+            launch()
+        if self.gpu:
+            self.torch.cuda.synchronize()
+        dist.barrier(group=self.group)
+        out: list[float] = []
+        t0 = time.monotonic()
+        while True:
+            self.side.fill_(self._time_once_us(launch, calls))
+            dist.all_reduce(self.side, op=dist.ReduceOp.MAX, group=self.group)
+            out.append(float(self.side.item()))
+            if self.grank == 0:
+                stop = (len(out) >= cfg.max_iters or time.monotonic() - t0 >= cfg.point_time_s
+                        or converged(out, rel_tol=cfg.rel_tol))
+                self.flag.fill_(int(stop))
+            dist.broadcast(self.flag, src=0, group=self.group)
+            if int(self.flag.item()):
+                return out
+
+
+def _graph_launcher(runner: PointRunner, calls: int) -> Callable[[], None]:
+    """Capture `calls` collective calls in one CUDA graph; returns its replay."""
+    import torch
+
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                runner.call()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                runner.call()
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BenchError(f"CUDA-graph capture of {runner.point.describe()} failed ({first}); "
+                         "rerun with --modes eager") from None
+    return graph.replay
+
+
+# --------------------------------------------------------------------------- output files
+def prepare_csv(path: Path, resume: bool) -> set[tuple[str, ...]]:
+    """Keys already measured (resume), after checking the header and dropping a torn last line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    if not resume:
+        raise InputError(f"{path} already holds results; pass --resume to continue it or choose another --out")
+    expected = list(MEASUREMENT_COLUMNS) + list(EXTRA_COLUMNS)
+    with open(path, newline="") as fh:
+        header = fh.readline().strip().split(",")
+    if header != expected:
+        raise InputError(f"{path}: header does not match this benchmark's columns; cannot --resume it")
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+        print(f"note: dropped a torn last line of {path}", file=sys.stderr)
+    return existing_keys(path)
+
+
+def _row(cfg: Config, gpu: str, point: Point, mode: str, nodes: int, stats: Stats | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"op": point.op, "backend": cfg.backend, "device": cfg.device, "gpu": gpu,
+                           "dtype": point.dtype, "mode": mode, "world_size": point.world_size, "nodes": nodes,
+                           "bytes_per_rank": point.bytes_per_rank, "rows": 0, "cols": 0, "label": point.label}
+    if stats is not None:
+        row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in stats.as_row().items()})
+    return row
+
+
+# --------------------------------------------------------------------------- the run
+class PointFailed(RuntimeError):
+    """A collective raised while measuring `where` (typically: a peer rank died)."""
+
+    def __init__(self, where: str, cause: BaseException):
+        super().__init__(f"collective {where} failed: {_first_line(cause)}")
+        self.where, self.cause = where, cause
+
+
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    """The gist of an exception: first line, gloo's "[file:line] " prefix and advice dropped."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    line = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0].strip())
+    line = line.split(". This is typically")[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _nodes_spanned(ranks_info: list[dict[str, Any]], p: int) -> int:
+    """Nodes that ranks [0, p) live on (torchrun's GROUP_RANK plus the host name)."""
+    return len({(info["hostname"], info["node_rank"]) for info in ranks_info[:p]})
+
+
+def _measure_point(cfg: Config, point: Point, modes: list[str], group: Any, rank: int, device: Any, gpu: str,
+                   nodes: int, use_into_tensor: bool, writer: RowWriter | None) -> bool:
+    """Check, then time `point` in each mode on this group member; rank 0 writes the rows.
+
+    Returns whether all_gather_into_tensor is usable (False once it raised "not supported").
+    """
+    runner = PointRunner(point, group, rank, device, use_into_tensor)
+    try:
+        runner.check()
+    except (NotImplementedError, AttributeError, RuntimeError) as exc:
+        unsupported = isinstance(exc, NotImplementedError | AttributeError) or "support" in str(exc).lower()
+        if not (point.op == "all_gather" and use_into_tensor and unsupported):
+            raise
+        use_into_tensor = False
+        runner = PointRunner(point, group, rank, device, use_into_tensor)
+        runner.check()
+    sampler = Sampler(cfg, group, rank, device)
+    for mode in modes:
+        if mode == "graph":
+            samples = sampler.samples(_graph_launcher(runner, cfg.graph_ops), calls=cfg.graph_ops)
+        else:
+            samples = sampler.samples(runner.call)
+        if writer is not None:
+            writer.write(_row(cfg, gpu, point, mode, nodes, Stats.from_samples(samples)))
+    return use_into_tensor
+
+
+def _provenance(cfg: Config, info: dict[str, Any], world_sizes: list[int], planned: int, dropped: int,
+                path: Path) -> ProvenanceFile:
+    info["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in cfg.__dict__.items()}
+    info["world_sizes"] = world_sizes
+    info["points_planned"] = planned
+    info["payload_points_dropped_above_max_bytes"] = dropped
+    info["timing"] = ("one sample = max over the group's ranks of one call's time (CUDA events / "
+                      "perf_counter_ns; graph mode: replay time / graph_ops); median / p10 / p90 over samples")
+    info["dtype_convention"] = ("fp32: sweep buffers (all_reduce SUM) and (value, id) pairs; bf16: logits "
+                                "payloads; int64: broadcast ids and all_reduce MAX keys")
+    if cfg.resume and path.exists():
+        try:
+            previous = json.loads(path.read_text())
+            info["previous_runs"] = previous.pop("previous_runs", []) + [previous]
+        except (OSError, ValueError, AttributeError):
+            pass
+    return ProvenanceFile(path, info)
+
+
+def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
+    """Rendezvous, measure every planned point, write rows and provenance (see module doc)."""
+    import torch
+    import torch.distributed as dist
+    from tqdm import tqdm
+
+    warnings.filterwarnings("ignore", message=".*all_gather_into_tensor.*", category=FutureWarning)
+    # every rank computes the same plan before the rendezvous, so bad flags fail fast everywhere
+    world_sizes = tp_sizes(launch.world_size, cfg.world_sizes)
+    points, dropped = plan_points(world_sizes, min_bytes=cfg.min_bytes, max_bytes=cfg.max_bytes,
+                                  points_per_octave=cfg.points_per_octave, preset_names=cfg.presets,
+                                  batches=cfg.batches, payload_dtype=cfg.payload_dtype, ops=cfg.ops)
+    if cfg.device == "cuda":
+        torch.cuda.set_device(launch.local_rank)
+        device = torch.device("cuda", launch.local_rank)
+        dist.init_process_group("nccl", timeout=timedelta(seconds=max(60.0, 2 * cfg.watchdog_s)), device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=timedelta(seconds=max(60.0, 2 * cfg.watchdog_s)))
+    rank = dist.get_rank()
+    csv_path, prov_path = cfg.out / CSV_NAME, cfg.out / PROVENANCE_NAME
+
+    # rank 0 owns the output directory and tells every rank what is already measured
+    status: list[Any] = [None, set()]
+    if rank == 0:
+        try:
+            status[1] = prepare_csv(csv_path, cfg.resume)
+        except InputError as exc:
+            status[0] = str(exc)
+    dist.broadcast_object_list(status, src=0)
+    if status[0]:
+        dist.destroy_process_group()
+        raise InputError(status[0])
+    done: set[tuple[str, ...]] = status[1]
+    info = collect_provenance(["-m", "calibration.collectives", *argv], cfg.backend, cfg.device,
+                              start_time=cfg.start_time, notes=cfg.notes)
+    gpu = torch.cuda.get_device_name(device) if cfg.device == "cuda" else "cpu"
+    prov = _provenance(cfg, info, world_sizes, len(points), dropped, prov_path) if rank == 0 else None
+    try:
+        todo = []
+        for point in points:
+            nodes = _nodes_spanned(info["ranks"], point.world_size)
+            modes = [m for m in cfg.modes if point_key(_row(cfg, gpu, point, m, nodes)) not in done]
+            if modes:
+                todo.append((point, modes, nodes))
+
+        def on_fire(message: str) -> None:
+            if prov is not None:
+                prov.finish("failed: " + message.removeprefix("error: "))
+
+        watchdog = Watchdog(cfg.watchdog_s, cfg.out, on_fire)
+        watchdog.start()
+        die_after = int(os.environ.get(DIE_ENV, "0") or 0)
+        writer = RowWriter(csv_path, extra_columns=EXTRA_COLUMNS) if rank == 0 else None
+        bar = tqdm(total=len(todo), disable=(rank != 0 or not cfg.progress), file=sys.stderr,
+                   desc="collectives", unit="point", dynamic_ncols=True)
+        use_into_tensor = hasattr(dist, "all_gather_into_tensor")
+        groups: dict[int, Any] = {}
+        for count, (point, modes, nodes) in enumerate(todo, start=1):
+            where = point.describe()
+            watchdog.beat(where)
+            bar.set_postfix_str(where, refresh=False)
+            try:
+                if point.world_size not in groups:
+                    groups[point.world_size] = dist.new_group(ranks=list(range(point.world_size)))
+                if rank < point.world_size:
+                    use_into_tensor = _measure_point(cfg, point, modes, groups[point.world_size], rank, device, gpu,
+                                                     nodes, use_into_tensor, writer)
+                dist.barrier()  # ranks outside the sub-group wait here
+            except (BenchError, Terminated, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                raise PointFailed(where, exc) from exc
+            watchdog.beat()
+            bar.update(1)
+            if rank == 1 and die_after and count >= die_after:
+                os._exit(137)  # test hook: a crashed rank
+        bar.close()
+        watchdog.stop()
+        if writer is not None:
+            writer.close()
+        if prov is not None:
+            prov.update(all_gather_impl="all_gather_into_tensor" if use_into_tensor else "all_gather(list)+cat",
+                        points_measured=len(todo))
+            prov.finish("ok")
+        dist.barrier()
+        dist.destroy_process_group()
+        return 0
+    except BaseException as exc:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already failing: finish the record, then exit
+        if prov is not None:
+            prov.finish(f"failed: {_first_line(exc)}")
+        raise
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (0 ok, 2 bad input, 3 failed run)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    launch: Launch | None = None
+    out = "the output directory"
+    rendezvous = False
+    try:
+        cfg = parse_config(argv)
+        out = str(cfg.out)
+        launch = launch_from_env()
+        tp_sizes(launch.world_size, cfg.world_sizes)
+        check_backend(cfg, launch)
+        signal.signal(signal.SIGTERM, _on_signal)
+        rendezvous = True
+        return run(cfg, launch, argv)
+    except InputError as exc:
+        # the same on every rank: printed once per node before the rendezvous, by rank 0 after it
+        if launch is None or (launch.rank == 0 if rendezvous else launch.local_rank == 0):
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_INPUT
+    except PointFailed as exc:
+        print(f"error: {exc} on rank {launch.rank} (a peer rank died or hung?); partial results kept in {out}",
+              file=sys.stderr, flush=True)
+    except BenchError as exc:
+        print(f"error: {exc}; partial results kept in {out}", file=sys.stderr, flush=True)
+    except (Terminated, KeyboardInterrupt) as exc:
+        name = str(exc) or "SIGINT"
+        print(f"error: rank {launch.rank if launch else '?'} stopped by {name} (torchrun stops every rank when one "
+              f"fails); partial results kept in {out}", file=sys.stderr, flush=True)
+    except Exception as exc:  # rendezvous failures and the like
+        print(f"error: {type(exc).__name__}: {_first_line(exc)}; partial results kept in {out}",
+              file=sys.stderr, flush=True)
+    return EXIT_RUNTIME
+
+
+if __name__ == "__main__":
+    code = main()
+    if code == EXIT_RUNTIME:
+        os._exit(code)  # a broken process group can block interpreter shutdown
+    sys.exit(code)

@@ -1,0 +1,300 @@
+"""Import nccl-tests logs (all_gather_perf, all_reduce_perf, gather_perf, broadcast_perf) as measurement rows.
+
+    python -m calibration.import_nccl_tests LOG... --out CSV
+
+How a log is read (nccl-tests src/common.cu prints it this way):
+
+* `# Collective test starting: all_gather_perf` names the program (newer
+  versions). Older logs: the program name in an echoed command line
+  (`./build/all_gather_perf -b 8 ...`), else in the file name. The column set
+  cannot tell gather from broadcast (both print redop "none" and a root), so
+  the name is required.
+* `# nThread 1 nGpus 8 minBytes ... warmup iters: 5 iters: 20 agg iters: 1
+  validation: 1 graph: 1` gives iters and CUDA-graph mode (`-G N`, N > 0 ->
+  mode "graph"; N = 0 or absent -> "eager").
+* One `#  Rank  r Group g Pid ... on HOST device d [bus] GPU NAME` line per
+  rank gives world_size (ranks per group), gpu and nodes (distinct HOSTs).
+  Without Rank lines: world_size = nThread * nGpus (one process).
+* Result rows: `size count type redop root | time algbw busbw #wrong |
+  time algbw busbw #wrong`; the out-of-place `time` (us) is used.
+
+`size` is max(send bytes, receive bytes) of one rank. all_gather and gather
+(gather.cu: sendcount = count / nranks, recvcount = sendcount * nranks, and
+the same print) therefore print the whole gathered buffer, so
+    bytes_per_rank = size / nranks          (all_gather, gather)
+    bytes_per_rank = size                   (all_reduce, broadcast)
+and `count` is per-rank elements for all_gather / gather.
+
+nccl-tests reports the MEAN over `iters * agg iters` back-to-back calls (times
+the graph launches with -G), averaged over ranks by default (-a 1), not a
+per-call median: median_us = p10_us = p90_us = min_us = max_us = that mean,
+iters = the number of calls averaged, label = "nccl-tests mean" (all_reduce
+with another reduction than sum, e.g. `-o max`: "nccl-tests mean (redop max)"),
+and `source` = "FILE:LINE" of the row.
+
+No torch import here: the dashboard parses uploaded logs with
+`parse_nccl_tests_text`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel.errors import InputError
+from costmodel.schema import MEASUREMENT_COLUMNS, validate_measurements
+
+PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
+                            "broadcast": "broadcast"}
+OTHER_PROGRAMS = ("reduce_scatter", "alltoall", "alltoallv", "reduce", "scatter", "sendrecv", "hypercube")
+TYPE_NAMES: dict[str, str] = {"float": "fp32", "float32": "fp32", "half": "fp16", "float16": "fp16",
+                              "bfloat16": "bf16", "int8": "int8", "char": "int8", "uint8": "uint8",
+                              "int64": "int64", "uint64": "int64"}
+TYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "uint8": 1, "int64": 8}
+LABEL = "nccl-tests mean"
+OUTPUT_COLUMNS: tuple[str, ...] = MEASUREMENT_COLUMNS + ("label", "source")
+
+_MARKER = re.compile(r"Collective test starting:\s*(\S+)")
+_PARAMS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
+                   r"\[[^\]]*\]\s+(.+?)\s*$")
+_PROGRAM = re.compile(r"(?<![A-Za-z0-9])(all_gather|all_reduce|gather|broadcast|reduce_scatter|alltoallv?|reduce|"
+                      r"scatter|sendrecv|hypercube)_perf(?:_mpi)?(?![A-Za-z0-9])")
+_INT = re.compile(r"^\d+$")
+_NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
+
+
+def _program_op(name: str, where: str) -> str:
+    """'all_gather_perf' / 'all_gather_perf_mpi' / path -> schema op; InputError for other programs."""
+    match = _PROGRAM.search(name)
+    base = match.group(1) if match else Path(name).name
+    if base in PROGRAMS:
+        return PROGRAMS[base]
+    raise InputError(f"{where}: nccl-tests program {name!r} is not supported "
+                     f"(supported: {', '.join(p + '_perf' for p in PROGRAMS)})")
+
+
+def _param(rest: str, name: str, default: int) -> int:
+    """`name: N` from the parameter line ("iters" is not "warmup iters" / "agg iters")."""
+    match = re.search(rf"(?<!warmup )(?<!agg )(?<![A-Za-z_]){re.escape(name)}:\s*(\d+)", rest)
+    return int(match.group(1)) if match else default
+
+
+@dataclass
+class _Run:
+    """One nccl-tests invocation inside a log."""
+
+    op: str | None = None
+    op_line: int = 0
+    threads: int | None = None
+    gpus: int | None = None
+    iters: int = 0
+    agg_iters: int = 1
+    graph: int = 0
+    ranks: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # rank -> (group, host, gpu)
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        return self.threads is not None or bool(self.rows) or bool(self.ranks)
+
+
+def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
+    """Schema rows of one run (see the module doc for every conversion)."""
+    if not run.rows:
+        return []
+    first_line = run.rows[0][0]
+    where = f"{source}:{first_line}"
+    op = run.op or fallback_op
+    if op is None:
+        raise InputError(f"{where}: cannot tell which nccl-tests program wrote these rows (no 'Collective test "
+                         "starting' line, command line or program name in the file name)")
+    if run.ranks:
+        groups: dict[str, int] = {}
+        for group, _host, _gpu in run.ranks.values():
+            groups[group] = groups.get(group, 0) + 1
+        sizes = set(groups.values())
+        if len(sizes) != 1:
+            raise InputError(f"{where}: the Rank lines list groups of different sizes {sorted(sizes)}")
+        nranks = sizes.pop()
+        hosts = {host for _g, host, _gpu in run.ranks.values()}
+        gpus = sorted({gpu for _g, _h, gpu in run.ranks.values()})
+        nodes = len(hosts)
+        gpu = " / ".join(gpus)
+    elif run.threads is not None:
+        nranks, nodes, gpu = run.threads * (run.gpus or 1), 1, "unknown"
+    else:
+        raise InputError(f"{where}: no '# nThread ...' header and no '#  Rank' lines: the rank count is unknown")
+    calls = max(run.iters, 1) * max(run.agg_iters, 1) * max(run.graph, 1)
+    header = run.header
+    out = []
+    for lineno, tokens in run.rows:
+        at = f"{source}:{lineno}"
+        if header is not None and "time" in header:
+            tail = len(header) - header.index("time")  # columns from the out-of-place time to the end
+        else:
+            tail = 8
+        if len(tokens) < tail + 3:
+            raise InputError(f"{at}: result row has {len(tokens)} columns, expected at least {tail + 3}")
+        size, type_name = int(tokens[0]), tokens[2]
+        dtype = TYPE_NAMES.get(type_name)
+        if dtype is None:
+            raise InputError(f"{at}: data type {type_name!r} has no schema dtype "
+                             f"(importable: {', '.join(sorted(TYPE_NAMES))})")
+        try:
+            time_us = float(tokens[-tail])
+        except ValueError:
+            raise InputError(f"{at}: out-of-place time {tokens[-tail]!r} is not a number") from None
+        if not (time_us > 0 and time_us != float("inf")):
+            raise InputError(f"{at}: out-of-place time {tokens[-tail]!r} must be finite and > 0")
+        wrong = tokens[-tail + 3] if tail >= 4 else "0"
+        if _INT.match(wrong) and int(wrong) != 0:
+            raise InputError(f"{at}: nccl-tests reported {wrong} wrong elements (a failed validation); not imported")
+        if op in ("all_gather", "gather"):
+            if size % nranks:
+                raise InputError(f"{at}: size {size} B is not divisible by the {nranks} ranks")
+            per_rank = size // nranks
+        else:
+            per_rank = size
+        if per_rank <= 0:
+            continue  # nccl-tests prints size 0 rows when minBytes < nranks * type size
+        if per_rank % TYPE_BYTES[dtype]:
+            raise InputError(f"{at}: {per_rank} B per rank is not a whole number of {type_name} elements")
+        redop = tokens[3] if len(tokens) > 3 and not _NUMBER.match(tokens[3]) else ""
+        label = LABEL if op != "all_reduce" or redop in ("", "sum", "none") else f"{LABEL} (redop {redop})"
+        out.append({"op": op, "backend": "nccl", "device": "cuda", "gpu": gpu, "dtype": dtype,
+                    "mode": "graph" if run.graph > 0 else "eager", "world_size": nranks, "nodes": nodes,
+                    "bytes_per_rank": per_rank, "rows": 0, "cols": 0, "iters": calls, "median_us": time_us,
+                    "p10_us": time_us, "p90_us": time_us, "min_us": time_us, "max_us": time_us,
+                    "label": label, "source": at})
+    return out
+
+
+def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
+    """Rows (MEASUREMENT_COLUMNS + label, source) of every supported nccl-tests run in `text`.
+
+    `source` names the text in errors and in the `source` column; a file name
+    containing e.g. "all_gather_perf" also serves as the program name of old logs.
+    """
+    try:
+        fallback_op = _program_op(source, source) if _PROGRAM.search(Path(source).name) else None
+    except InputError:
+        fallback_op = None
+    rows: list[dict] = []
+    run = _Run()
+    echoed: str | None = None  # program named by an echoed command line
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        at = f"{source}:{lineno}"
+        marker = _MARKER.search(stripped)
+        if marker and stripped.startswith("#"):
+            if run.started:
+                rows += _finish(run, source, fallback_op)
+                run = _Run()
+            run.op, run.op_line = _program_op(marker.group(1), at), lineno
+            continue
+        params = _PARAMS.match(stripped)
+        if params:
+            if run.threads is not None or run.rows:
+                rows += _finish(run, source, fallback_op)
+                run = _Run()
+            if run.op is None and echoed is not None:
+                run.op = _program_op(echoed, at)
+            rest = params.group(3)
+            run.threads, run.gpus = int(params.group(1)), int(params.group(2))
+            run.iters = _param(rest, "iters", 0)
+            run.agg_iters = _param(rest, "agg iters", 1)
+            run.graph = _param(rest, "graph", 0)
+            continue
+        rank = _RANK.match(stripped)
+        if rank:
+            run.ranks[int(rank.group(1))] = (rank.group(2) or "0", rank.group(3), rank.group(4))
+            continue
+        if stripped.startswith("#"):
+            tokens = stripped.lstrip("#").split()
+            if "size" in tokens and "count" in tokens:
+                if "cputime" in tokens:
+                    raise InputError(f"{at}: this log reports CPU time (-C 1), not the collective's time; "
+                                     "rerun nccl-tests without -C")
+                run.header = tokens
+            continue
+        tokens = stripped.split()
+        if len(tokens) >= 2 and _INT.match(tokens[0]) and _INT.match(tokens[1]):
+            if not run.started and run.op is None and echoed is None and fallback_op is None:
+                raise InputError(f"{at}: result row before any nccl-tests header")
+            if run.op is None and echoed is not None:
+                run.op = _program_op(echoed, at)
+            run.rows.append((lineno, tokens))
+            continue
+        program = _PROGRAM.search(stripped)
+        if program and not stripped.startswith(("NCCL", "[")):
+            echoed = program.group(0)
+            if run.started and run.rows:
+                rows += _finish(run, source, fallback_op)
+                run = _Run()
+    rows += _finish(run, source, fallback_op)
+    if not rows:
+        raise InputError(f"{source}: no nccl-tests result rows found (is this an nccl-tests *_perf log?)")
+    frame = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+    return validate_measurements(frame, source=source)[list(OUTPUT_COLUMNS)]
+
+
+def read_log(path: str | Path) -> str:
+    path = Path(path)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected an nccl-tests log file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """All rows of several logs, concatenated in the given order."""
+    frames = [parse_nccl_tests_text(read_log(p), source=str(p)) for p in paths]
+    if not frames:
+        raise InputError("no log files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise InputError(message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: 0 ok, 2 bad input (one line on stderr)."""
+    parser = _Parser(prog="python -m calibration.import_nccl_tests",
+                                     description="Convert nccl-tests *_perf logs into measurement CSV rows.")
+    parser.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests stdout files")
+    parser.add_argument("--out", required=True, type=Path, help="CSV to write (overwritten)")
+    try:
+        args = parser.parse_args(argv)
+        frame = import_logs(args.logs)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.out, index=False)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    ops = ", ".join(f"{op} x{n}" for op, n in frame["op"].value_counts(sort=False).items())
+    print(f"wrote {len(frame)} rows ({ops}) to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Collective benchmark: planning (pure) and real gloo runs under torchrun on this CPU machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from calibration.collectives import CSV_NAME, EXTRA_COLUMNS, PROVENANCE_NAME, prepare_csv
+from calibration.payloads import plan_points, strategy_payloads, sweep_sizes, tp_sizes
+from calibration.results import point_key
+from costmodel.errors import InputError
+from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS, read_measurements
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESET = "qwen2.5-7b-eagle3"  # 16000-id draft vocab: full-logits payloads fit the tiny grid
+GRID = ["--min-bytes", "128", "--max-bytes", "16384", "--points-per-octave", "1", "--max-iters", "12",
+        "--point-time-s", "0.1",
+        "--warmup", "2", "--presets", PRESET, "--batches", "1,2", "--no-progress"]
+
+
+# --------------------------------------------------------------------------- planning (no torch)
+def test_sweep_grid_is_geometric_and_element_aligned():
+    # 8 * 2^(k/2): 8, 11.3, 16, 22.6, 32, 45.3, 64 -> rounded to multiples of 4
+    assert sweep_sizes(8, 64, 2, 4) == [8, 12, 16, 24, 32, 44, 64]
+    assert sweep_sizes(8, 100, 1, 4) == [8, 16, 32, 64, 100]  # --max-bytes itself is measured
+    with pytest.raises(InputError):
+        sweep_sizes(64, 8, 2)
+
+
+def test_tp_sizes_and_world_size_errors():
+    assert tp_sizes(8) == [2, 4, 8] and tp_sizes(6) == [2, 4] and tp_sizes(16, [16, 8]) == [8, 16]
+    for requested, message in (([3], "does not divide"), ([16], "exceeds"), ([1], "at least 2")):
+        with pytest.raises(InputError, match=message):
+            tp_sizes(8, requested)
+
+
+def test_strategy_payload_bytes_by_hand():
+    # Llama 4 Maverick: V = 202048 = 3157 * 64 (no padding); p = 8 -> shard 25256; bf16, B = 64
+    payloads = strategy_payloads("llama4-maverick", 64, 8)
+    got = {(op, strategy): (dtype, nbytes) for op, dtype, nbytes, strategy in payloads}
+    assert got[("all_gather", "full_all_gather")] == ("bf16", 64 * 25256 * 2)
+    assert got[("gather", "gather_to_rank0")] == ("bf16", 64 * 25256 * 2)
+    assert got[("broadcast", "gather_to_rank0")] == ("int64", 64 * 8)
+    assert got[("all_gather", "local_argmax_pairs")] == ("fp32", 64 * 8)
+    assert got[("all_reduce", "packed_allreduce_max")] == ("int64", 64 * 8)
+    # EAGLE-3 qwen2.5: draft vocab 16000 -> V_pad 16000; p = 4 -> 4000 per rank
+    assert ("all_gather", "bf16", 3 * 4000 * 2, "full_all_gather") in strategy_payloads(PRESET, 3, 4)
+
+
+def test_plan_deduplicates_identical_points_and_merges_labels():
+    # llama3-8b and llama3-70b share the 128256 vocab: one point, both presets in the label
+    points, dropped = plan_points([2], min_bytes=8, max_bytes=1 << 20, points_per_octave=1,
+                                  preset_names=["llama3-8b", "llama3-70b"], batches=[1, 4])
+    ids = [p.identity() for p in points]
+    assert len(ids) == len(set(ids))
+    full = [p for p in points if p.dtype == "bf16" and p.op == "all_gather"]
+    assert [p.bytes_per_rank for p in full] == [128256, 4 * 128256]
+    assert full[0].label == "payload:llama3-8b+llama3-70b:B1:full_all_gather"
+    pairs = next(p for p in points if p.op == "all_gather" and p.dtype == "fp32" and p.bytes_per_rank == 32)
+    assert pairs.label == "sweep;payload:llama3-8b+llama3-70b:B4:local_argmax_pairs"
+    keys = next(p for p in points if p.op == "all_reduce" and p.dtype == "int64" and p.bytes_per_rank == 8)
+    assert keys.reduce_op == "max" and "packed_allreduce_max" in keys.label
+    assert dropped == 0
+    _, dropped = plan_points([2], min_bytes=8, max_bytes=200000, points_per_octave=1,
+                             preset_names=["llama3-8b"], batches=[1, 4])
+    assert dropped == 2  # B=4 all_gather and gather (513024 B per rank) exceed --max-bytes
+
+
+def test_prepare_csv_refuses_without_resume_and_drops_a_torn_line(tmp_path):
+    path = tmp_path / CSV_NAME
+    assert prepare_csv(path, resume=False) == set()
+    header = ",".join(list(MEASUREMENT_COLUMNS) + list(EXTRA_COLUMNS))
+    row = "all_gather,gloo,cpu,cpu,fp32,eager,2,1,8,0,0,10,5.0,4.0,6.0,3.0,7.0,sweep"
+    path.write_text(f"{header}\n{row}\nall_reduce,gloo,cpu,cp")
+    with pytest.raises(InputError, match="--resume"):
+        prepare_csv(path, resume=False)
+    keys = prepare_csv(path, resume=True)
+    assert keys == {point_key(dict(zip(header.split(","), row.split(","), strict=True)))}
+    assert path.read_text() == f"{header}\n{row}\n"
+    path.write_text("op,median_us\nall_gather,1\n")
+    with pytest.raises(InputError, match="header"):
+        prepare_csv(path, resume=True)
+
+
+# --------------------------------------------------------------------------- real runs (gloo)
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "GROUP_RANK")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def torchrun(nproc: int, out: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           "--master-port", str(free_port()), "-m", "calibration.collectives", "--backend", "gloo",
+           "--out", str(out), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def spawn_ranks(nproc: int, out: Path, *args: str, **extra_env: str) -> list[subprocess.Popen]:
+    """The ranks as torchrun would start them (same environment), so each rank's exit code is visible."""
+    port = str(free_port())
+    procs = []
+    for rank in range(nproc):
+        env = _env(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nproc),
+                   GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **extra_env)
+        procs.append(subprocess.Popen([sys.executable, "-m", "calibration.collectives", "--backend", "gloo",
+                                       "--out", str(out), *args], cwd=ROOT, env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    return procs
+
+
+def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + timeout
+    results = []
+    for proc in procs:
+        try:
+            _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            err = "TIMEOUT\n" + err
+        results.append((proc.returncode, err))
+    return results
+
+
+def expected_keys(world_size: int) -> set[tuple[str, ...]]:
+    """The grid GRID asks for, as result keys (what a complete run must contain)."""
+    points, _ = plan_points(tp_sizes(world_size), min_bytes=128, max_bytes=16384, points_per_octave=1,
+                            preset_names=[PRESET], batches=[1, 2])
+    return {point_key({"op": p.op, "backend": "gloo", "device": "cpu", "dtype": p.dtype, "mode": "eager",
+                       "world_size": p.world_size, "nodes": 1, "bytes_per_rank": p.bytes_per_rank,
+                       "rows": 0, "cols": 0}) for p in points}
+
+
+def result_keys(frame) -> list[tuple[str, ...]]:
+    return [point_key({k: str(v) for k, v in row.items()}) for row in frame.to_dict("records")]
+
+
+def check_complete_run(out: Path, world_size: int) -> None:
+    frame = read_measurements(out / CSV_NAME)
+    keys = result_keys(frame)
+    assert len(keys) == len(set(keys)), "duplicate points"
+    assert set(keys) == expected_keys(world_size)
+    assert set(frame["op"]) == set(COLLECTIVE_OPS)
+    assert set(frame["world_size"]) == set(tp_sizes(world_size))
+    assert (frame["p10_us"] <= frame["median_us"]).all() and (frame["median_us"] <= frame["p90_us"]).all()
+    assert (frame["min_us"] <= frame["p10_us"]).all() and (frame["p90_us"] <= frame["max_us"]).all()
+    assert (frame["iters"] >= 1).all() and (frame["iters"] <= 12).all()
+    assert set(frame["backend"]) == {"gloo"} and set(frame["device"]) == {"cpu"} and set(frame["mode"]) == {"eager"}
+    assert set(frame["dtype"]) == {"fp32", "bf16", "int64"}
+    labels = set(frame["label"])
+    assert "sweep" in labels and f"payload:{PRESET}:B1:full_all_gather" in labels
+    prov = json.loads((out / PROVENANCE_NAME).read_text())
+    for key in ("hostnames", "gpus_per_node", "gpu", "software", "nccl_env", "nvidia_smi_topo", "command", "argv",
+                "start_time", "end_time", "status"):
+        assert key in prov, key
+    assert len(prov["hostnames"]) == world_size and prov["status"] == "ok" and prov["gpu"] == "cpu"
+    assert {"torch", "cuda", "nccl", "driver"} <= set(prov["software"])
+    assert prov["end_time"] >= prov["start_time"] and "--backend" in prov["argv"]
+    assert prov["all_gather_impl"] in ("all_gather_into_tensor", "all_gather(list)+cat")
+
+
+@pytest.mark.torchrun
+def test_world4_covers_tp2_and_tp4(tmp_path):
+    proc = torchrun(4, tmp_path, *GRID, "--note", "test run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_complete_run(tmp_path, 4)
+    prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
+    assert "test run" in prov["notes"]
+    if (os.cpu_count() or 1) < 4:
+        assert any("oversubscribed" in note for note in prov["notes"])
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+@pytest.mark.torchrun
+def test_dead_rank_keeps_partial_rows_and_torchrun_resume_completes(tmp_path):
+    procs = spawn_ranks(2, tmp_path, *GRID, "--watchdog-s", "30", CALIB_TEST_DIE_AFTER_POINTS="4")
+    start = time.monotonic()
+    (rc0, err0), (rc1, _) = finish(procs, timeout=90)
+    assert rc1 == 137  # the simulated crash
+    assert rc0 == 3 and time.monotonic() - start < 90
+    line = _one_error_line(err0)
+    assert "partial results kept in" in line and str(tmp_path) in line
+    partial = read_measurements(tmp_path / CSV_NAME)
+    assert 1 <= len(partial) < len(expected_keys(2))
+    assert json.loads((tmp_path / PROVENANCE_NAME).read_text())["status"].startswith("failed")
+
+    # the world-2 torchrun run: it completes the grid without re-measuring what is there
+    proc = torchrun(2, tmp_path, *GRID, "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final = read_measurements(tmp_path / CSV_NAME)
+    assert final.iloc[: len(partial)].equals(partial)
+    check_complete_run(tmp_path, 2)
+    prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
+    assert prov["previous_runs"][0]["status"].startswith("failed")
+    assert prov["points_measured"] == len(expected_keys(2)) - len(partial)
+
+
+def test_watchdog_prints_one_line_and_exits_3(tmp_path):
+    # a hung rank never completes its point: the watchdog thread ends the process (os._exit(3))
+    code = ("import time; from pathlib import Path; from calibration.collectives import Watchdog; "
+            f"w = Watchdog(0.5, Path({str(tmp_path)!r}), lambda m: print('on_fire', m, flush=True)); "
+            "w.beat('all_gather p=2 64 B'); w.start(); time.sleep(60)")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 3 and time.monotonic() - start < 50
+    line = _one_error_line(proc.stderr)
+    assert line == proc.stderr.strip()
+    assert line.startswith("error: collective all_gather p=2 64 B stuck for ") and str(tmp_path) in line
+    assert proc.stdout.startswith("on_fire error: collective all_gather p=2 64 B stuck")
+
+
+@pytest.mark.parametrize("args, env, fragment", [
+    (["--backend", "nccl"], {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, "nccl"),
+    (["--backend", "gloo"], {}, "torchrun"),
+    (["--backend", "gloo", "--world-sizes", "3"], {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0",
+                                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, "divide"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, env, fragment):
+    if "nccl" in args and (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
+        pytest.skip("this machine has a GPU; the nccl refusal is for CPU-only hosts")
+    proc = subprocess.run([sys.executable, "-m", "calibration.collectives", *args, "--out", str(tmp_path / "o")],
+                          cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert _one_error_line(proc.stderr) == proc.stderr.strip()
+    assert fragment in proc.stderr
+    assert not (tmp_path / "o" / CSV_NAME).exists()
+
+
+def test_sigterm_handler_exists_for_torchrun_teardown():
+    # torchrun SIGTERMs the surviving ranks when one fails; the handler turns that into one error line
+    from calibration import collectives
+
+    with pytest.raises(collectives.Terminated):
+        collectives._on_signal(signal.SIGTERM, None)

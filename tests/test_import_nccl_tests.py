@@ -1,0 +1,194 @@
+"""nccl-tests log importer: logs built here in nccl-tests' own print format (src/common.cu)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calibration.import_nccl_tests import import_logs, main, parse_nccl_tests_text
+from costmodel.errors import InputError
+from costmodel.schema import read_measurements
+
+ROOT = Path(__file__).resolve().parent.parent
+TYPE_BYTES = {"float": 4, "bfloat16": 2, "half": 2, "int64": 8}
+COLUMN_HEADER = (
+    "#                                                              out-of-place                       in-place\n"
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  "
+    "#wrong\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n"
+)
+
+
+def _time_str(t_us: float) -> str:
+    """nccl-tests' %7.0f / %7.1f / %7.2f choice."""
+    return f"{t_us:7.0f}" if t_us >= 10000 else (f"{t_us:7.1f}" if t_us >= 100 else f"{t_us:7.2f}")
+
+
+def nccl_log(program: str, hosts: list[str], per_host: int, points: list[tuple[int, float]], *, graph: int = 0,
+             iters: int = 20, type_name: str = "float", gpu: str = "NVIDIA H200", marker: bool = True,
+             mpi: bool = True, wrong: int = 0, redop: str | None = None) -> str:
+    """A realistic nccl-tests stdout. `points` = [(bytes per rank, out-of-place time us)].
+
+    all_gather / gather print size = bytes per rank * nranks and count = elements per rank;
+    all_reduce / broadcast print size = count * type size.
+    """
+    nranks = len(hosts) * per_host
+    elem = TYPE_BYTES[type_name]
+    n_gpus = 1 if mpi else per_host
+    lines = ["# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807"]
+    if marker:
+        lines.append(f"# Collective test starting: {program}")
+    lines.append(f"# nThread 1 nGpus {n_gpus} minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 "
+                 f"iters: {iters} agg iters: 1 validation: 1 graph: {graph}")
+    lines += ["#", "# Using devices"]
+    rank = 0
+    for h, host in enumerate(hosts):
+        for d in range(per_host):
+            lines.append(f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:6d} on {host:>10s} device {d:2d} "
+                         f"[0000:{16 * d + h:02x}:00] {gpu}")
+            rank += 1
+    lines.append("#")
+    text = "\n".join(lines) + "\n" + COLUMN_HEADER
+    default_redop, root = {"all_gather_perf": ("none", -1), "all_reduce_perf": ("sum", -1),
+                           "broadcast_perf": ("none", 0), "gather_perf": ("none", 0)}[program]
+    redop = redop or default_redop
+    for per_rank, t_us in points:
+        gathered = program in ("all_gather_perf", "gather_perf")
+        size = per_rank * nranks if gathered else per_rank
+        count = per_rank // elem
+        algbw = size / t_us / 1e3
+        text += (f"{size:12d}  {count:12d}  {type_name:>8s}  {redop:>6s}  {root:6d}  {_time_str(t_us)}  "
+                 f"{algbw:6.2f}  {algbw:6.2f}  {wrong:5d}  {_time_str(t_us * 0.97)}  {algbw:6.2f}  {algbw:6.2f}  "
+                 f"{0:5d}\n")
+    text += "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.5\n#\n"
+    text += f"# Collective test concluded: {program}\n"
+    return text
+
+
+AG_POINTS = [(1024, 12.5), (131072, 21.75), (16777216, 250.25), (134217728, 20346.0)]
+
+
+def test_all_gather_8_ranks_eager_and_graph():
+    for graph, mode in ((0, "eager"), (1, "graph")):
+        frame = parse_nccl_tests_text(nccl_log("all_gather_perf", ["node-a"], 8, AG_POINTS, graph=graph), "ag.log")
+        assert list(frame["op"].unique()) == ["all_gather"]
+        # size column = per-rank bytes * 8; the importer divides it back
+        assert frame["bytes_per_rank"].tolist() == [b for b, _ in AG_POINTS]
+        assert frame["median_us"].tolist() == pytest.approx([12.5, 21.75, 250.2, 20346.0], abs=0.051)
+        for col in ("p10_us", "p90_us", "min_us", "max_us"):
+            assert (frame[col] == frame["median_us"]).all()
+        assert set(frame["mode"]) == {mode}
+        assert set(frame["world_size"]) == {8} and set(frame["nodes"]) == {1}
+        assert set(frame["gpu"]) == {"NVIDIA H200"} and set(frame["dtype"]) == {"fp32"}
+        assert set(frame["iters"]) == {20 * max(graph, 1)}
+        assert set(frame["label"]) == {"nccl-tests mean"}
+        assert frame["source"].iloc[0].startswith("ag.log:")
+
+
+def test_all_gather_two_nodes_single_process_per_gpu_counts_hosts():
+    frame = parse_nccl_tests_text(nccl_log("all_gather_perf", ["node-a", "node-b"], 8, AG_POINTS[:2]))
+    assert set(frame["world_size"]) == {16} and set(frame["nodes"]) == {2}
+    assert frame["bytes_per_rank"].tolist() == [1024, 131072]
+
+
+def test_one_process_many_gpus_header():
+    frame = parse_nccl_tests_text(nccl_log("all_gather_perf", ["solo"], 4, AG_POINTS[:1], mpi=False))
+    assert frame["world_size"].tolist() == [4] and frame["bytes_per_rank"].tolist() == [1024]
+
+
+def test_all_reduce_and_broadcast_size_is_per_rank_bytes():
+    points = [(8, 10.12), (1048576, 60.8), (16777216, 196.0)]
+    ar = parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 4, points, type_name="bfloat16"))
+    assert ar["op"].unique().tolist() == ["all_reduce"] and set(ar["dtype"]) == {"bf16"}
+    assert ar["bytes_per_rank"].tolist() == [8, 1048576, 16777216]
+    assert ar["median_us"].tolist() == pytest.approx([10.12, 60.8, 196.0], abs=0.051)
+    assert set(ar["label"]) == {"nccl-tests mean"}
+    mx = parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 4, points[:1], type_name="int64", redop="max"))
+    assert mx["label"].tolist() == ["nccl-tests mean (redop max)"] and mx["dtype"].tolist() == ["int64"]
+    bc = parse_nccl_tests_text(nccl_log("broadcast_perf", ["n"], 2, points[1:], graph=1))
+    assert bc["op"].unique().tolist() == ["broadcast"] and set(bc["mode"]) == {"graph"}
+    assert bc["bytes_per_rank"].tolist() == [1048576, 16777216] and set(bc["world_size"]) == {2}
+
+
+def test_gather_size_is_total_gathered_bytes():
+    frame = parse_nccl_tests_text(nccl_log("gather_perf", ["n"], 8, [(4096, 30.0), (1048576, 90.5)]))
+    assert frame["op"].unique().tolist() == ["gather"]
+    assert frame["bytes_per_rank"].tolist() == [4096, 1048576]
+
+
+def test_several_runs_in_one_log_and_old_logs_without_marker():
+    text = (nccl_log("all_reduce_perf", ["n"], 8, [(64, 11.0)])
+            + nccl_log("all_gather_perf", ["n"], 8, [(64, 12.0)]))
+    frame = parse_nccl_tests_text(text)
+    assert frame[["op", "bytes_per_rank", "median_us"]].values.tolist() == [["all_reduce", 64, 11.0],
+                                                                          ["all_gather", 64, 12.0]]
+    # no "Collective test starting" line: the echoed command line names the program
+    old = "$ ./build/gather_perf -b 8 -e 1M -f 2 -g 2\n" + nccl_log("gather_perf", ["n"], 2, [(512, 9.0)],
+                                                                    marker=False)
+    frame = parse_nccl_tests_text(old)
+    assert frame["op"].tolist() == ["gather"] and frame["bytes_per_rank"].tolist() == [512]
+
+
+def test_legacy_layout_without_root_column_uses_the_header():
+    text = (nccl_log("all_reduce_perf", ["n"], 2, [], marker=True).split("#       size")[0]
+            + "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  "
+              "error\n"
+            + "     1048576        262144   float     sum    100.0   10.49   18.35  0e+00    101.0   10.38   18.17  "
+              "0e+00\n")
+    frame = parse_nccl_tests_text(text)
+    assert frame["median_us"].tolist() == [100.0] and frame["bytes_per_rank"].tolist() == [1048576]
+
+
+def test_cli_concatenates_logs_and_output_validates(tmp_path):
+    a = tmp_path / "ag.log"
+    a.write_text(nccl_log("all_gather_perf", ["node-a"], 8, AG_POINTS, graph=1))
+    b = tmp_path / "run-without-marker_all_reduce_perf.log"  # the file name names the program
+    b.write_text(nccl_log("all_reduce_perf", ["node-a"], 8, [(8, 10.0), (64, 10.5)], marker=False))
+    out = tmp_path / "out" / "nccl.csv"
+    assert main([str(a), str(b), "--out", str(out)]) == 0
+    frame = read_measurements(out)
+    assert len(frame) == len(AG_POINTS) + 2
+    assert frame["op"].tolist() == ["all_gather"] * len(AG_POINTS) + ["all_reduce"] * 2
+    assert frame.loc[frame["op"] == "all_gather", "bytes_per_rank"].tolist() == [b for b, _ in AG_POINTS]
+    pd.testing.assert_frame_equal(frame[["op", "bytes_per_rank"]],
+                                  import_logs([a, b])[["op", "bytes_per_rank"]], check_dtype=False)
+    # the real CLI as a subprocess, and no torch import in the importer
+    code = ("import sys, calibration.import_nccl_tests as m; assert 'torch' not in sys.modules; "
+            f"sys.exit(m.main([{str(a)!r}, '--out', {str(tmp_path / 'c.csv')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert read_measurements(tmp_path / "c.csv")["mode"].unique().tolist() == ["graph"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]).replace("  12.50  ", "  abc  ", 1),
+     "bad.log:18: out-of-place time 'abc'"),
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1], wrong=3), "3 wrong elements"),
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]).replace("all_gather_perf", "reduce_scatter_perf"),
+     "not supported"),
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1], type_name="half").replace("    half", "  double"),
+     "data type 'double'"),
+    ("hello\nthis is not a log\n", "no nccl-tests result rows"),
+    ("", "no nccl-tests result rows"),
+])
+def test_malformed_logs_fail_with_one_line_naming_the_file(tmp_path, capsys, text, fragment):
+    log = tmp_path / "bad.log"
+    log.write_text(text)
+    with pytest.raises(InputError, match="bad.log"):
+        parse_nccl_tests_text(text, source=str(log))
+    assert main([str(log), "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and fragment in err, err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_cli_missing_file_and_missing_out_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.log"), "--out", str(tmp_path / "x.csv")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope.log'}: no such file"
+    assert main([str(tmp_path / "nope.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
