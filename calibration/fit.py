@@ -62,7 +62,7 @@ import pandas as pd
 
 from costmodel.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.errors import InputError
-from costmodel.kernels import kernel_bytes, roofline_us
+from costmodel.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
 from costmodel.profile import (
     SCHEMA_VERSION,
     CollectiveCurve,
@@ -421,6 +421,8 @@ def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict]
     tables, notes = [], []
     for (op, dtype, mode, ws), sub in kern.groupby(["op", "dtype", "mode", "world_size"], sort=True):
         label = f"{op} {dtype} {mode} p={int(ws)}"
+        if dtype not in DTYPES and op.removesuffix("_fused") in DTYPE_FREE_OPS:
+            dtype = "fp32"  # never reads logits: costmodel.kernels matches its table for every logits dtype
         if dtype not in DTYPES:
             notes.append(f"{label}: dtype {dtype} has no table slot")
             continue

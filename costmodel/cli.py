@@ -319,7 +319,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     paths = args.reference or reference_files()
     table = validate(load_reference(paths), args.profile)
     summ = summary(table)
-    print(format_validation(table, summ))
+    print(format_validation(table.iloc[:0] if args.summary_only else table, summ))
     if args.out:
         table.to_csv(args.out, index=False)
         print(f"wrote {len(table)} rows to {args.out}", file=sys.stderr)
@@ -385,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--out", default=None, help="write the full table as CSV")
     v.add_argument("--max-error", type=float, default=None, help="exit 1 if any |relative error| exceeds this")
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
+    v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
     v.set_defaults(func=cmd_validate)
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")

@@ -25,7 +25,7 @@ def test_predict_json_done_when_command():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out["strategies"]) == set(STRATEGIES)
-    for name, s in out["strategies"].items():
+    for s in out["strategies"].values():
         assert s["total_us"] == pytest.approx(sum(s["components"].values()))
         assert s["saving_per_decode_step_us"] == pytest.approx(5 * s["saving_per_draft_step_us"])
         assert "crossover_batch" in s
