@@ -73,7 +73,15 @@ from costmodel.profile import (
     profile_from_dict,
     save_profile,
 )
-from costmodel.schema import COLLECTIVE_OPS, DTYPES, KERNEL_OPS, MODES, read_measurements, validate_measurements
+from costmodel.schema import (
+    COLLECTIVE_OPS,
+    DTYPES,
+    FUSED_KERNEL_OPS,
+    KERNEL_OPS,
+    MODES,
+    read_measurements,
+    validate_measurements,
+)
 
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
@@ -444,7 +452,7 @@ def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict]
 def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str]
                  ) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
     """(kernels section, report rows, per-op fits, number of tables kept from the base profile)."""
-    kern = frame[frame["op"].isin(list(KERNEL_OPS))]
+    kern = frame[frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS))]
     fits: dict[str, _KernelFit] = {}
     reports: list[dict] = []
     for op, sub in kern.groupby("op", sort=True):

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .schema import COLLECTIVE_OPS, DTYPES, KERNEL_OPS, MODES
+from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
 
 SCHEMA_VERSION = 1
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -255,7 +255,7 @@ def _kind(value: str, where: str) -> str:
 
 def _table(obj: Any, where: str) -> KernelTable:
     op = _get(obj, "op", where, str)
-    if op not in KERNEL_OPS and not op.endswith("_fused"):
+    if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
         raise InputError(f"{where}.op: unknown kernel op {op!r}")
     dtype = _get(obj, "dtype", where, str)
     if dtype not in DTYPES:
@@ -317,7 +317,7 @@ def profile_from_dict(data: Any, *, source: str = "profile") -> Profile:
     ops = {}
     for op, spec in ops_raw.items():
         where = f"{kw}.ops.{op}"
-        if op not in KERNEL_OPS and not op.endswith("_fused"):
+        if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
             raise InputError(f"{where}: unknown kernel op")
         ops[op] = KernelOp(
             launches=_nonneg(_get(spec, "launches", where, float, default=1.0), f"{where}.launches"),

@@ -50,7 +50,13 @@ KERNEL_OPS: dict[str, str] = {
     "d2t_lookup": "unused (0): target = draft + d2t[draft] for rows ids",
 }
 
-ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS)
+# Fused Triton variants of the local path (calibration/triton_kernels.py); `cols` as for the base op.
+FUSED_KERNEL_OPS: dict[str, str] = {
+    f"{op}_fused": f"fused Triton variant of {op}; cols as for {op}"
+    for op in ("local_argmax", "key_pack", "pair_reduce", "key_unpack")
+}
+
+ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)
 DTYPES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 MODES: tuple[str, ...] = ("graph", "eager")
 
