@@ -1,10 +1,134 @@
-"""Placeholder view until the dashboard lands: the verdict for the default scenario."""
+"""Dashboard: is local argmax reduction faster than a full-vocab all-gather for my TP draft model?
+
+Run with `streamlit run app.py`. Layout and widgets only: computations live in `costmodel` (through the
+cached wrappers in dashboard/data.py), the tabs in dashboard/views.py. The whole state is mirrored in the
+URL's query parameters, so a copied link restores the view.
+"""
 
 import streamlit as st
 
-from costmodel import Scenario, default_profile, predict
+from costmodel import DESCRIPTIONS, InputError, bundled_profiles
+from costmodel.presets import preset, presets
+from costmodel.schema import DTYPES
+from dashboard import state, views
+from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
+from dashboard.uploads import UPLOAD_TYPES, parse_upload
+from dashboard.verdict import evaluate
 
-st.title("Local argmax vs full all-gather")
-pred = predict(Scenario(), default_profile())
-st.write(f"Fastest strategy: {pred.best().item()}")
-st.dataframe(pred.to_frame())
+st.set_page_config(page_title="Local argmax vs full all-gather", page_icon=":material/hub:", layout="wide")
+ss = st.session_state
+PROFILES = bundled_profiles()
+PRESETS = presets()
+
+if "_init" not in ss:  # first run of this session: restore the state from the URL
+    restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,
+                                                  presets=list(PRESETS.index))
+    widgets = state.session_values(restored)
+    # a range slider is a range only when created with a (min, max) value, so it is seeded through `value`
+    ss["_batch_range0"] = widgets.pop("batch_range")
+    ss.update(widgets)
+    ss.update(_init=True, _warnings=warnings, _uploads={}, _measurements={}, _upload_error=None,
+              _last_good=Inputs())
+
+
+def on_preset() -> None:
+    if ss["preset"] != CUSTOM:
+        ss.update(preset(ss["preset"]))
+
+
+def on_model_field() -> None:
+    ss["preset"] = CUSTOM
+
+
+def on_upload() -> None:
+    file = ss.get("upload")
+    if file is None:
+        return
+    try:
+        with st.spinner(f"reading {file.name} (measurements are fitted on the spot)"):
+            up = parse_upload(file.name, file.getvalue())
+    except InputError as exc:
+        ss["_upload_error"] = str(exc)
+        return
+    ss["_uploads"][up.label] = up.profile_text
+    ss["_measurements"][up.label] = up.measurements_csv
+    ss.update(profile=up.label, _upload_error=None)
+
+
+def preset_label(name: str) -> str:
+    if name == CUSTOM:
+        return "custom (set the numbers below)"
+    row = PRESETS.loc[name]
+    return f"{row['model']} - {row['draft']}"
+
+
+with st.sidebar:
+    st.header("Scenario")
+    st.selectbox("Cluster profile", [*PROFILES, *ss["_uploads"]], key="profile")
+    st.file_uploader("...or upload a profile JSON, a measurement CSV or an nccl-tests log", type=list(UPLOAD_TYPES),
+                     key="upload", on_change=on_upload,
+                     help="Parsed as JSON / CSV / text only. CSVs and logs are fitted on the spot (calibration.fit).")
+    if ss["_upload_error"]:
+        st.error(ss["_upload_error"])
+    st.selectbox("Model preset", [CUSTOM, *PRESETS.index], key="preset", format_func=preset_label,
+                 on_change=on_preset)
+    with st.expander("Model numbers", expanded=ss["preset"] == CUSTOM):
+        st.number_input("Target vocab", min_value=1, step=1, key="vocab", on_change=on_model_field)
+        st.number_input("Draft vocab", min_value=1, step=1, key="draft_vocab", on_change=on_model_field)
+        st.toggle("EAGLE-3 d2t map", key="d2t", on_change=on_model_field,
+                  help="needed when the draft vocab is smaller than the target vocab")
+        st.number_input("Draft hidden size", min_value=1, step=1, key="hidden", on_change=on_model_field,
+                        help="informational: the lm_head GEMM is common to every strategy")
+    left, right = st.columns(2)
+    left.selectbox("TP size", TP_CHOICES, key="tp", accept_new_options=True, help="type another size if needed")
+    right.number_input("Nodes", min_value=1, max_value=1024, step=1, key="nodes")
+    left.selectbox("Logits dtype", tuple(DTYPES), key="dtype")
+    right.number_input("K (draft tokens)", min_value=1, max_value=64, step=1, key="k")
+    st.radio("Drafting", DRAFTING, key="drafting", horizontal=True,
+             help="serial: K draft calls of B rows; parallel: one call of B*K rows")
+    st.radio("Mode", MODES, key="mode", horizontal=True, format_func={"graph": "CUDA graph", "eager": "eager"}.get)
+    st.radio("Kernels", IMPLS, key="impl", horizontal=True, help="fused prices the profile's fused-kernel parameters")
+    st.number_input("Batch (rows per draft step)", min_value=1, max_value=BATCH_LIMIT, step=1, key="batch")
+    st.select_slider("Batch range for the charts", options=BATCH_STEPS, key="batch_range", value=ss["_batch_range0"])
+    st.subheader("Impact (optional)")
+    st.number_input("Baseline ITL (ms)", min_value=0.001, step=1.0, format="%.3f", key="itl_ms",
+                    placeholder="e.g. 12.5")
+    st.number_input("Mean acceptance length (tokens / decode step)", min_value=1.0, step=0.1, format="%.2f",
+                    key="acceptance_length", placeholder="e.g. 3.2")
+
+st.title("Local argmax vs full all-gather for TP drafting")
+st.caption("Greedy draft token under tensor parallelism: all-gather the full logits (vLLM's default), or take a "
+           "local argmax and exchange (value, id) pairs? Numbers from the analytical cost model `costmodel`.")
+with st.expander("What the strategies do"):
+    st.markdown("\n".join(f"- **{k}**: {v}" for k, v in DESCRIPTIONS.items()))
+for warning in ss["_warnings"]:
+    st.warning(warning)
+
+try:
+    inputs = state.inputs_from_session(ss)
+    params = state.to_query_params(inputs)
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+    ev = evaluate(inputs, ss["_uploads"])
+    ss["_last_good"] = inputs
+except InputError as exc:
+    st.error(str(exc))
+    try:
+        ev = evaluate(ss["_last_good"], ss["_uploads"])
+    except InputError:
+        st.stop()
+    st.caption("Showing the last valid inputs.")
+
+views.verdict(ev)
+tabs = st.tabs(TABS, key="tab", on_change="rerun")
+renderers = {
+    "Batch sweep": lambda: views.sweep_tab(ev),
+    "Breakdown": lambda: views.breakdown_tab(ev),
+    "Heatmaps": lambda: views.heatmaps_tab(ev),
+    "Calibration": lambda: views.calibration_tab(ev, ss["_measurements"].get(ev.inputs.profile)),
+    "Impact": lambda: views.impact_tab(ev),
+}
+for name, tab in zip(TABS, tabs):
+    if tab.open:  # only the open tab is computed
+        with tab:
+            renderers[name]()

@@ -1,0 +1,16 @@
+"""Streamlit dashboard helpers: everything app.py needs except the widgets themselves.
+
+Modules (one concept each):
+    state    - the dashboard inputs, query parameters <-> widget state
+    uploads  - parse an uploaded profile JSON / measurement CSV / nccl-tests log (never executed)
+    data     - cached computations, all delegated to `costmodel`
+    tables   - the tidy tables behind every view (and their CSV bytes), the verdict summary
+    charts   - Altair charts with one colour per strategy
+    views    - the Streamlit rendering of each tab
+
+Nothing here imports torch.
+"""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent

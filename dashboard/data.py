@@ -1,0 +1,247 @@
+"""Cached computations behind the views - every number comes from `costmodel`.
+
+Cache keys are plain values: the profile's JSON text, a `ScenarioSpec` (a frozen dataclass of scalars) and
+numbers, never Profile or Scenario objects. All functions are pure and callable outside Streamlit (tests).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from costmodel import (
+    BASELINE,
+    STRATEGIES,
+    InputError,
+    Profile,
+    bundled_profiles,
+    collective_time_us,
+    crossover,
+    impact,
+    parse_profile,
+    predict,
+)
+from costmodel.profile import PROFILE_DIR
+from costmodel.schema import COLLECTIVE_OPS, read_measurements
+
+from . import REPO_ROOT
+from .state import ScenarioSpec
+from .uploads import read_measurement_csv
+
+FOCUS = "local_argmax_pairs"  # the strategy the verdict and heatmaps compare with the baseline
+CROSSOVER_RANGE = (1.0, 65536.0)
+SWEEP_POINTS = 65
+HEAT_VOCABS = (16000, 32000, 64000, 128256, 151936, 202048, 262208)
+HEAT_TPS = (1, 2, 4, 8, 16)
+_CACHE = {"show_spinner": False, "max_entries": 256}
+
+
+@lru_cache(maxsize=32)
+def bundled_profile_text(name: str) -> str:
+    """JSON text of a profile shipped in data/profiles/."""
+    return (PROFILE_DIR / f"{name}.json").read_text()
+
+
+@lru_cache(maxsize=16)
+def profile_from_text(text: str) -> Profile:
+    """Validated profile (immutable, so sharing one object between reruns is safe)."""
+    return parse_profile(text, source="profile")
+
+
+# -- verdict and breakdown at one batch ---------------------------------------------------------------
+@st.cache_data(**_CACHE)
+def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataFrame:
+    """Prediction.to_frame() at one batch plus `fastest` (Prediction.best()) and `saving_pct`."""
+    pred = predict(spec.scenario(batch), profile_from_text(profile_text))
+    frame = pred.to_frame()
+    frame["fastest"] = frame["strategy"] == str(pred.best().item())
+    frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]
+    return frame
+
+
+@st.cache_data(**_CACHE)
+def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
+    """costmodel.crossover of every strategy against the baseline over batch 1..65536 (batch-independent)."""
+    profile = profile_from_text(profile_text)
+    rows = []
+    for name in STRATEGIES:
+        if name == BASELINE:
+            continue
+        c = crossover(spec.scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
+        rows.append({"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
+                     "all_roots": " ".join(f"{r:.4g}" for r in c.roots)})
+    return pd.DataFrame(rows)
+
+
+def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> tuple[float, float] | None:
+    """Hook for a confidence interval of the FOCUS saving per draft step (us) from the profile's bootstrap.
+
+    Returns None until costmodel exposes bootstrap intervals; the verdict shows an interval only when this
+    returns one, and never invents one.
+    """
+    return None
+
+
+# -- sweeps -------------------------------------------------------------------------------------------
+def batch_grid(batch_min: float, batch_max: float, points: int = SWEEP_POINTS) -> np.ndarray:
+    """Log-spaced batches from batch_min to batch_max (plus every power of two between)."""
+    lo, hi = float(batch_min), float(max(batch_max, batch_min * 2))
+    pow2 = 2.0 ** np.arange(0, 17)
+    grid = np.concatenate([np.geomspace(lo, hi, points), pow2[(pow2 >= lo) & (pow2 <= hi)]])
+    return np.unique(np.round(grid, 6))
+
+
+@st.cache_data(**_CACHE)
+def sweep_frame(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max: int) -> pd.DataFrame:
+    """Time per draft step of every strategy over the batch range (tidy, one row per batch x strategy)."""
+    batches = batch_grid(batch_min, batch_max)
+    pred = predict(spec.scenario(batches), profile_from_text(profile_text))
+    frame = pred.to_frame()
+    frame["saving_pct"] = np.concatenate([pred.saving_pct(name).reshape(-1) for name in pred.strategies])
+    return frame
+
+
+def heat_batches(batch_min: int, batch_max: int) -> tuple[int, ...]:
+    """Powers of two in the chart range (the heatmap's batch axis)."""
+    return tuple(b for b in (2**i for i in range(17)) if batch_min <= b <= max(batch_max, batch_min))
+
+
+def heat_vocabs(spec: ScenarioSpec) -> tuple[int, ...]:
+    """Draft vocabularies up to the target vocab (typical sizes, the target and the current draft vocab)."""
+    values = {v for v in HEAT_VOCABS if v <= spec.vocab} | {spec.vocab, spec.draft_vocab}
+    return tuple(sorted(values))
+
+
+def heat_tps(spec: ScenarioSpec) -> tuple[int, ...]:
+    """TP sizes 1..16 (and the current one) that the current node count divides."""
+    return tuple(sorted({p for p in (*HEAT_TPS, spec.tp) if p % spec.nodes == 0}))
+
+
+def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...]) -> pd.DataFrame:
+    pred = predict(spec.scenario(np.asarray(batches, dtype=float)), profile_from_text(profile_text))
+    return pd.DataFrame({
+        "batch": np.asarray(batches, dtype=int),
+        "saving_per_draft_step_us": pred.saving_us(FOCUS),
+        "saving_per_decode_step_us": pred.saving_per_decode_step_us(FOCUS),
+        "saving_pct": pred.saving_pct(FOCUS),
+        "fastest_strategy": pred.best(),
+    })
+
+
+@st.cache_data(**_CACHE)
+def heat_vocab_row(profile_text: str, spec: ScenarioSpec, draft_vocab: int, batches: tuple[int, ...]) -> pd.DataFrame:
+    """FOCUS saving vs the baseline over the batches at one draft vocab (d2t on when below the target vocab)."""
+    row_spec = spec.with_(draft_vocab=int(draft_vocab), d2t=bool(spec.d2t or draft_vocab != spec.vocab))
+    frame = _saving_row(profile_text, row_spec, batches)
+    frame.insert(1, "draft_vocab", int(draft_vocab))
+    return frame
+
+
+@st.cache_data(**_CACHE)
+def heat_tp_row(profile_text: str, spec: ScenarioSpec, tp: int, batches: tuple[int, ...]) -> pd.DataFrame:
+    """FOCUS saving vs the baseline over the batches at one TP size."""
+    frame = _saving_row(profile_text, spec.with_(tp=int(tp)), batches)
+    frame.insert(1, "tp", int(tp))
+    return frame
+
+
+# -- impact -------------------------------------------------------------------------------------------
+def impact_frame(point: pd.DataFrame, itl_ms: float, acceptance_length: float) -> pd.DataFrame:
+    """costmodel.impact for FOCUS and the fastest strategy, from a `point_frame`."""
+    names = [FOCUS] + [s for s in point.loc[point["fastest"], "strategy"] if s != FOCUS]
+    rows = []
+    for name in names:
+        saving = float(point.loc[point["strategy"] == name, "saving_per_decode_step_us"].iloc[0])
+        result = impact(saving, itl_ms, acceptance_length, name)
+        rows.append({"strategy": name, "saving_per_decode_step_us": saving, "itl_before_ms": result.itl_before_ms,
+                     "itl_after_ms": result.itl_after_ms, "tpot_before_ms": result.tpot_before_ms,
+                     "tpot_after_ms": result.tpot_after_ms, "speedup_pct": result.speedup_pct})
+    return pd.DataFrame(rows)
+
+
+# -- calibration --------------------------------------------------------------------------------------
+def measurement_files(profile: Profile, root: Path = REPO_ROOT) -> tuple[list[Path], list[str]]:
+    """CSV files listed in provenance.files that exist inside `root` (others are reported, never read)."""
+    found, notes = [], []
+    root = root.resolve()
+    for entry in profile.provenance.files:
+        path = (root / str(entry)).resolve()
+        if path.suffix.lower() != ".csv":
+            continue
+        if not path.is_relative_to(root):
+            notes.append(f"{entry}: outside the repository, not read")
+        elif not path.is_file():
+            notes.append(f"{entry}: not in this checkout")
+        else:
+            found.append(path)
+    return found, notes
+
+
+@st.cache_data(**_CACHE)
+def measured_points(profile_text: str, measurements_csv: str | None, root: str = str(REPO_ROOT)
+                    ) -> tuple[pd.DataFrame, list[str]]:
+    """Measured collective points (upload and provenance.files) next to the profile's prediction.
+
+    residual_pct = 100 * (measured_median_us - predicted_us) / predicted_us.
+    """
+    profile = profile_from_text(profile_text)
+    frames, notes = [], []
+    if measurements_csv:
+        frames.append(read_measurement_csv(measurements_csv, "upload").assign(file="upload"))
+    paths, file_notes = measurement_files(profile, Path(root))
+    notes += file_notes
+    for path in paths:
+        try:
+            frames.append(read_measurements(path).assign(file=str(path.relative_to(Path(root).resolve()))))
+        except InputError as exc:
+            notes.append(str(exc))
+    columns = ["file", "op", "world_size", "nodes", "mode", "dtype", "bytes_per_rank", "measured_median_us",
+               "predicted_us", "residual_pct"]
+    if not frames:
+        return pd.DataFrame(columns=columns), notes
+    data = pd.concat(frames, ignore_index=True)
+    data = data[data["op"].isin(COLLECTIVE_OPS)].rename(columns={"median_us": "measured_median_us"})
+    parts = []
+    for (op, mode), group in data.groupby(["op", "mode"], sort=True):
+        try:
+            predicted = collective_time_us(profile, str(op), group["bytes_per_rank"].to_numpy(),
+                                           group["world_size"].to_numpy(), group["nodes"].to_numpy(), str(mode))
+        except InputError as exc:
+            notes.append(str(exc))
+            continue
+        parts.append(group.assign(predicted_us=predicted))
+    if not parts:
+        return pd.DataFrame(columns=columns), notes
+    out = pd.concat(parts, ignore_index=True)
+    out["residual_pct"] = 100.0 * (out["measured_median_us"] - out["predicted_us"]) / out["predicted_us"]
+    return out[columns].sort_values(["op", "mode", "world_size", "bytes_per_rank"], ignore_index=True), notes
+
+
+@st.cache_data(**_CACHE)
+def fitted_curves(profile_text: str, points: pd.DataFrame, num: int = 60) -> pd.DataFrame:
+    """The profile's collective_time_us over each measured group's byte range (the fitted curve)."""
+    profile = profile_from_text(profile_text)
+    parts = []
+    for (op, ws, nodes, mode), group in points.groupby(["op", "world_size", "nodes", "mode"], sort=True):
+        sizes = np.geomspace(group["bytes_per_rank"].min(), max(group["bytes_per_rank"].max(), 2.0), num)
+        parts.append(pd.DataFrame({
+            "op": op, "world_size": ws, "nodes": nodes, "mode": mode, "bytes_per_rank": sizes,
+            "predicted_us": collective_time_us(profile, str(op), sizes, int(ws), int(nodes), str(mode)),
+        }))
+    if not parts:
+        return pd.DataFrame(columns=["op", "world_size", "nodes", "mode", "bytes_per_rank", "predicted_us"])
+    return pd.concat(parts, ignore_index=True)
+
+
+# -- one evaluation of the sidebar inputs -----------------------------------------------------------------
+def profile_text(name: str, uploaded: dict[str, str]) -> str:
+    """JSON text of a bundled profile or of one uploaded in this session."""
+    if name in uploaded:
+        return uploaded[name]
+    if name in bundled_profiles():
+        return bundled_profile_text(name)
+    raise InputError(f"profile {name!r}: not a bundled profile and not uploaded in this session")

@@ -1,0 +1,263 @@
+"""Dashboard inputs and their round trip through the URL (st.query_params) and widget state.
+
+One frozen `Inputs` holds every choice the sidebar offers. It maps to
+
+* widget state: `session_values(inputs)` gives {widget key: value}; `inputs_from_session` reads them back;
+* query parameters: `to_query_params(inputs)` gives {param: str}; `parse_query_params` reads them back,
+  ignoring (with a warning) every unknown or invalid parameter.
+
+A copied link therefore restores the same view. Uploaded profiles live only in the session, so a link that
+names one falls back to the default profile with a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from costmodel import DEFAULT_PROFILE, InputError, Scenario
+from costmodel.presets import preset
+from costmodel.schema import DTYPES
+
+CUSTOM = "custom"
+UPLOAD_PREFIX = "upload: "
+TP_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)
+BATCH_STEPS: tuple[int, ...] = tuple(2**i for i in range(17))  # 1 .. 65536 for the chart range
+BATCH_LIMIT = BATCH_STEPS[-1]
+TABS: tuple[str, ...] = ("Batch sweep", "Breakdown", "Heatmaps", "Calibration", "Impact")
+DRAFTING = ("serial", "parallel")
+MODES = ("graph", "eager")
+IMPLS = ("torch", "fused")
+DEFAULT_PRESET = "llama4-maverick"
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """Every scenario field except the batch, as plain (hashable) values - the cache key of the sweeps."""
+
+    vocab: int
+    draft_vocab: int
+    d2t: bool
+    hidden: int | None
+    dtype: str
+    tp: int
+    nodes: int
+    num_spec_tokens: int
+    drafting: str
+    mode: str
+    impl: str
+
+    def scenario(self, batch: Any) -> Scenario:
+        """The costmodel Scenario at `batch` (scalar or array); raises InputError when impossible."""
+        return Scenario(**asdict(self), batch=batch)
+
+    def with_(self, **changes: Any) -> ScenarioSpec:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the sidebar sets (and the open tab)."""
+
+    profile: str = DEFAULT_PROFILE
+    preset: str = DEFAULT_PRESET
+    vocab: int = 202048
+    draft_vocab: int = 202048
+    d2t: bool = False
+    hidden: int = 5120
+    tp: int = 8
+    nodes: int = 1
+    dtype: str = "bf16"
+    k: int = 3
+    drafting: str = "serial"
+    mode: str = "graph"
+    impl: str = "torch"
+    batch: int = 64
+    batch_min: int = 1
+    batch_max: int = 4096
+    itl_ms: float | None = None
+    acceptance_length: float | None = None
+    tab: str = TABS[0]
+
+    @property
+    def spec(self) -> ScenarioSpec:
+        return ScenarioSpec(vocab=self.vocab, draft_vocab=self.draft_vocab, d2t=self.d2t, hidden=self.hidden,
+                            dtype=self.dtype, tp=self.tp, nodes=self.nodes, num_spec_tokens=self.k,
+                            drafting=self.drafting, mode=self.mode, impl=self.impl)
+
+    def with_preset(self, name: str) -> Inputs:
+        """Select a model preset (fills vocab, draft vocab, d2t, hidden) or `custom` (keeps them)."""
+        if name == CUSTOM:
+            return replace(self, preset=CUSTOM)
+        return replace(self, preset=name, **preset(name))
+
+
+# -- query parameters ------------------------------------------------------------------------------
+Parser = Callable[[str], Any]
+
+
+def _int(lo: int, hi: int) -> Parser:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not lo <= value <= hi:
+            raise ValueError(f"expected an integer in {lo}..{hi}")
+        return value
+    return parse
+
+
+def _float(lo: float) -> Parser:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value >= lo or value == float("inf"):
+            raise ValueError(f"expected a finite number >= {lo}")
+        return value
+    return parse
+
+
+def _choice(options: Sequence[str]) -> Parser:
+    def parse(text: str) -> str:
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return text
+    return parse
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 0 or 1")
+
+
+# query parameter -> (Inputs field, parser); custom-model fields are read only with preset=custom
+_CUSTOM_PARAMS = ("vocab", "draft_vocab", "d2t", "hidden")
+_PARAMS: dict[str, tuple[str, Parser]] = {
+    "vocab": ("vocab", _int(1, 2**31 - 1)),
+    "draft_vocab": ("draft_vocab", _int(1, 2**31 - 1)),
+    "d2t": ("d2t", _bool),
+    "hidden": ("hidden", _int(1, 2**20)),
+    "tp": ("tp", _int(1, 1024)),
+    "nodes": ("nodes", _int(1, 1024)),
+    "dtype": ("dtype", _choice(tuple(DTYPES))),
+    "k": ("k", _int(1, 64)),
+    "drafting": ("drafting", _choice(DRAFTING)),
+    "mode": ("mode", _choice(MODES)),
+    "impl": ("impl", _choice(IMPLS)),
+    "batch": ("batch", _int(1, BATCH_LIMIT)),
+    "bmin": ("batch_min", _int(1, BATCH_LIMIT)),
+    "bmax": ("batch_max", _int(1, BATCH_LIMIT)),
+    "itl": ("itl_ms", _float(1e-6)),
+    "accept": ("acceptance_length", _float(1.0)),
+    "tab": ("tab", _choice(TABS)),
+}
+
+
+def _last(value: str | Sequence[str]) -> str:
+    if isinstance(value, str):
+        return value
+    return str(value[-1]) if len(value) else ""
+
+
+def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: Sequence[str],
+                       presets: Sequence[str]) -> tuple[Inputs, list[str]]:
+    """Inputs from URL parameters; every unknown or invalid parameter is skipped with a one-line warning."""
+    raw = {key: _last(value).strip() for key, value in params.items()}
+    warnings: list[str] = []
+    inputs = Inputs()
+
+    name = raw.pop("preset", None)
+    if name is not None and name != CUSTOM and name not in presets:
+        warnings.append(f"ignored query parameter preset={name!r}: unknown model preset")
+        name = None
+    inputs = inputs.with_preset(name or DEFAULT_PRESET)
+
+    profile = raw.pop("profile", None)
+    if profile is not None:
+        if profile in profiles:
+            inputs = replace(inputs, profile=profile)
+        elif profile.startswith(UPLOAD_PREFIX):
+            warnings.append(f"ignored query parameter profile={profile!r}: uploaded profiles live only in the "
+                            "session that uploaded them; upload it again")
+        else:
+            warnings.append(f"ignored query parameter profile={profile!r}: not a bundled profile")
+
+    changes: dict[str, Any] = {}
+    for key, text in raw.items():
+        if key not in _PARAMS:
+            warnings.append(f"ignored unknown query parameter {key!r}")
+            continue
+        if key in _CUSTOM_PARAMS and inputs.preset != CUSTOM:
+            warnings.append(f"ignored query parameter {key}: it needs preset=custom")
+            continue
+        field_name, parse = _PARAMS[key]
+        try:
+            changes[field_name] = parse(text)
+        except ValueError as exc:
+            reason = str(exc) if "expected" in str(exc) else "not a number"
+            warnings.append(f"ignored query parameter {key}={text!r}: {reason}")
+    inputs = replace(inputs, **changes)
+    if inputs.batch_min not in BATCH_STEPS or inputs.batch_max not in BATCH_STEPS \
+            or inputs.batch_min >= inputs.batch_max:
+        warnings.append(f"ignored query parameters bmin={inputs.batch_min}, bmax={inputs.batch_max}: "
+                        "need powers of two with bmin < bmax")
+        inputs = replace(inputs, batch_min=Inputs.batch_min, batch_max=Inputs.batch_max)
+    return inputs, warnings
+
+
+def to_query_params(inputs: Inputs) -> dict[str, str]:
+    """URL parameters that restore `inputs` (custom-model fields only for preset=custom)."""
+    out = {"profile": inputs.profile, "preset": inputs.preset}
+    for key, (field_name, _) in _PARAMS.items():
+        if key in _CUSTOM_PARAMS and inputs.preset != CUSTOM:
+            continue
+        value = getattr(inputs, field_name)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = str(int(value))
+        elif isinstance(value, float):
+            out[key] = format(value, ".12g")
+        else:
+            out[key] = str(value)
+    return out
+
+
+# -- widget state ------------------------------------------------------------------------------------
+# widget key -> Inputs field (batch_range is the (min, max) pair of the range slider)
+WIDGET_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Inputs) if f.name not in ("batch_min", "batch_max")) \
+    + ("batch_range",)
+
+
+def session_values(inputs: Inputs) -> dict[str, Any]:
+    """{widget key: value} that makes the sidebar show `inputs`."""
+    out = {f.name: getattr(inputs, f.name) for f in fields(Inputs) if f.name not in ("batch_min", "batch_max")}
+    out["batch_range"] = (inputs.batch_min, inputs.batch_max)
+    return out
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise InputError(f"{name}: expected a positive integer, got {value!r}") from None
+    if not number.is_integer() or number < 1:
+        raise InputError(f"{name}: expected a positive integer, got {value!r}")
+    return int(number)
+
+
+def inputs_from_session(values: Mapping[str, Any]) -> Inputs:
+    """Inputs from widget values; raises InputError for a value no widget should produce (e.g. TP 'abc')."""
+    data = {key: values[key] for key in WIDGET_KEYS if key in values and key != "batch_range"}
+    for key in ("vocab", "draft_vocab", "hidden", "tp", "nodes", "k", "batch"):
+        if key in data:
+            data[key] = _positive_int(key, data[key])
+    if "batch_range" in values:
+        data["batch_min"], data["batch_max"] = (int(v) for v in values["batch_range"])
+    for key in ("itl_ms", "acceptance_length"):
+        if data.get(key) is not None:
+            data[key] = float(data[key])
+    if "d2t" in data:
+        data["d2t"] = bool(data["d2t"])
+    return Inputs(**data)

@@ -1,0 +1,84 @@
+"""Tidy tables behind every view (units in column names) and their CSV bytes.
+
+Every chart and table in the dashboard is drawn from one of these frames, and its download button
+offers exactly that frame as CSV, so what you see is what you download.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from costmodel import DESCRIPTIONS, Profile
+
+SCENARIO_COLUMNS = ("profile", "vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "batch", "num_spec_tokens",
+                    "drafting", "mode", "impl", "calls_per_decode_step")
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """UTF-8 CSV without the index (what every download button serves)."""
+    return frame.to_csv(index=False).encode("utf-8")
+
+
+def component_columns(frame: pd.DataFrame) -> list[str]:
+    """The `<component>_us` columns of Prediction.to_frame()."""
+    start = list(frame.columns).index("strategy") + 1
+    end = list(frame.columns).index("total_us")
+    return list(frame.columns[start:end])
+
+
+# -- CSV tables -------------------------------------------------------------------------------------------
+def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
+    """One row per strategy at the chosen batch: time, savings vs the baseline, crossover batch."""
+    cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
+    out = point[cols + ["strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
+                        "wire_bytes_per_rank", "valid", "fastest"]].rename(columns={
+        "total_us": "time_per_draft_step_us", "saving_us": "saving_per_draft_step_us"})
+    out.insert(out.columns.get_loc("strategy") + 1, "description", out["strategy"].map(DESCRIPTIONS))
+    cross = crossovers.rename(columns={"status": "crossover_status", "direction": "crossover_direction"})
+    out = out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
+                    on="strategy", how="left")
+    return out
+
+
+def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
+    """Long table strategy x component (components a strategy does not run are left out)."""
+    comps = component_columns(point)
+    long = point.melt(id_vars=["strategy", "total_us"], value_vars=comps, var_name="component", value_name="time_us")
+    long = long[long["time_us"] > 0].copy()
+    long["component"] = long["component"].str.removesuffix("_us")
+    long["share_pct"] = 100.0 * long["time_us"] / long["total_us"]
+    long = long.rename(columns={"total_us": "strategy_total_us"})
+    order = {name: i for i, name in enumerate(point["strategy"])}
+    long = long.sort_values(["strategy", "component"], key=lambda s: s.map(order) if s.name == "strategy" else s)
+    return long[["strategy", "component", "time_us", "share_pct", "strategy_total_us"]].reset_index(drop=True)
+
+
+def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
+    """batch x strategy: time per draft step and savings vs the baseline."""
+    return sweep[["batch", "strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
+                  "valid"]].rename(columns={"total_us": "time_per_draft_step_us",
+                                            "saving_us": "saving_per_draft_step_us"}).reset_index(drop=True)
+
+
+def records_table(records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> pd.DataFrame:
+    """A profile's fit_report (list of dicts) as a table; nested values become strings."""
+    frame = pd.DataFrame(list(records))
+    for column in frame.columns:
+        if frame[column].map(lambda v: isinstance(v, (dict, list, tuple))).any():
+            frame[column] = frame[column].map(str)
+    return frame
+
+
+def provenance_table(profile: Profile) -> pd.DataFrame:
+    """Where each parameter group of the profile comes from (derived vs measured)."""
+    rows = [{"part": "collective", "name": c.op, "world_size": c.world_size or "any", "mode": c.mode or "graph+eager",
+             "provenance": c.provenance} for c in profile.collectives]
+    rows += [{"part": "kernel", "name": op, "world_size": "any", "mode": "graph+eager", "provenance": k.provenance}
+             for op, k in profile.kernel_ops.items()]
+    rows += [{"part": "kernel table", "name": t.op, "world_size": t.world_size, "mode": t.mode,
+              "provenance": "measured"} for t in profile.kernel_tables]
+    frame = pd.DataFrame(rows)
+    frame["world_size"] = frame["world_size"].astype(str)
+    return frame

@@ -1,0 +1,224 @@
+"""Streamlit rendering of the verdict header and of each tab (layout only; numbers come from data/tables)."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
+
+from . import charts
+from .data import (
+    FOCUS,
+    fitted_curves,
+    heat_batches,
+    heat_tp_row,
+    heat_tps,
+    heat_vocab_row,
+    heat_vocabs,
+    impact_frame,
+    measured_points,
+    sweep_frame,
+)
+from .tables import breakdown_table, csv_bytes, provenance_table, records_table, sweep_table, verdict_table
+from .verdict import Evaluation, provenance_line
+
+PROGRESS_AFTER_S = 0.05
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def chart_spec(name: str, *args) -> dict:
+    """Vega-Lite spec of charts.<name>(*args), cached on the data: Altair's schema validation costs ~0.1 s a
+    chart, so reruns that do not change a chart's data reuse its spec."""
+    return getattr(charts, name)(*args).to_dict()
+
+
+def chart(name: str, *args, stretch: bool = True) -> None:
+    st.vega_lite_chart(spec=chart_spec(name, *args), width="stretch" if stretch else "content")
+
+
+def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
+    """A CSV download of exactly `frame` (no rerun on click)."""
+    st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
+                       on_click="ignore", icon=":material/download:")
+
+
+def provenance_badge(profile: Profile) -> None:
+    color, sentence = provenance_line(profile)
+    st.markdown(f":{color}-badge[{profile.provenance.kind}] **{profile.title}** - {sentence}")
+
+
+# -- header ---------------------------------------------------------------------------------------------
+def verdict(ev: Evaluation) -> None:
+    """Metric tiles: winner, FOCUS saving per draft / decode step, crossover batch."""
+    v = ev.verdict
+    provenance_badge(ev.profile)
+    st.subheader(v.headline())
+    st.caption(f"{v.fastest}: {DESCRIPTIONS[v.fastest]}. Tiles: {FOCUS} vs {BASELINE}, per rank.")
+    tiles = st.columns(4)
+    calls = int(ev.point["calls_per_decode_step"].iloc[0])
+    tiles[0].metric("Saving / draft step", f"{v.focus_saving_us:+.2f} µs", f"{v.focus_saving_pct:+.1f}%",
+                    border=True, help=f"{BASELINE} time minus {FOCUS} time for one draft call "
+                                      f"(positive: {FOCUS} is faster)")
+    tiles[1].metric("Saving / decode step", f"{v.focus_saving_decode_us:+.2f} µs", f"{calls} draft calls",
+                    delta_color="off", delta_arrow="off", border=True,
+                    help=f"{FOCUS} saving per draft call x draft calls per decode step")
+    cross = "none" if v.crossover_batch is None else f"{v.crossover_batch:.1f}"
+    tiles[2].metric("Crossover batch", cross, v.crossover_text().removeprefix(f"{FOCUS} "), delta_color="off",
+                    delta_arrow="off", border=True,
+                    help=f"costmodel.crossover of {FOCUS} vs {BASELINE} over batch 1-65536, other inputs fixed")
+    tiles[3].metric("Fastest: saving / decode step", f"{v.best_saving_decode_us:+.2f} µs",
+                    f"{v.best_saving_pct:+.1f}% per draft step", border=True,
+                    help=f"{v.fastest} vs {BASELINE}")
+    st.markdown(v.comparison())
+    if ev.interval_us is not None:
+        lo, hi = ev.interval_us
+        st.caption(f"90% interval of the {FOCUS} saving per draft step: {lo:.2f} to {hi:.2f} µs (bootstrap)")
+    elif ev.profile.bootstrap:
+        st.caption("This profile carries bootstrap data; confidence intervals are not computed yet.")
+    if not v.focus_valid:
+        st.warning(f"{FOCUS} packs ids into fp32, exact only below 2^24 ids: it is not valid for this vocab.")
+    extrapolated = ev.point.loc[ev.point["extrapolated"], "strategy"].tolist()
+    if extrapolated:
+        st.caption(f"Outside the measured kernel tables (roofline used): {', '.join(extrapolated)}")
+
+
+# -- tabs -------------------------------------------------------------------------------------------------
+def sweep_tab(ev: Evaluation) -> None:
+    inputs = ev.inputs
+    table = sweep_table(sweep_frame(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max))
+    st.markdown(f"**Time per draft step vs batch** (log-log; click a legend entry to highlight), batch "
+                f"{inputs.batch_min}-{inputs.batch_max}; the vertical line is the {FOCUS} crossover.")
+    # the chosen batch is not drawn: a chart that changes with every batch edit costs ~1 s of browser redraw
+    chart("sweep_chart", table, ev.verdict.crossover_batch)
+    st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
+                "baseline)")
+    chart("saving_chart", table)
+    download(table, "time_vs_batch")
+    with st.expander("Crossover batches of every strategy vs the baseline"):
+        st.dataframe(ev.crossovers, hide_index=True)
+        download(ev.crossovers, "crossovers")
+
+
+def breakdown_tab(ev: Evaluation) -> None:
+    st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
+    verdict = verdict_table(ev.point, ev.crossovers)
+    shown = ["strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct",
+             "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
+             "crossover_status", "description"]
+    st.dataframe(verdict, hide_index=True, column_order=shown)  # the CSV also carries the scenario columns
+    download(verdict, "verdict")
+    table = breakdown_table(ev.point)
+    st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
+    chart("breakdown_chart", table)
+    download(table, "breakdown")
+    with st.expander("Full prediction table (Prediction.to_frame())"):
+        st.dataframe(ev.point, hide_index=True)
+        download(ev.point, "prediction")
+
+
+def _heat_rows(kind: str, values: tuple[int, ...], compute) -> tuple[pd.DataFrame, list[str]]:
+    """Compute heatmap rows one by one; rows the model rejects are skipped and named.
+
+    A progress bar appears once the sweep has run for PROGRESS_AFTER_S (cached reruns never show one).
+    """
+    bar, start = None, time.perf_counter()
+    frames, skipped = [], []
+    for i, value in enumerate(values):
+        try:
+            frames.append(compute(value))
+        except InputError as exc:
+            skipped.append(f"{kind} {value}: {exc}")
+        if bar is None and time.perf_counter() - start > PROGRESS_AFTER_S:
+            bar = st.progress(0.0)
+        if bar is not None:
+            bar.progress((i + 1) / len(values), text=f"sweeping {kind}: {i + 1}/{len(values)}")
+    if bar is not None:
+        bar.empty()
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), skipped
+
+
+def heatmaps_tab(ev: Evaluation) -> None:
+    inputs, text = ev.inputs, ev.profile_text
+    batches = heat_batches(inputs.batch_min, inputs.batch_max)
+    st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)**: blue = {FOCUS} faster, "
+                f"red = {BASELINE} faster.")
+    vocab, skipped = _heat_rows("draft vocab", heat_vocabs(inputs.spec),
+                                lambda v: heat_vocab_row(text, inputs.spec, v, batches))
+    st.markdown(f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)")
+    if not vocab.empty:
+        chart("heatmap", vocab, "draft_vocab", "draft vocab")
+        download(vocab, "saving_batch_x_draft_vocab")
+    for line in skipped:
+        st.caption(line)
+    tp, skipped = _heat_rows("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches))
+    st.markdown(f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})")
+    if not tp.empty:
+        chart("heatmap", tp, "tp", "TP size")
+        download(tp, "saving_batch_x_tp")
+    for line in skipped:
+        st.caption(line)
+
+
+def calibration_tab(ev: Evaluation, measurements_csv: str | None) -> None:
+    profile = ev.profile
+    prov = profile.provenance
+    st.markdown("**Provenance**")
+    provenance_badge(profile)
+    st.markdown(f"{prov.source}")
+    facts = {"GPU": prov.gpu, "interconnect": prov.interconnect, "GPUs per node": prov.gpus_per_node,
+             "date": prov.date, "software": ", ".join(f"{k} {v}" for k, v in prov.software.items())}
+    st.markdown("  \n".join(f"{k}: {v}" for k, v in facts.items() if v))
+    if prov.citations:
+        with st.expander(f"Citations ({len(prov.citations)})"):
+            st.markdown("\n".join(f"- {c}" for c in prov.citations))
+    parts = provenance_table(profile)
+    colors = {"measured": "background-color: #d4edda", "derived": "background-color: #fff3cd",
+              "mixed": "background-color: #e2d9f3"}
+    st.dataframe(parts.style.map(lambda v: colors.get(v, ""), subset=["provenance"]), hide_index=True)
+    download(parts, "provenance")
+
+    if profile.fit_report:
+        st.markdown("**Fit report**")
+        report = records_table(profile.fit_report)
+        st.dataframe(report, hide_index=True)
+        download(report, "fit_report")
+    points, notes = measured_points(ev.profile_text, measurements_csv)
+    for note in notes:
+        st.caption(note)
+    if points.empty:
+        st.info("No measured collective points for this profile (an uploaded measurement CSV / nccl-tests log, "
+                "or CSVs listed in provenance.files, are plotted here).")
+        return
+    curves = fitted_curves(ev.profile_text, points)
+    st.markdown("**Measured vs fitted** (points: measured medians; lines: the profile's collective model)")
+    chart("calibration_chart", points, curves, stretch=False)
+    download(curves, "fitted_curves", "Download the fitted curves (CSV)")
+    st.markdown("**Residuals** (measured - predicted) / predicted")
+    chart("residual_chart", points, stretch=False)
+    download(points, "measured_vs_fitted", "Download the measured points and residuals (CSV)")
+
+
+def impact_tab(ev: Evaluation) -> None:
+    inputs = ev.inputs
+    if inputs.itl_ms is None or inputs.acceptance_length is None:
+        st.info("Enter a baseline ITL (ms) and the mean acceptance length in the sidebar to see ITL / TPOT "
+                "before and after.")
+        return
+    try:
+        table = impact_frame(ev.point, inputs.itl_ms, inputs.acceptance_length)
+    except InputError as exc:
+        st.error(str(exc))
+        return
+    cols = st.columns(4)
+    for i, (_, row) in enumerate(table.iterrows()):
+        for j, metric in enumerate(("itl", "tpot")):
+            before, after = row[f"{metric}_before_ms"], row[f"{metric}_after_ms"]
+            cols[(2 * i + j) % 4].metric(f"{metric.upper()} with {row['strategy']}", f"{after:.3f} ms",
+                                         f"{after - before:+.3f} ms ({100 * (after - before) / before:+.2f}%)",
+                                         delta_color="inverse", border=True)
+    chart("impact_chart", table, stretch=False)
+    st.dataframe(table, hide_index=True)
+    download(table, "impact")

@@ -1,0 +1,470 @@
+"""Dashboard tests: the app through streamlit.testing.v1.AppTest, and the pure helpers in dashboard/.
+
+Expected numbers are recomputed here with costmodel for the scenario the widgets show, never hard-coded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from costmodel import (
+    BASELINE,
+    STRATEGIES,
+    InputError,
+    Scenario,
+    collective_time_us,
+    crossover,
+    impact,
+    load_profile,
+    predict,
+)
+from costmodel.presets import preset, presets
+from dashboard import data, state, tables, uploads
+from dashboard.verdict import evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+FOCUS = "local_argmax_pairs"
+
+
+def run_app(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def shown_scenario(at: AppTest, batch: float | None = None) -> Scenario:
+    """The costmodel scenario the sidebar widgets currently describe."""
+    w = {k: at.session_state[k] for k in ("vocab", "draft_vocab", "d2t", "hidden", "tp", "nodes", "dtype", "k",
+                                           "drafting", "mode", "impl", "batch")}
+    return Scenario(vocab=w["vocab"], draft_vocab=w["draft_vocab"], d2t=w["d2t"], hidden=w["hidden"],
+                    dtype=w["dtype"], tp=int(w["tp"]), nodes=w["nodes"], num_spec_tokens=w["k"],
+                    drafting=w["drafting"], mode=w["mode"], impl=w["impl"],
+                    batch=w["batch"] if batch is None else batch)
+
+
+def headline(at: AppTest) -> str:
+    return next(h.value for h in at.subheader if h.value.startswith("Fastest at batch"))
+
+
+def comparison(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith(f"{FOCUS} is "))
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+# -- the app ------------------------------------------------------------------------------------------
+def test_defaults_run_clean_and_match_costmodel():
+    at = run_app()
+    assert not at.error
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    pred = predict(sc, profile)
+    assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {pred.best().item()}"
+    assert metric(at, "Saving / draft step") == f"{pred.saving_us(FOCUS).item():+.2f} µs"
+    assert metric(at, "Saving / decode step") == f"{pred.saving_per_decode_step_us(FOCUS).item():+.2f} µs"
+    cross = crossover(sc, FOCUS, profile)
+    assert metric(at, "Crossover batch") == f"{cross.batch:.1f}"
+    # the provenance of the bundled (derived) profile is stated plainly
+    assert any("derived from public figures, not measured" in m.value for m in at.markdown)
+    # the state is mirrored in the URL
+    assert at.query_params["batch"] == str(at.session_state["batch"])
+    assert at.query_params["profile"] == at.session_state["profile"]
+
+
+def test_verdict_flips_at_the_crossover():
+    at = run_app()
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    cross = crossover(sc, FOCUS, profile)
+    assert cross.direction == "wins_above" and len(cross.roots) == 1
+    below, above = max(1, math.floor(cross.batch) - 1), math.ceil(cross.batch) + 1
+    assert below < cross.batch < above
+    texts = {}
+    for batch in (below, above):
+        at.number_input(key="batch").set_value(batch).run()
+        assert not at.exception and not at.error
+        best = predict(sc.with_(batch=batch), profile).best().item()
+        assert headline(at) == f"Fastest at batch {batch}: {best}"
+        texts[batch] = (headline(at), comparison(at))
+    assert f"{FOCUS} is slower than {BASELINE}" in texts[below][1]
+    assert f"{FOCUS} is faster than {BASELINE}" in texts[above][1]
+    assert texts[below][0] != texts[above][0]
+
+
+def test_query_params_restore_the_view():
+    query = {"preset": "custom", "vocab": "151936", "draft_vocab": "32000", "d2t": "1", "hidden": "4096",
+             "tp": "4", "dtype": "fp32", "k": "5", "drafting": "parallel", "mode": "eager", "batch": "300",
+             "bmin": "2", "bmax": "1024", "itl": "20", "accept": "3.5", "tab": "Impact"}
+    at = run_app(query)
+    assert not at.error and not at.warning
+    assert at.selectbox(key="preset").value == "custom"
+    assert at.number_input(key="vocab").value == 151936
+    assert at.number_input(key="draft_vocab").value == 32000
+    assert at.toggle(key="d2t").value is True
+    assert at.selectbox(key="tp").value == 4
+    assert at.selectbox(key="dtype").value == "fp32"
+    assert at.number_input(key="k").value == 5
+    assert at.radio(key="drafting").value == "parallel"
+    assert at.radio(key="mode").value == "eager"
+    assert at.number_input(key="batch").value == 300
+    assert at.select_slider(key="batch_range").value == (2, 1024)
+    assert at.number_input(key="itl_ms").value == 20.0
+    assert at.session_state["tab"] == "Impact"
+    sc = Scenario(vocab=151936, draft_vocab=32000, d2t=True, hidden=4096, tp=4, dtype="fp32", num_spec_tokens=5,
+                  drafting="parallel", mode="eager", batch=300)
+    pred = predict(sc, load_profile())
+    assert headline(at) == f"Fastest at batch 300: {pred.best().item()}"
+    assert metric(at, "Saving / decode step") == f"{pred.saving_per_decode_step_us(FOCUS).item():+.2f} µs"
+    # the Impact tab is open and uses costmodel.impact with the restored ITL / acceptance length
+    expected = impact(pred.saving_per_decode_step_us(FOCUS).item(), 20.0, 3.5, FOCUS)
+    assert metric(at, f"ITL with {FOCUS}") == f"{expected.itl_after_ms:.3f} ms"
+    # and the URL written back is the one we came with
+    written = {k: at.query_params[k] for k in query}
+    assert written == query
+
+
+def test_invalid_query_params_are_ignored_with_a_warning():
+    at = run_app({"tp": "abc", "dtype": "fp8", "bogus": "1", "batch": "128", "vocab": "1000"})
+    warnings = " | ".join(w.value for w in at.warning)
+    assert "tp='abc'" in warnings and "dtype='fp8'" in warnings and "'bogus'" in warnings
+    assert "vocab" in warnings  # custom-model fields need preset=custom
+    assert at.selectbox(key="tp").value == state.Inputs.tp
+    assert at.number_input(key="batch").value == 128  # the valid parameter is still applied
+    assert not at.error
+
+
+def test_impossible_inputs_show_an_error_and_keep_the_last_good_view():
+    at = run_app()
+    good = headline(at)
+    at.number_input(key="nodes").set_value(3).run()  # 3 nodes cannot split TP 8
+    assert not at.exception
+    assert [e.value for e in at.error] == ["nodes: must divide the TP size"]
+    assert headline(at) == good  # the last good inputs are still shown
+    at.number_input(key="nodes").set_value(1).run()
+    assert not at.error
+    at.number_input(key="draft_vocab").set_value(300000).run()  # larger than the target vocab
+    assert not at.exception
+    assert at.selectbox(key="preset").value == "custom"  # editing a model number leaves the preset
+    assert len(at.error) == 1 and at.error[0].value.startswith("draft_vocab:")
+    assert headline(at) == good
+
+
+def test_impossible_tp_from_a_link_shows_an_error():
+    good = headline(run_app())
+    at = run_app({"tp": "3"})  # a TP size typed into the box / put in a link: 3 does not divide 202048
+    assert at.selectbox(key="tp").value == 3
+    assert len(at.error) == 1 and "TP size 3 does not divide the padded draft vocab 202048" in at.error[0].value
+    assert headline(at) == good  # the default inputs are the last good ones of a new session
+
+
+def test_bad_upload_shows_an_error_and_a_good_one_is_selected():
+    at = run_app()
+    before = headline(at)
+    at.file_uploader(key="upload").set_value(("broken.json", b'{"schema_version": 1, "name": 3', "application/json"))
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and at.error[0].value.startswith("broken.json: not valid JSON")
+    assert headline(at) == before and at.session_state["profile"] == state.Inputs.profile
+    doc = json.loads((ROOT / "data/profiles/h100-sxm-nvlink.json").read_text())
+    doc["name"] = "my-cluster"
+    at.file_uploader(key="upload").set_value(("mine.json", json.dumps(doc).encode(), "application/json"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="profile").value == "upload: my-cluster"
+    expected = predict(shown_scenario(at), load_profile("h100-sxm-nvlink")).best().item()
+    assert headline(at).endswith(expected)
+
+
+def test_preset_choice_fills_the_model_numbers():
+    at = run_app()
+    at.selectbox(key="preset").set_value("qwen3-8b-eagle3").run()
+    assert not at.exception and not at.error
+    expected = preset("qwen3-8b-eagle3")
+    assert at.number_input(key="vocab").value == expected["vocab"]
+    assert at.number_input(key="draft_vocab").value == expected["draft_vocab"]
+    assert at.toggle(key="d2t").value is expected["d2t"]
+    best = predict(shown_scenario(at), load_profile()).best().item()
+    assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {best}"
+    assert at.query_params["preset"] == "qwen3-8b-eagle3" and "vocab" not in at.query_params
+
+
+def nccl_tests_log(world_size: int = 8, alpha_us: float = 15.0, busbw_gbps: float = 300.0) -> str:
+    """A small all_gather_perf log in nccl-tests' print format, times from t = alpha + S (p-1)/p / busbw."""
+    lines = ["# nccl-tests version 2.17.6", "# Collective test starting: all_gather_perf",
+             f"# nThread 1 nGpus {world_size} minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 "
+             "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid   1000 on      node0 device {r:2d} [0000:00:00] NVIDIA H200"
+              for r in range(world_size)]
+    lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time"
+                   "   algbw   busbw  #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)"
+              "  (GB/s)  (GB/s)"]
+    for per_rank in 2 ** np.arange(10, 27):
+        size = int(per_rank) * world_size
+        t = alpha_us + size * (world_size - 1) / world_size / (busbw_gbps * 1e3)
+        lines.append(f"{size:12d}  {int(per_rank) // 4:12d}     float    none      -1  {t:7.2f}    1.00    1.00"
+                     f"      0  {t:7.2f}    1.00    1.00      0")
+    lines.append("# Collective test concluded: all_gather_perf")
+    return "\n".join(lines) + "\n"
+
+
+def test_nccl_tests_log_upload_is_fitted_and_plotted():
+    pytest.importorskip("calibration.fit")
+    pytest.importorskip("calibration.import_nccl_tests")
+    at = run_app({"tab": "Calibration"})
+    at.file_uploader(key="upload").set_value(("ag8.log", nccl_tests_log().encode(), "text/plain"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="profile").value == "upload: ag8"
+    assert any(m.value.startswith("**Measured vs fitted**") for m in at.markdown)
+    assert any("partly measured on NVIDIA H200" in m.value for m in at.markdown)
+    points, notes = data.measured_points(at.session_state["_uploads"]["upload: ag8"],
+                                         at.session_state["_measurements"]["upload: ag8"])
+    assert len(points) == 17 and notes == []
+    assert points["residual_pct"].abs().max() < 2.0  # the model's own shape fits these points closely
+
+
+@pytest.mark.parametrize("tab", state.TABS)
+def test_every_tab_renders(tab):
+    at = run_app({"tab": tab, "itl": "15", "accept": "2.5"})
+    assert not at.error
+    assert at.session_state["tab"] == tab
+
+
+def test_app_never_imports_torch():
+    code = ("import sys; from streamlit.testing.v1 import AppTest; "
+            f"at = AppTest.from_file({APP!r}, default_timeout=60); at.run(); assert not at.exception; "
+            "import dashboard.charts, dashboard.views\n"
+            "try:\n    import calibration.fit, calibration.import_nccl_tests  # what an upload imports\n"
+            "except ImportError:\n    pass\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+# -- query parameters <-> inputs --------------------------------------------------------------------------
+PROFILES = ["a100-sxm-nvlink", "h100-sxm-nvlink", "h200-sxm-nvlink"]
+
+
+def test_query_params_round_trip():
+    presets_ = list(presets().index)
+    cases = [state.Inputs(),
+             state.Inputs().with_preset("qwen3-8b-eagle3"),
+             state.Inputs(profile="a100-sxm-nvlink", preset="custom", vocab=1000, draft_vocab=640, d2t=True,
+                          hidden=64, tp=16, nodes=2, dtype="fp16", k=7, drafting="parallel", mode="eager",
+                          impl="fused", batch=5, batch_min=4, batch_max=64, itl_ms=9.5, acceptance_length=1.5,
+                          tab="Heatmaps")]
+    for inputs in cases:
+        params = state.to_query_params(inputs)
+        assert all(isinstance(v, str) for v in params.values())
+        back, warnings = state.parse_query_params(params, profiles=PROFILES, presets=presets_)
+        assert warnings == [] and back == inputs
+        assert state.inputs_from_session(state.session_values(inputs)) == inputs
+
+
+def test_preset_params_fill_the_model_numbers():
+    back, warnings = state.parse_query_params({"preset": "qwen3-8b-eagle3"}, profiles=PROFILES,
+                                              presets=list(presets().index))
+    assert warnings == []
+    expected = preset("qwen3-8b-eagle3")
+    assert (back.vocab, back.draft_vocab, back.d2t, back.hidden) == (
+        expected["vocab"], expected["draft_vocab"], expected["d2t"], expected["hidden"])
+
+
+def test_bad_query_params_fall_back_one_by_one():
+    params = {"batch": "0", "k": "2.5", "bmin": "64", "bmax": "8", "profile": "upload: x", "tab": "Nope",
+              "itl": "nan", "nodes": "2"}
+    back, warnings = state.parse_query_params(params, profiles=PROFILES, presets=["llama4-maverick"])
+    assert back == state.Inputs(nodes=2)
+    assert len(warnings) == 6  # batch, k, tab, itl, profile, the bmin/bmax pair
+
+
+def test_session_rejects_a_typed_tp_that_is_not_a_number():
+    values = state.session_values(state.Inputs()) | {"tp": "two"}
+    with pytest.raises(InputError, match="tp: expected a positive integer"):
+        state.inputs_from_session(values)
+    assert state.inputs_from_session(values | {"tp": "12"}).tp == 12
+
+
+# -- uploads -------------------------------------------------------------------------------------------
+def measurement_csv(profile_name: str = "h200-sxm-nvlink", scale: float = 1.0) -> pd.DataFrame:
+    """Collective rows priced by a bundled profile (times `scale`), in the measurement schema."""
+    profile = load_profile(profile_name)
+    rows = []
+    for ws in (2, 8):
+        for b in 2 ** np.arange(8, 24, 3):
+            t = scale * float(collective_time_us(profile, "all_gather", b, ws, 1, "graph"))
+            rows.append({"op": "all_gather", "gpu": "test", "dtype": "bf16", "mode": "graph", "world_size": ws,
+                         "nodes": 1, "bytes_per_rank": int(b), "median_us": t})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("name, payload, message", [
+    ("p.yaml", b"a: 1", "expected a .json profile"),
+    ("p.json", b"   ", "empty file"),
+    ("p.json", b"\xff\xfe{}", "not UTF-8"),
+    ("p.json", b"[1, 2]", "a profile must be a JSON object"),
+    ("p.json", b'{"schema_version": 1, "name": "x", "provenance": {"kind": "derived", "source": "s", "gpu": "g"},'
+               b' "collectives": [], "kernels": {"graph_kernel_us": NaN, "eager_launch_us": 1, "ops": {}}}',
+     "graph_kernel_us: expected a finite number"),
+    ("m.csv", b"op,mode\nall_gather,graph\n", "missing column(s) world_size, median_us"),
+    ("m.csv", b"op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,8,1024,nan\n", "median_us row 2"),
+    ("m.csv", b'op,mode\n"unterminated', "m.csv"),
+])
+def test_parse_upload_rejects_bad_files(name, payload, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        uploads.parse_upload(name, payload)
+
+
+def test_parse_upload_rejects_oversized_files():
+    with pytest.raises(InputError, match="larger than 20 MiB"):
+        uploads.parse_upload("big.json", b" " * (uploads.MAX_UPLOAD_BYTES + 1))
+
+
+def test_measurement_upload_without_calibration_fit(monkeypatch):
+    monkeypatch.setitem(sys.modules, "calibration.fit", None)  # import now raises ImportError
+    payload = measurement_csv().to_csv(index=False).encode()
+    with pytest.raises(InputError, match=uploads.NEEDS_FIT):
+        uploads.parse_upload("m.csv", payload)
+
+
+def test_measurement_upload_is_fitted(monkeypatch):
+    """The upload plumbing: validated frame in, profile dict out, measurements kept for the calibration tab."""
+    seen = {}
+
+    def fake_fit(frame, *, name):
+        seen.update(name=name, rows=len(frame), cols=set(frame.columns))
+        return json.loads((ROOT / "data/profiles/a100-sxm-nvlink.json").read_text()) | {"name": name}
+
+    fake = type(sys)("calibration.fit")
+    fake.fit_measurements = fake_fit
+    monkeypatch.setitem(sys.modules, "calibration.fit", fake)
+    frame = measurement_csv()
+    up = uploads.parse_upload("cluster-7.csv", frame.to_csv(index=False).encode())
+    assert seen["name"] == "cluster-7" and seen["rows"] == len(frame) and "backend" in seen["cols"]
+    assert up.label == "upload: cluster-7" and up.profile.name == "cluster-7"
+    assert pd.read_csv(io.StringIO(up.measurements_csv))["median_us"].tolist() == frame["median_us"].tolist()
+
+
+# -- tables and their CSV --------------------------------------------------------------------------------
+def parse_csv(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(tables.csv_bytes(frame)))
+
+
+@pytest.fixture(scope="module")
+def ev():
+    return evaluate(state.Inputs(batch=96), {})
+
+
+def test_verdict_csv(ev):
+    out = parse_csv(tables.verdict_table(ev.point, ev.crossovers))
+    pred = predict(ev.inputs.spec.scenario(96), ev.profile)
+    assert list(out["strategy"]) == list(STRATEGIES)
+    for name in STRATEGIES:
+        row = out[out["strategy"] == name].iloc[0]
+        assert row["time_per_draft_step_us"] == pytest.approx(pred.total_us(name).item())
+        assert row["saving_per_draft_step_us"] == pytest.approx(pred.saving_us(name).item())
+        assert row["saving_per_decode_step_us"] == pytest.approx(3 * pred.saving_us(name).item())
+        assert bool(row["fastest"]) == (name == pred.best().item())
+    focus = out[out["strategy"] == FOCUS].iloc[0]
+    assert focus["crossover_batch"] == pytest.approx(crossover(pred.scenario, FOCUS, ev.profile).batch)
+    assert np.isnan(out[out["strategy"] == BASELINE].iloc[0]["crossover_batch"])
+
+
+def test_breakdown_csv_sums_to_the_totals(ev):
+    out = parse_csv(tables.breakdown_table(ev.point))
+    assert {"strategy", "component", "time_us", "share_pct"} <= set(out.columns)
+    pred = predict(ev.inputs.spec.scenario(96), ev.profile)
+    for name, group in out.groupby("strategy"):
+        assert group["time_us"].sum() == pytest.approx(pred.total_us(name).item())
+        assert group["share_pct"].sum() == pytest.approx(100.0)
+    comps = out[out["strategy"] == BASELINE].set_index("component")["time_us"]
+    assert comps["all_gather"] == pytest.approx(pred.strategies[BASELINE].components_us["all_gather"].item())
+
+
+def test_sweep_csv(ev):
+    out = parse_csv(tables.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096)))
+    assert out["batch"].min() == 1 and out["batch"].max() == 4096
+    assert {1, 2, 1024, 4096} <= set(out["batch"])
+    sample = out[(out["batch"] == 1024) & (out["strategy"] == FOCUS)].iloc[0]
+    pred = predict(ev.inputs.spec.scenario(1024.0), ev.profile)
+    assert sample["time_per_draft_step_us"] == pytest.approx(pred.total_us(FOCUS).item())
+    assert sample["saving_pct"] == pytest.approx(pred.saving_pct(FOCUS).item())
+
+
+def test_heatmap_csvs(ev):
+    batches = data.heat_batches(1, 256)
+    assert batches == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    spec = ev.inputs.spec
+    vocab = parse_csv(pd.concat([data.heat_vocab_row(ev.profile_text, spec, v, batches)
+                                 for v in data.heat_vocabs(spec)]))
+    cell = vocab[(vocab["draft_vocab"] == 32000) & (vocab["batch"] == 128)].iloc[0]
+    sc = Scenario(vocab=spec.vocab, draft_vocab=32000, d2t=True, tp=spec.tp, num_spec_tokens=3, batch=128)
+    assert cell["saving_per_decode_step_us"] == pytest.approx(
+        predict(sc, ev.profile).saving_per_decode_step_us(FOCUS).item())
+    tp = parse_csv(pd.concat([data.heat_tp_row(ev.profile_text, spec, p, batches) for p in data.heat_tps(spec)]))
+    assert sorted(tp["tp"].unique()) == [1, 2, 4, 8, 16]
+    cell = tp[(tp["tp"] == 2) & (tp["batch"] == 8)].iloc[0]
+    sc = Scenario(vocab=spec.vocab, tp=2, num_spec_tokens=3, batch=8)
+    assert cell["saving_per_draft_step_us"] == pytest.approx(predict(sc, ev.profile).saving_us(FOCUS).item())
+    assert cell["fastest_strategy"] == predict(sc, ev.profile).best().item()
+
+
+def test_impact_csv(ev):
+    out = parse_csv(data.impact_frame(ev.point, 12.0, 2.0))
+    saving = predict(ev.inputs.spec.scenario(96), ev.profile).saving_per_decode_step_us(FOCUS).item()
+    row = out[out["strategy"] == FOCUS].iloc[0]
+    assert row["itl_after_ms"] == pytest.approx(12.0 - saving / 1000)
+    assert row["tpot_before_ms"] == pytest.approx(6.0)
+    with pytest.raises(InputError, match="acceptance-length"):
+        data.impact_frame(ev.point, 12.0, 0.5)
+
+
+def test_calibration_points_and_residuals(tmp_path):
+    frame = measurement_csv(scale=2.0)  # measured = 2 x the profile's prediction -> residual +100 %
+    (tmp_path / "runs").mkdir()
+    frame.to_csv(tmp_path / "runs" / "ag.csv", index=False)
+    doc = json.loads((ROOT / "data/profiles/h200-sxm-nvlink.json").read_text())
+    doc["provenance"]["files"] = ["runs/ag.csv", "runs/missing.csv", "../outside.csv", "notes.txt"]
+    text = json.dumps(doc)
+    points, notes = data.measured_points(text, None, str(tmp_path))
+    assert len(points) == len(frame)
+    assert points["residual_pct"].to_numpy() == pytest.approx(100.0)
+    assert set(points["file"]) == {"runs/ag.csv"}
+    assert notes == ["runs/missing.csv: not in this checkout", "../outside.csv: outside the repository, not read"]
+    curves = data.fitted_curves(text, points)
+    assert set(curves["world_size"]) == {2, 8}
+    profile = data.profile_from_text(text)
+    row = curves.iloc[5]
+    assert row["predicted_us"] == pytest.approx(float(collective_time_us(
+        profile, "all_gather", row["bytes_per_rank"], int(row["world_size"]), 1, "graph")))
+    # an uploaded measurement CSV is plotted too
+    points, _ = data.measured_points(text, frame.to_csv(index=False), str(tmp_path))
+    assert set(points["file"]) == {"runs/ag.csv", "upload"}
+    assert "residual_pct" in parse_csv(points).columns
+
+
+def test_provenance_and_fit_report_tables():
+    profile = load_profile()
+    prov = tables.provenance_table(profile)
+    assert set(prov["provenance"]) <= {"derived", "measured"}
+    assert len(prov) == len(profile.collectives) + len(profile.kernel_ops) + len(profile.kernel_tables)
+    report = parse_csv(tables.records_table([{"op": "all_gather", "n_points": 3, "breakpoints_bytes": [10, 20]}]))
+    assert report.iloc[0]["breakpoints_bytes"] == "[10, 20]" and report.iloc[0]["n_points"] == 3

@@ -1,0 +1,168 @@
+"""Real-browser end-to-end test: `streamlit run app.py` driven by Playwright on Debian's Chromium.
+
+Needs /usr/bin/chromium (`apt-get install -y chromium`; not `playwright install`). Without it the test is
+skipped - unless the environment variable CI is set, where a missing browser is a failure.
+Screenshots go to artifacts/ (ignored by git); UPDATE_DOCS_SCREENSHOT=1 also refreshes docs/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from costmodel import load_profile, predict
+from dashboard.state import Inputs
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+FOCUS = "local_argmax_pairs"
+WIDTH = 1400
+
+
+def require_browser() -> None:
+    reason = None
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "the playwright Python package is not installed"
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser test cannot run in CI: {reason}")
+        pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    require_browser()
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    log = open(ARTIFACTS / "streamlit-browser-test.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("streamlit did not answer /_stcore/health within 90 s")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def settle(page) -> None:
+    """Wait until the script run finished and the charts are drawn."""
+    page.wait_for_timeout(200)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=60_000)
+    page.wait_for_timeout(500)
+
+
+def full_page_screenshot(page, path: Path) -> None:
+    """Streamlit scrolls inside its main block, so grow the viewport to the content before the shot."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMainBlockContainer\"]').scrollHeight")
+    page.set_viewport_size({"width": WIDTH, "height": int(height) + 120})
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": WIDTH, "height": 1000})
+
+
+def expected_best(batch: int) -> str:
+    inputs = Inputs()
+    return str(predict(inputs.spec.scenario(batch), load_profile(inputs.profile)).best().item())
+
+
+def test_change_batch_download_csv_and_restore_link(server, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)
+    page.goto(server)
+    page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
+    settle(page)
+    full_page_screenshot(page, ARTIFACTS / "dashboard.png")
+    if os.environ.get("UPDATE_DOCS_SCREENSHOT") == "1":
+        full_page_screenshot(page, ROOT / "docs" / "dashboard.png")
+
+    # change the batch: the verdict must flip to the small-batch answer
+    box = page.locator(".st-key-batch input")
+    box.fill("2")
+    start = time.perf_counter()
+    box.press("Enter")
+    page.get_by_text(f"Fastest at batch 2: {expected_best(2)}").wait_for(timeout=30_000)
+    latency_s = time.perf_counter() - start
+    page.get_by_text(f"{FOCUS} is slower than full_all_gather").wait_for(timeout=10_000)
+    (ARTIFACTS / "browser-latency.txt").write_text(f"batch change -> new verdict shown: {latency_s:.3f} s\n")
+    print(f"batch change -> new verdict shown in the browser: {latency_s:.3f} s")
+    assert latency_s < 5.0
+    page.wait_for_function("() => new URLSearchParams(location.search).get('batch') === '2'", timeout=10_000)
+    settle(page)
+
+    # the CSV behind the batch sweep chart
+    with page.expect_download() as info:
+        page.locator(".st-key-download_time_vs_batch button").click()
+    download = info.value
+    assert download.suggested_filename == "time_vs_batch.csv"
+    table = pd.read_csv(download.path())
+    assert {"batch", "strategy", "time_per_draft_step_us", "saving_per_draft_step_us"} <= set(table.columns)
+    assert table["batch"].min() == Inputs.batch_min and table["batch"].max() == Inputs.batch_max
+    row = table[(table["batch"] == 256) & (table["strategy"] == FOCUS)].iloc[0]
+    inputs = Inputs()
+    pred = predict(inputs.spec.scenario(256.0), load_profile(inputs.profile))
+    assert row["time_per_draft_step_us"] == pytest.approx(pred.total_us(FOCUS).item())
+    page.screenshot(path=str(ARTIFACTS / "dashboard-batch-2.png"))
+
+    # a copied link restores the view in a fresh session
+    link = page.url
+    other = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    other.goto(link)
+    other.get_by_text(f"Fastest at batch 2: {expected_best(2)}").wait_for(timeout=60_000)
+    expect(other.locator(".st-key-batch input")).to_have_value("2", timeout=30_000)
+    other.close()
+    page.close()
