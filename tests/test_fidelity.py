@@ -148,3 +148,23 @@ def test_elasticity_of_graph_kernel_cost_matches_analytic():
     analytic = (launches_full - launches_pairs) * H200.graph_kernel_us / saving
     assert row["elasticity"] == pytest.approx(analytic, rel=1e-6)
     assert table["elasticity"].abs().is_monotonic_decreasing
+
+
+def test_intervals_shrink_with_more_bootstrap_data():
+    """A profile fitted from 4x more measurements gives a narrower 90% interval of the saving."""
+    fit = pytest.importorskip("calibration.fit")
+    from tests.test_fit import collective_rows
+
+    regimes = [(None, 12.0, 0.0, 100.0)]
+    sc = Scenario(vocab=128256, tp=2, batch=256)
+    widths = []
+    for reps in (1, 8):
+        frame = pd.concat([collective_rows(op, 2, "graph", regimes, noise=0.2, seed=7, reps=reps)
+                           for op in ("all_gather", "all_reduce")], ignore_index=True)
+        prof = profile_from_dict(fit.fit_measurements(frame, name=f"n{reps}", bootstrap=100, seed=1))
+        unc = propagate(sc, prof, with_crossover=False, strategies=("local_argmax_pairs",))
+        iv = unc["local_argmax_pairs"].saving_us
+        point = float(predict(sc, prof).saving_us("local_argmax_pairs"))
+        assert iv.low <= point <= iv.high
+        widths.append(iv.high - iv.low)
+    assert widths[1] < 0.6 * widths[0]
