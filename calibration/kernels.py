@@ -2,7 +2,7 @@
 
     python -m calibration.kernels --out DIR [--device cpu|cuda] [--rows 1,2,...] [--cols ...]
         [--dtypes bf16,fp16,fp32] [--modes graph,eager] [--world-sizes 2,4,8] [--ops ...]
-        [--quick] [--resume] [--budget-s S] [--point-seconds S] [--threads N]
+        [--quick] [--resume] [--budget-s S] [--point-seconds S] [--threads N] [--allow-interpreter]
 
 Each op calls exactly the `calibration.reference` function a strategy calls
 (what `cols` means per op is `KERNEL_OPS[op]`; rows = sampled rows R):
@@ -17,6 +17,22 @@ Each op calls exactly the `calibration.reference` function a strategy calls
     key_unpack       key_unpack(keys[R] int64)                cols = 0   (dtype int64)
     d2t_scatter      d2t_scatter(x[R, 32000], d2t, V_target=cols)
     d2t_lookup       d2t_lookup(ids[R], d2t, vals[R] == -inf) cols = 0   (dtype int64)
+
+Fused Triton variants (`costmodel.schema.FUSED_KERNEL_OPS`, calibration/triton_kernels.py), on the
+same grid and with the same timing as their torch counterparts (cols / world_size / dtype as for the base op):
+
+    local_argmax_fused   fused_local_argmax_pairs(x[R, s], rank 0, s, V=s)
+    key_pack_fused       fused_key_pack(x[R, s], rank 0, s, V=s)
+    pair_reduce_fused    fused_pair_reduce(pairs[p*R, 2] fp32, p, concat=True)   (the all_gather_into_tensor
+                                                                                  buffer, read in place)
+    key_unpack_fused     fused_key_unpack(keys[R] int64)
+
+They are added by default when the device is CUDA and Triton imports (compiled, not interpreted); each is
+first checked against its torch building block (exact ids; pairs and keys bit for bit) at the smallest and
+the largest cols of the grid. On CPU they are skipped: Triton's interpreter is orders of magnitude slower
+than a GPU kernel, so its times are meaningless - `--ops ..._fused --allow-interpreter` runs them anyway
+(tests), setting TRITON_INTERPRET=1 before Triton is imported. provenance.json records `triton`
+(available, version, interpreted, what happened to the fused ops).
 
 pair_reduce / key_unpack / d2t_lookup do not touch logits: they are measured once,
 labelled with the dtype of the data they read (fp32 pairs, int64 keys / ids).
@@ -45,7 +61,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +71,7 @@ from calibration import reference as ref
 from calibration.results import RowWriter, existing_keys, point_key
 from calibration.timing import Stats, converged
 from costmodel.errors import InputError
-from costmodel.schema import DTYPES, KERNEL_OPS, MODES
+from costmodel.schema import DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
 
 ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
 SHARD_COLS = (4000, 8000, 16032, 32064, 64128, 131104)  # 32000/8 .. 262208/2, ~x2 apart
@@ -96,6 +112,8 @@ OPS: dict[str, OpSpec] = {
     "d2t_lookup": OpSpec("none", data_dtype="int64"),
 }
 assert set(OPS) == set(KERNEL_OPS), "calibration.kernels must cover every schema kernel op"
+FUSED_OPS: dict[str, OpSpec] = {op: OPS[op.removesuffix("_fused")] for op in FUSED_KERNEL_OPS}
+SPECS: dict[str, OpSpec] = {**OPS, **FUSED_OPS}
 
 
 @dataclass(frozen=True)
@@ -119,14 +137,14 @@ class Grid:
     ops: tuple[str, ...]
 
     def cols_for(self, op: str, p: int) -> tuple[int, ...]:
-        kind = OPS[op].cols_kind
+        kind = SPECS[op].cols_kind
         if kind == "none":
             return (0,)
         if kind == "vocab":
             return self.vocab_cols
         if kind == "target":
             return tuple(c for c in self.vocab_cols if c > DRAFT_VOCAB)
-        return tuple(s for s in self.shard_cols if not OPS[op].per_p or p * s <= MAX_PADDED_VOCAB)
+        return tuple(s for s in self.shard_cols if not SPECS[op].per_p or p * s <= MAX_PADDED_VOCAB)
 
     def points(self) -> list[Point]:
         """Every (dtype, mode, rows, op, p, cols); logits-free ops once per mode with their data dtype.
@@ -139,7 +157,7 @@ class Grid:
             for mode in self.modes:
                 for rows in sorted(self.rows):
                     for op in self.ops:
-                        spec = OPS[op]
+                        spec = SPECS[op]
                         label = spec.data_dtype or dtype
                         for p in (self.world_sizes if spec.per_p else (1,)):
                             for cols in self.cols_for(op, p):
@@ -150,13 +168,15 @@ class Grid:
 # -- inputs, calls and checks per op -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OpCase:
-    """make(i) builds the i-th input tuple; call(inputs) runs the op; expect(inputs) is numpy's answer."""
+    """make(i) builds the i-th input tuple; call(inputs) runs the op; expect(inputs) is numpy's answer;
+    reference(inputs) is the torch building block a fused op must match exactly (None for torch ops)."""
 
     make: Callable[[int], tuple]
     call: Callable[[tuple], object]
     expect: Callable[[tuple], np.ndarray]
     bytes_per_input: int
     bytes_per_output: int
+    reference: Callable[[tuple], object] | None = None
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -173,8 +193,24 @@ def _np_argmax_concat(g: np.ndarray, p: int) -> np.ndarray:
     return np.argmax(np.concatenate(np.split(g, p, axis=0), axis=1), axis=1)
 
 
+def fused_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.device, seed: int = 0) -> OpCase:
+    """The base op's inputs and expectation, called through the Triton kernel; the torch call as `reference`."""
+    tk = ref.import_triton_kernels(device.type)
+    base = op_case(op.removesuffix("_fused"), rows, cols, p, dtype, device, seed)
+    calls: dict[str, Callable[[tuple], object]] = {
+        "local_argmax_fused": lambda x: tk.fused_local_argmax_pairs(x[0], 0, cols, cols),
+        "key_pack_fused": lambda x: tk.fused_key_pack(x[0], 0, cols, cols),
+        "pair_reduce_fused": lambda x: tk.fused_pair_reduce(x[0], p, concat=True),
+        "key_unpack_fused": lambda x: tk.fused_key_unpack(x[0]),
+    }
+    return OpCase(base.make, calls[op], base.expect, base.bytes_per_input, base.bytes_per_output,
+                  reference=base.call)
+
+
 def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.device, seed: int = 0) -> OpCase:
     """Inputs, the reference call and an independent numpy expectation for one point."""
+    if op in FUSED_OPS:
+        return fused_case(op, rows, cols, p, dtype, device, seed)
     tdt = ref.TORCH_DTYPES.get(dtype, torch.float32)
     e = DTYPES.get(dtype, 8)
 
@@ -258,11 +294,20 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
 
 
 def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> None:
-    """Run the op once on a small input and compare with numpy; raise AssertionError naming the op."""
+    """Run the op once on a small input and compare with numpy; raise AssertionError naming the op.
+
+    A fused op must also equal its torch building block exactly (ids; pairs and keys bit for bit).
+    """
     case = op_case(op, 3, cols, p, dtype, device, seed=7)
     inputs = case.make(0)
     got = case.call(inputs)
     want = case.expect(inputs)
+    if case.reference is not None:
+        torch_out = case.reference(inputs)
+        if not (got.shape == torch_out.shape and got.dtype == torch_out.dtype and torch.equal(got, torch_out)):
+            raise AssertionError(f"{op} ({dtype}, p={p}, cols={cols}) differs from the torch building block: "
+                                 f"got {_np(got).ravel()[:4]}, torch {_np(torch_out).ravel()[:4]}")
+        op = op.removesuffix("_fused")
     if op == "local_argmax":  # (value, id) pairs: the value must be the row max too
         if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0]), axis=1)):
             raise AssertionError(f"local_argmax ({dtype}, cols={cols}) packs a value that is not the row max")
@@ -412,7 +457,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dtypes", type=_choice_list(tuple(ref.TORCH_DTYPES)), default=("bf16", "fp16", "fp32"))
     ap.add_argument("--modes", type=_choice_list(MODES), help="graph,eager (CUDA default); CPU: eager only")
     ap.add_argument("--world-sizes", type=_int_list, help="p for the ops that depend on it (default 2,4,8)")
-    ap.add_argument("--ops", type=_choice_list(tuple(OPS)), default=tuple(OPS))
+    ap.add_argument("--ops", type=_choice_list(tuple(SPECS)), default=None,
+                    help="ops to time (default: every torch op, plus the *_fused ops on CUDA when Triton imports)")
+    ap.add_argument("--allow-interpreter", action="store_true",
+                    help="let --ops name *_fused ops on CPU, under Triton's interpreter (for tests: the times "
+                         "are meaningless)")
     ap.add_argument("--quick", action="store_true", help="a far smaller grid and time budget (smoke test)")
     ap.add_argument("--resume", action="store_true", help="add to DIR/kernels.csv, skipping measured points")
     ap.add_argument("--budget-s", type=float, default=None, help="start no new point after this many seconds")
@@ -440,8 +489,65 @@ def make_grid(args: argparse.Namespace) -> Grid:
         dtypes=args.dtypes if not (quick and args.dtypes == ("bf16", "fp16", "fp32")) else ("bf16",),
         modes=tuple(modes),
         world_sizes=args.world_sizes or (QUICK_WORLD_SIZES if quick else WORLD_SIZES),
-        ops=tuple(args.ops),
+        ops=tuple(args.ops or OPS),
     )
+
+
+def triton_status() -> dict:
+    """{"available": Triton installed, "version": its version or None} - without importing it."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        available = importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        available = False
+    try:
+        version = importlib.metadata.version("triton") if available else None
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {"available": available, "version": version}
+
+
+def select_ops(requested: tuple[str, ...] | None, device_type: str, allow_interpreter: bool) -> tuple[tuple, dict]:
+    """(ops to time, the provenance's `triton` entry).
+
+    Default (`requested` None): every torch op, plus every fused op when the device is CUDA and Triton loads
+    compiled (else they are skipped, and the entry says why). Fused ops named explicitly: on CPU only with
+    `allow_interpreter` (Triton's interpreter is switched on), on CUDA Triton must load; else `InputError`.
+    """
+    info: dict = {**triton_status(), "interpreted": None}
+    if requested is None:
+        ops: tuple[str, ...] = tuple(OPS)
+        if device_type != "cuda":
+            info["fused_ops"] = ("skipped: CPU (Triton's interpreter times are meaningless; "
+                                 "--ops NAME_fused --allow-interpreter runs them anyway)")
+            return ops, info
+        try:
+            tk = ref.import_triton_kernels("cuda")
+        except InputError as exc:
+            info["fused_ops"] = f"skipped: {exc}"
+            return ops, info
+        info["interpreted"] = tk.INTERPRETED
+        if tk.INTERPRETED:
+            info["fused_ops"] = "skipped: TRITON_INTERPRET=1 is set (interpreted kernels on CUDA)"
+            return ops, info
+        info["fused_ops"] = "timed"
+        return ops + tuple(FUSED_OPS), info
+    fused = [op for op in requested if op in FUSED_OPS]
+    if not fused:
+        info["fused_ops"] = "not requested"
+        return requested, info
+    if device_type != "cuda" and not allow_interpreter:
+        raise InputError(f"--ops {fused[0]} on CPU runs under Triton's interpreter, whose times are meaningless; "
+                         "add --allow-interpreter to run it anyway (tests) or use --device cuda")
+    tk = ref.import_triton_kernels(device_type)
+    if tk.INTERPRETED and device_type == "cuda" and not allow_interpreter:
+        raise InputError("TRITON_INTERPRET=1 is set: the fused kernels would be interpreted on CUDA; unset it "
+                         "or add --allow-interpreter")
+    info["interpreted"] = tk.INTERPRETED
+    info["fused_ops"] = "timed under the interpreter (meaningless times)" if tk.INTERPRETED else "timed"
+    return requested, info
 
 
 def _policy(args: argparse.Namespace) -> TimingPolicy:
@@ -454,11 +560,11 @@ def _policy(args: argparse.Namespace) -> TimingPolicy:
     return TimingPolicy(seconds, min_iters=10, max_iters=200 if args.device == "cuda" else 2000)
 
 
-def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_points: int):
+def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_points: int, triton: dict):
     from calibration.provenance import ProvenanceFile, collect_provenance
 
     data = collect_provenance(argv, "none", device)
-    data.update(tool="calibration.kernels", csv=CSV_NAME,
+    data.update(tool="calibration.kernels", csv=CSV_NAME, triton=triton,
                 grid={"rows": list(grid.rows), "shard_cols": list(grid.shard_cols),
                       "vocab_cols": list(grid.vocab_cols), "dtypes": list(grid.dtypes), "modes": list(grid.modes),
                       "world_sizes": list(grid.world_sizes), "ops": list(grid.ops)},
@@ -484,6 +590,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         raise InputError(f"--budget-s must be > 0, got {args.budget_s}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device (torch.cuda.is_available() is False); use --device cpu")
+    ops, triton_info = select_ops(args.ops, args.device, args.allow_interpreter)
+    grid = replace(grid, ops=ops)
     threads = args.threads if args.threads is not None else (1 if args.device == "cpu" else None)
     if threads is not None:
         if threads < 1:
@@ -500,16 +608,18 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     points = grid.points()
     todo = [pt for pt in points if point_key({**base, **pt.__dict__}) not in done]
     args.out.mkdir(parents=True, exist_ok=True)
-    prov = _provenance(argv, device.type, args.out, grid, len(points))
+    prov = _provenance(argv, device.type, args.out, grid, len(points), triton_info)
     from tqdm import tqdm
 
-    checked: dict[tuple[str, str], str | None] = {}
+    checked: dict[tuple[str, str, int], str | None] = {}
     measured = skipped = 0
     failures: list[str] = []
     started = time.perf_counter()
     status = "ok"
     print(f"kernels: {len(todo)} of {len(points)} points to measure on {device.type} ({gpu}) -> {csv_path}",
           file=sys.stderr)
+    if triton_info["fused_ops"].startswith("skipped") and args.device == "cuda":
+        print(f"kernels: fused ops {triton_info['fused_ops']}", file=sys.stderr)
     try:
         with RowWriter(csv_path) as writer, tqdm(total=len(todo), desc="kernels", unit="pt", file=sys.stderr,
                                                  mininterval=2.0) as bar:
@@ -518,10 +628,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                     status = f"stopped: --budget-s {args.budget_s:g} spent"
                     break
                 bar.update(1)
-                key = (pt.op, pt.dtype)
+                key = (pt.op, pt.dtype, pt.world_size if pt.op in FUSED_OPS else 0)  # a fused kernel per p
                 if key not in checked:
                     try:
-                        check_op(pt.op, pt.dtype, pt.world_size, grid.cols_for(pt.op, pt.world_size)[0], device)
+                        cols = grid.cols_for(pt.op, pt.world_size)
+                        # fused kernels pick their chunking by cols: check both ends of the grid
+                        for c in dict.fromkeys((cols[0], cols[-1]) if pt.op in FUSED_OPS else cols[:1]):
+                            check_op(pt.op, pt.dtype, pt.world_size, c, device)
                         checked[key] = None
                     except Exception as exc:  # noqa: BLE001 - reported, the op is not timed
                         checked[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

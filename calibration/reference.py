@@ -35,10 +35,16 @@ the target vocab when a d2t map is given):
   which makes "argmax then map" equal "scatter then argmax", ties included;
 * local_argmax_pairs carries ids in fp32: exact only for V_pad <= 2^24 (else
   `InputError`); bf16 / fp16 values widen to fp32 exactly.
+
+Fused variants. `fused_strategy_funcs(device_type)` returns "local_argmax_pairs[fused]" and
+"packed_allreduce_max[fused]": the same collectives and d2t rule, with the per-rank work done by the Triton
+kernels of `calibration.triton_kernels` (imported lazily; on CPU under Triton's interpreter, which
+`import_triton_kernels("cpu")` switches on). They are not in `STRATEGY_FUNCS`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -516,3 +522,103 @@ def simulate(strategy: Strategy, padded: torch.Tensor, head: DraftHead) -> list[
         raise InputError(f"logits have {padded.shape[-1]} columns, expected V_pad {lay.padded_vocab}")
     shards: Sequence[torch.Tensor] = [shard_of(padded, r, lay) for r in range(lay.world_size)]
     return run_threads(lay.world_size, lambda comm: strategy(shards[comm.rank], comm, head))
+
+
+# -- fused Triton variants of the local strategies ------------------------------------------------------------------
+FUSED_SUFFIX = "[fused]"
+FUSABLE_STRATEGIES: tuple[str, ...] = ("local_argmax_pairs", "packed_allreduce_max")
+TRITON_KERNELS_MODULE = "calibration.triton_kernels"
+# Triton's interpreter patches triton.language globally for the duration of each launch, so interpreted launches
+# from several threads (ThreadComm ranks) must not overlap; compiled launches never take this lock.
+_INTERPRETER_LOCK = threading.Lock()
+
+
+def fused_name(strategy: str) -> str:
+    """Name of the fused variant of a local strategy: "<strategy>[fused]"."""
+    return f"{strategy}{FUSED_SUFFIX}"
+
+
+def import_triton_kernels(device_type: str):
+    """`calibration.triton_kernels`, loaded in the mode tensors on `device_type` ("cuda" or "cpu") need.
+
+    CPU tensors need Triton's interpreter, whose flag is read when Triton is imported: for "cpu" this sets
+    TRITON_INTERPRET=1 in this process (os.environ) before importing Triton. Raises `InputError` (one line)
+    when Triton is missing or fails to import, or when it was already imported in this process without the
+    interpreter and CPU tensors are asked for.
+    """
+    import importlib
+    import os
+    import sys
+
+    tk = sys.modules.get(TRITON_KERNELS_MODULE)
+    if tk is None:
+        if device_type == "cpu":
+            if sys.modules.get("triton") is not None and os.environ.get("TRITON_INTERPRET") != "1":
+                raise InputError("triton was imported in this process without TRITON_INTERPRET=1; CPU tensors "
+                                 "need Triton's interpreter (set TRITON_INTERPRET=1 before starting)")
+            os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            tk = importlib.import_module(TRITON_KERNELS_MODULE)
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a broken Triton install
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"Triton is unavailable for the fused kernels: {first}") from None
+    if device_type == "cpu" and not tk.INTERPRETED:
+        raise InputError(f"{TRITON_KERNELS_MODULE} was loaded for CUDA without the interpreter; CPU tensors need "
+                         "TRITON_INTERPRET=1 set before Triton is imported")
+    return tk
+
+
+def _fused_prestep(head: DraftHead) -> dict[str, float | None]:
+    """The kernel's soft-cap / scale arguments (None = not applied, like the torch path's scale == 1)."""
+    check_prestep(head.softcap, head.scale)
+    return {"softcap": head.softcap, "scale": None if head.scale == 1.0 else float(head.scale)}
+
+
+def fused_strategy_funcs(device_type: str) -> dict[str, Strategy]:
+    """{"local_argmax_pairs[fused]": ..., "packed_allreduce_max[fused]": ...} built on the Triton kernels.
+
+    Same collectives, layouts and d2t rule as the torch strategies:
+    pairs  fused_local_argmax_pairs (pre-step, padding mask, max, pack [B, 2] fp32) -> all_gather_into_tensor
+           [p*B, 2] -> fused_pair_reduce(concat=True) read in place -> [d2t lookup; a row whose p values are
+           all -inf maps to 0]
+    keys   fused_key_pack (pre-step, padding mask, max, 64-bit key) -> all_reduce(MAX) -> fused_key_unpack
+           -> [d2t lookup; a key below NEG_INF_KEY_LIMIT maps to 0]
+    Raises `InputError` when Triton cannot be loaded for `device_type` (see `import_triton_kernels`).
+    """
+    tk = import_triton_kernels(device_type)
+    lock = _INTERPRETER_LOCK if tk.INTERPRETED else contextlib.nullcontext()
+
+    def local_argmax_pairs_fused(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+        lay = head.layout
+        if lay.padded_vocab > MAX_EXACT_FP32_ID:
+            raise InputError(f"local_argmax_pairs: padded vocab {lay.padded_vocab} > 2^24, ids are not exact in fp32")
+        kw = _fused_prestep(head)
+        p = comm.world_size
+        with lock:
+            pairs = tk.fused_local_argmax_pairs(local, comm.rank, lay.shard, lay.vocab, **kw)
+        if p > 1:
+            gathered = _gather_concat(pairs, comm)
+            with lock:
+                ids = tk.fused_pair_reduce(gathered, p, concat=True)
+            vals = gathered[:, 0].reshape(p, -1)
+        else:
+            ids, vals = pairs[:, 1].long(), pairs[:, 0].reshape(1, -1)
+        if head.d2t is not None:
+            ids = d2t_lookup(ids, head.d2t, (vals == NEG_INF).all(dim=0))
+        return ids
+
+    def packed_allreduce_max_fused(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+        lay = head.layout
+        kw = _fused_prestep(head)
+        with lock:
+            keys = tk.fused_key_pack(local, comm.rank, lay.shard, lay.vocab, **kw)
+        if comm.world_size > 1:
+            comm.all_reduce_max(keys)
+        with lock:
+            ids = tk.fused_key_unpack(keys)
+        if head.d2t is not None:
+            ids = d2t_lookup(ids, head.d2t, key_is_neg_inf(keys))
+        return ids
+
+    return {fused_name("local_argmax_pairs"): local_argmax_pairs_fused,
+            fused_name("packed_allreduce_max"): packed_allreduce_max_fused}

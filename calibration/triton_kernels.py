@@ -148,12 +148,17 @@ def _write_result(out_ptr, row, kmax, col, id_base, low_base, OUT_KEY: tl.conste
 def _local_partial_kernel(x_ptr, stride_row, n_valid, n_chunks, part_key_ptr, part_col_ptr, out_ptr,
                           id_base, low_base, softcap, inv_softcap, scale,
                           BLOCK: tl.constexpr, SOFTCAP: tl.constexpr, SCALE: tl.constexpr, CUDA_MATH: tl.constexpr,
-                          ROUND: tl.constexpr, FINAL: tl.constexpr, OUT_KEY: tl.constexpr):
+                          ROUND: tl.constexpr, FINAL: tl.constexpr, OUT_KEY: tl.constexpr,
+                          BF16_BITS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     cols = chunk * BLOCK + tl.arange(0, BLOCK)
     valid = cols < n_valid
-    x = tl.load(x_ptr + row * stride_row + cols, mask=valid, other=float("-inf")).to(tl.float32)
+    if BF16_BITS:  # bf16 logits passed as int16 bits: widen exactly (fp32 bits = bf16 bits << 16); -128 = -inf
+        bits = tl.load(x_ptr + row * stride_row + cols, mask=valid, other=-128)
+        x = (bits.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        x = tl.load(x_ptr + row * stride_row + cols, mask=valid, other=float("-inf")).to(tl.float32)
     if SOFTCAP or SCALE:
         x = _transform(x, softcap, inv_softcap, scale, SOFTCAP, SCALE, CUDA_MATH, ROUND)
         x = tl.where(valid, x, float("-inf"))
@@ -295,12 +300,17 @@ def _local(local_logits: torch.Tensor, rank: int, shard: int, vocab: int, scale:
         part_key = torch.empty((rows, n_chunks), dtype=torch.int32, device=x.device)
         part_col = torch.empty((rows, n_chunks), dtype=torch.int32, device=x.device)
     id_base, low_base = rank * shard, MAX_KEY_ID - 1 - rank * shard
+    # bf16 is widened from its bits (fp32 bits = bf16 bits << 16, exact everywhere): Triton 3.9.0's interpreter
+    # turns bf16 subnormals into -0.0 in a plain cast, and one code path keeps CPU tests and GPU runs identical
+    bf16_bits = x.dtype == torch.bfloat16
     with _device_ctx(x):
         _local_partial_kernel[(rows, n_chunks)](
-            x, x.stride(0), n_valid, n_chunks, part_key, part_col, out, id_base, low_base,
+            x.view(torch.int16) if bf16_bits else x, x.stride(0), n_valid, n_chunks, part_key, part_col, out,
+            id_base, low_base,
             cap, inv_cap, scale if scale is not None else 1.0,
             BLOCK=blk, SOFTCAP=softcap is not None, SCALE=scale is not None, CUDA_MATH=cuda_math,
-            ROUND=_ROUND[x.dtype], FINAL=final, OUT_KEY=out_key, num_warps=4 if blk <= 1024 else 8)
+            ROUND=_ROUND[x.dtype], FINAL=final, OUT_KEY=out_key, BF16_BITS=bf16_bits,
+            num_warps=4 if blk <= 1024 else 8)
         if not final:
             _local_combine_kernel[(rows,)](
                 part_key, part_col, n_chunks, out, id_base, low_base,

@@ -1,7 +1,7 @@
 """Check every strategy against full logits + torch.argmax on real torch.distributed ranks.
 
     torchrun --standalone --nproc-per-node N -m calibration.verify --backend gloo|nccl
-        [--seed S] [--cases WORD,...] [--inject-bug NAME] [--softcap C --scale A]
+        [--seed S] [--cases WORD,...] [--inject-bug NAME] [--softcap C --scale A] [--fused [--allow-interpreter]]
         [--time [--profile P] [--time-points BxV,...] [--time-dtype bf16] [--repeats N]]
 
 Each case builds the same padded logits [B, V_pad] on every rank (seeded), rank r
@@ -20,6 +20,17 @@ to show the cases catch it. `--time` then times each strategy end to end
 (barrier, call, device sync; median over repeats of the per-iteration max across
 ranks) and prints it beside costmodel.predict(...) for the same scenario in eager
 mode.
+
+`--fused` adds the fused Triton variants of the two local strategies
+("local_argmax_pairs[fused]", "packed_allreduce_max[fused]", see
+`reference.fused_strategy_funcs`): same collectives, the per-rank work in Triton
+kernels. They must PASS every case too; `--time` times them beside the model's
+impl="fused" prediction (n/a when the profile has no fused kernel parameters).
+Triton is required (exit 2 without it). With the gloo backend the tensors are on
+the CPU, where the kernels run under Triton's interpreter: verify sets
+TRITON_INTERPRET=1 in its own process before importing Triton. The interpreter's
+results are checked like any other, but its times are meaningless (and slow to
+get), so `--time` leaves the fused variants out there unless --allow-interpreter.
 """
 
 from __future__ import annotations
@@ -44,7 +55,8 @@ INF = float("inf")
 PAD_TRAP = INF  # default padding content: beats every real logit unless padding is masked
 DEFAULT_TIME_POINTS = ((1, 32000), (64, 128256), (256, 151936))
 ABBREV = {"full_all_gather": "FAG", "full_all_gather_no_relayout": "FAG-NR", "gather_to_rank0": "G0",
-          "local_argmax_pairs": "PAIRS", "packed_allreduce_max": "KEYS"}
+          "local_argmax_pairs": "PAIRS", "packed_allreduce_max": "KEYS",
+          ref.fused_name("local_argmax_pairs"): "PAIRS-F", ref.fused_name("packed_allreduce_max"): "KEYS-F"}
 
 
 # -- cases -------------------------------------------------------------------------------------------------------
@@ -438,18 +450,48 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _split_fused(name: str) -> tuple[str, bool]:
+    """("local_argmax_pairs", True) for "local_argmax_pairs[fused]"; (name, False) otherwise."""
+    if name.endswith(ref.FUSED_SUFFIX):
+        return name[:-len(ref.FUSED_SUFFIX)], True
+    return name, False
+
+
+def predicted_us(scenario, profile, names: list[str]) -> dict[str, float]:
+    """The model's per-call time of each strategy; a "[fused]" name is priced with impl="fused".
+
+    NaN where the profile cannot price it (e.g. no fused kernel parameters) or the name is not a model strategy.
+    """
+    from costmodel import predict
+    from costmodel.strategies import STRATEGIES
+
+    out: dict[str, float] = {}
+    for fused in (False, True):
+        wanted = {n: base for n in names for base, f in [_split_fused(n)] if f == fused and base in STRATEGIES}
+        if not wanted:
+            continue
+        try:
+            pred = predict(scenario.with_(impl="fused") if fused else scenario, profile,
+                           strategies=tuple(dict.fromkeys(wanted.values())))
+        except InputError:
+            continue
+        out.update({n: float(pred.total_us(base).reshape(-1)[0]) for n, base in wanted.items()})
+    return {n: out.get(n, NAN) for n in names}
+
+
 def time_strategies(strategies: dict[str, Strategy], comm: ref.Comm, device: torch.device,
                     points: list[tuple[int, int]], dtype: str, repeats: int, barrier: Callable[[], None],
                     profile: str | None) -> list[dict]:
     """Median over `repeats` of the per-iteration max across ranks, with the model's eager prediction."""
-    from costmodel import Scenario, load_profile, predict
+    from costmodel import Scenario, load_profile
 
     prof = load_profile(profile)
     rows = []
     for batch, vocab in points:
         try:
             head = ref.draft_head(vocab, comm.world_size)
-            pred = predict(Scenario(vocab=vocab, tp=comm.world_size, batch=batch, dtype=dtype, mode="eager"), prof)
+            scenario = Scenario(vocab=vocab, tp=comm.world_size, batch=batch, dtype=dtype, mode="eager")
+            pred = predicted_us(scenario, prof, list(strategies))
         except InputError as exc:
             rows.append({"batch": batch, "vocab": vocab, "strategy": "-", "note": str(exc)})
             continue
@@ -470,7 +512,7 @@ def time_strategies(strategies: dict[str, Strategy], comm: ref.Comm, device: tor
             comm.all_reduce_max(per_iter)
             rows.append({"batch": batch, "vocab": vocab, "strategy": name,
                          "measured_us": float(per_iter.median()),
-                         "predicted_us": float(pred.total_us(name).reshape(-1)[0])})
+                         "predicted_us": pred[name]})
     return rows
 
 
@@ -482,9 +524,12 @@ def format_timing(rows: list[dict], dtype: str, world_size: int, backend: str, p
         if "note" in r:
             lines.append(f"{r['batch']:>6} {r['vocab']:>7}  skipped: {r['note']}")
             continue
-        ratio = r["measured_us"] / r["predicted_us"] if r["predicted_us"] > 0 else float("nan")
-        lines.append(f"{r['batch']:>6} {r['vocab']:>7}  {r['strategy']:<28} {r['measured_us']:>12.1f} "
-                     f"{r['predicted_us']:>13.1f} {ratio:>7.2f}")
+        pred = r["predicted_us"]
+        if pred > 0:  # False for NaN (the model cannot price it)
+            tail = f"{pred:>13.1f} {r['measured_us'] / pred:>7.2f}"
+        else:
+            tail = f"{'n/a':>13} {'n/a':>7}"
+        lines.append(f"{r['batch']:>6} {r['vocab']:>7}  {r['strategy']:<28} {r['measured_us']:>12.1f} {tail}")
     return "\n".join(lines)
 
 
@@ -511,6 +556,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cases", default=None, help="only cases whose name contains one of these comma-separated words")
     ap.add_argument("--softcap", type=float, default=None, help="add a case with this soft-cap (and --scale)")
     ap.add_argument("--scale", type=float, default=None, help="add a case with this logit scale (must be > 0)")
+    ap.add_argument("--fused", action="store_true",
+                    help="also check (and with --time, time) the fused Triton variants of the local strategies "
+                         "(needs Triton; on CPU they run under its interpreter)")
+    ap.add_argument("--allow-interpreter", action="store_true",
+                    help="with --fused --time on CPU: time the interpreted fused variants too (meaningless times)")
     ap.add_argument("--time", action="store_true", help="also time every strategy and compare with the model")
     ap.add_argument("--profile", default=None, help="cost-model profile for --time predictions (name or JSON)")
     ap.add_argument("--time-points", type=_points, default=list(DEFAULT_TIME_POINTS),
@@ -526,17 +576,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _init(backend: str) -> torch.device:
-    import torch.distributed as dist
-
+def _device(backend: str) -> torch.device:
+    """cuda:LOCAL_RANK for nccl (made current; raises `InputError` without CUDA), cpu for gloo."""
     if backend == "nccl":
         if not torch.cuda.is_available():
             raise InputError("--backend nccl needs CUDA GPUs (torch.cuda.is_available() is False); use gloo")
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _init(backend: str, device: torch.device) -> None:
+    import torch.distributed as dist
+
     timeout = timedelta(seconds=300)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         kwargs = {"device_id": device} if backend == "nccl" else {}
@@ -544,7 +597,18 @@ def _init(backend: str) -> torch.device:
     else:  # plain `python -m calibration.verify`: a group of one
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1,
                                 timeout=timeout)
-    return device
+
+
+def triton_note(device: torch.device) -> str:
+    """", fused: Triton <version> (compiled|interpreter)" for the header line."""
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    mode = "interpreter" if ref.import_triton_kernels(device.type).INTERPRETED else "compiled"
+    return f", fused: Triton {version} ({mode})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -568,7 +632,10 @@ def main(argv: list[str] | None = None) -> int:
 
             load_profile(args.profile)  # fail early on a bad profile
         strategies = strategies_with_bug(args.inject_bug)
-        device = _init(args.backend)
+        device = _device(args.backend)
+        if args.fused:  # before the process group: a missing Triton is a one-line error on every rank
+            strategies.update(ref.fused_strategy_funcs(device.type))
+        _init(args.backend, device)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -581,8 +648,9 @@ def main(argv: list[str] | None = None) -> int:
         failed = any(o.failed for o in outcomes)
         if rank == 0:
             bug = f", injected bug: {args.inject_bug}" if args.inject_bug else ""
+            fused = triton_note(device) if args.fused else ""
             print(f"verify: {len(cases)} cases x {len(strategies)} strategies, world size {world}, "
-                  f"backend {args.backend}, device {device.type}, seed {args.seed}{bug}")
+                  f"backend {args.backend}, device {device.type}, seed {args.seed}{bug}{fused}")
             print(format_table(outcomes, list(strategies)))
             n_fail = sum(o.status == "FAIL" for o in outcomes)
             n_error = sum(o.status == "ERROR" for o in outcomes)
@@ -591,10 +659,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{n_skip} skipped of {len(outcomes)})")
             sys.stdout.flush()
         if args.time:
-            rows = time_strategies(strategies, comm, device, args.time_points, args.time_dtype, args.repeats,
+            interpreted = args.fused and ref.import_triton_kernels(device.type).INTERPRETED
+            timed = {n: fn for n, fn in strategies.items()
+                     if not (interpreted and not args.allow_interpreter and n.endswith(ref.FUSED_SUFFIX))}
+            rows = time_strategies(timed, comm, device, args.time_points, args.time_dtype, args.repeats,
                                    dist.barrier, args.profile)
             if rank == 0:
                 print(format_timing(rows, args.time_dtype, world, args.backend, args.profile))
+                if interpreted and args.allow_interpreter:
+                    print("note: the [fused] rows ran under Triton's interpreter (CPU): their times are not "
+                          "meaningful")
+                elif interpreted:
+                    print("note: the [fused] variants were not timed: Triton's interpreter (CPU) gives meaningless "
+                          "times (--allow-interpreter times them anyway)")
                 sys.stdout.flush()
         dist.barrier()
     except InputError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from calibration import kernels
-from costmodel.schema import KERNEL_OPS, read_measurements
+from costmodel.schema import FUSED_KERNEL_OPS, KERNEL_OPS, read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,3 +107,49 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys, flags, message, keep_t
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "kernels.csv").exists()
+
+
+def test_fused_ops_on_cpu_need_allow_interpreter(tmp_path, capsys, keep_threads):
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "argmax,local_argmax_fused", "--quick"]
+    assert kernels.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "--allow-interpreter" in err and "\n" not in err
+    assert not (tmp_path / "kernels.csv").exists()
+
+
+def test_default_ops_skip_fused_on_cpu_and_record_triton():
+    ops, info = kernels.select_ops(None, "cpu", False)
+    assert ops == tuple(kernels.OPS) and not set(ops) & set(FUSED_KERNEL_OPS)
+    assert info["fused_ops"].startswith("skipped: CPU")
+    assert info["available"] == (importlib.util.find_spec("triton") is not None)
+    ops, info = kernels.select_ops(("argmax",), "cpu", False)
+    assert ops == ("argmax",) and info["fused_ops"] == "not requested"
+
+
+def test_fused_ops_share_their_base_op_grid():
+    ops = tuple(kernels.OPS) + tuple(kernels.FUSED_OPS)
+    assert set(kernels.FUSED_OPS) == set(FUSED_KERNEL_OPS)
+    grid = kernels.Grid((1, 8), kernels.SHARD_COLS, kernels.VOCAB_COLS, ("bf16",), ("eager",), (2, 8), ops)
+    for op in FUSED_KERNEL_OPS:
+        base = op.removesuffix("_fused")
+        for p in (1, 2, 8):
+            assert grid.cols_for(op, p) == grid.cols_for(base, p)
+        pts = {(p.dtype, p.world_size, p.rows, p.cols) for p in grid.points() if p.op == op}
+        assert pts == {(p.dtype, p.world_size, p.rows, p.cols) for p in grid.points() if p.op == base}
+    assert {p.world_size for p in grid.points() if p.op == "pair_reduce_fused"} == {2, 8}
+
+
+def test_explicit_fused_ops_without_triton_are_an_input_error():
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "from calibration import kernels\nfrom costmodel.errors import InputError\n"
+            "ops, info = kernels.select_ops(None, 'cuda', False)\n"
+            "print('default', len(ops) == len(kernels.OPS), info['available'], info['fused_ops'][:8])\n"
+            "try:\n    kernels.select_ops(('key_pack_fused',), 'cuda', False)\n"
+            "except InputError as exc:\n    print('error', exc)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "default True False skipped:"
+    assert len(lines) == 2 and lines[1].startswith("error Triton is unavailable")

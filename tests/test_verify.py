@@ -90,3 +90,33 @@ def test_non_positive_scale_or_softcap_is_rejected(flags, capsys):
 def test_unknown_case_filter_is_rejected(capsys):
     assert verify.main(["--backend", "gloo", "--cases", "no-such-case"]) == 2
     assert "matches no case" in capsys.readouterr().err
+
+
+def test_fused_without_triton_exits_2_with_one_line():
+    code = ("import sys; sys.modules['triton'] = None; from calibration import verify; "
+            "sys.exit(verify.main(['--backend', 'gloo', '--fused', '--cases', 'random-fp32']))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr.strip()
+    assert err.startswith("error: ") and "Triton" in err and "\n" not in err and "Traceback" not in err
+    assert proc.stdout == ""
+
+
+def test_timing_prices_fused_names_with_the_fused_kernels():
+    from costmodel import Scenario, load_profile, predict
+
+    prof = load_profile("h200-sxm-nvlink")
+    scn = Scenario(vocab=128256, tp=4, batch=64, dtype="bf16", mode="eager")
+    names = ["local_argmax_pairs", ref.fused_name("local_argmax_pairs"), ref.fused_name("packed_allreduce_max"),
+             "not_a_model_strategy"]
+    got = verify.predicted_us(scn, prof, names)
+    fused = predict(scn.with_(impl="fused"), prof)
+    assert got["local_argmax_pairs"] == float(predict(scn, prof).total_us("local_argmax_pairs")[()])
+    assert got[names[1]] == float(fused.total_us("local_argmax_pairs")[()]) != got["local_argmax_pairs"]
+    assert got[names[2]] == float(fused.total_us("packed_allreduce_max")[()])
+    assert got["not_a_model_strategy"] != got["not_a_model_strategy"]  # NaN: the model cannot price it
+    text = verify.format_timing([{"batch": 64, "vocab": 128256, "strategy": names[3], "measured_us": 12.5,
+                                  "predicted_us": float("nan")}], "bf16", 4, "nccl", None)
+    assert text.splitlines()[-1].split()[-3:] == ["12.5", "n/a", "n/a"]
