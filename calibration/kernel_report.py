@@ -1,0 +1,89 @@
+"""Summaries of a kernel benchmark CSV: achieved bandwidth at large shapes, and fused vs torch at batch 1.
+
+    python -m calibration.kernel_report DIR/kernels.csv [--out DIR] [--min-mib 32]
+
+bandwidth: for every row moving >= --min-mib MiB (costmodel.kernels.kernel_bytes), achieved GB/s =
+bytes / median_us * 1e-3, and its ratio to the device's copy bandwidth, taken as the best achieved GB/s of
+`relayout_copy` (a torch copy: reads + writes every byte) in the same dtype and mode.
+batch1: per (op, dtype, mode, cols, world_size) at rows = 1, the torch op's and its `_fused` variant's
+median us and the speed-up torch / fused. No torch import: it reads CSVs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel.errors import InputError
+from costmodel.kernels import kernel_bytes
+from costmodel.points import D2T_DRAFT_COLS, ELEM_BYTES
+from costmodel.schema import read_measurements
+
+
+def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of kernel ops with `bytes` and achieved `gbps` columns."""
+    kern = frame[frame["rows"] > 0].copy()
+    elem = kern["dtype"].map(ELEM_BYTES).fillna(4)
+    kern["bytes"] = [float(kernel_bytes(op, r, c, p, e, D2T_DRAFT_COLS)) for op, r, c, p, e in
+                     zip(kern["op"], kern["rows"], kern["cols"], kern["world_size"], elem, strict=True)]
+    kern["gbps"] = kern["bytes"] / kern["median_us"] * 1e-3
+    return kern
+
+
+def bandwidth_table(frame: pd.DataFrame, min_mib: float = 32.0) -> pd.DataFrame:
+    kern = with_bandwidth(frame)
+    copy = kern[kern["op"] == "relayout_copy"].groupby(["dtype", "mode"])["gbps"].max().rename("copy_gbps")
+    big = kern[(kern["bytes"] >= min_mib * 2**20) & (kern["op"] != "relayout_copy")]
+    out = big.join(copy, on=["dtype", "mode"])
+    out["fraction_of_copy"] = out["gbps"] / out["copy_gbps"]
+    cols = ["op", "dtype", "mode", "world_size", "rows", "cols", "bytes", "median_us", "gbps", "copy_gbps",
+            "fraction_of_copy"]
+    return out[cols].sort_values(["op", "dtype", "mode", "bytes"]).reset_index(drop=True)
+
+
+def batch1_table(frame: pd.DataFrame) -> pd.DataFrame:
+    one = frame[(frame["rows"] == 1)].copy()
+    one["base_op"] = one["op"].str.removesuffix("_fused")
+    one["impl"] = one["op"].str.endswith("_fused").map({True: "fused", False: "torch"})
+    keys = ["base_op", "dtype", "mode", "cols", "world_size"]
+    wide = one.pivot_table(index=keys, columns="impl", values="median_us", aggfunc="median")
+    if "fused" not in wide.columns or "torch" not in wide.columns:
+        raise InputError("kernel report: batch 1 needs both torch and *_fused rows")
+    wide = wide.dropna(subset=["fused", "torch"]).rename(columns={"torch": "torch_us", "fused": "fused_us"})
+    wide["speedup"] = wide["torch_us"] / wide["fused_us"]
+    return wide.reset_index()[keys + ["torch_us", "fused_us", "speedup"]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m calibration.kernel_report", description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=Path)
+    ap.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and batch1.csv")
+    ap.add_argument("--min-mib", type=float, default=32.0)
+    try:
+        args = ap.parse_args(argv)
+        frame = read_measurements(args.csv)
+        bw = bandwidth_table(frame, args.min_mib)
+        b1 = batch1_table(frame) if frame["op"].str.endswith("_fused").any() else None
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with pd.option_context("display.width", 200, "display.max_rows", 60):
+        print(f"median fraction of the copy bandwidth at >= {args.min_mib:g} MiB:")
+        print(bw.groupby(["op", "dtype", "mode"])["fraction_of_copy"].median().to_string())
+        if b1 is not None:
+            print("median batch-1 speed-up (torch us / fused us):")
+            print(b1.groupby(["base_op", "dtype", "mode"])["speedup"].median().to_string())
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        bw.to_csv(args.out / "bandwidth.csv", index=False)
+        if b1 is not None:
+            b1.to_csv(args.out / "batch1.csv", index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""calibration.kernel_report: bandwidth and batch-1 summaries, hand-computed."""
+
+import pandas as pd
+import pytest
+
+from calibration.kernel_report import bandwidth_table, batch1_table, main
+from costmodel.schema import validate_measurements
+
+
+def frame():
+    rows = [
+        # op, dtype, mode, p, rows, cols, median_us
+        ("relayout_copy", "bf16", "graph", 8, 1024, 25256, 100.0),   # 2*1024*8*25256*2 B / 100 us
+        ("local_argmax", "bf16", "graph", 1, 2048, 25256, 50.0),
+        ("local_argmax", "bf16", "graph", 1, 1, 25256, 10.0),
+        ("local_argmax_fused", "bf16", "graph", 1, 1, 25256, 4.0),
+        ("pair_reduce", "fp32", "eager", 8, 1, 0, 30.0),
+        ("pair_reduce_fused", "fp32", "eager", 8, 1, 0, 12.0),
+    ]
+    df = pd.DataFrame(rows, columns=["op", "dtype", "mode", "world_size", "rows", "cols", "median_us"])
+    return validate_measurements(df)
+
+
+def test_bandwidth_fraction_of_copy():
+    bw = bandwidth_table(frame(), min_mib=32)
+    copy_gbps = 2 * 1024 * 8 * 25256 * 2 / 100.0 * 1e-3
+    (row,) = bw.itertuples()
+    assert row.op == "local_argmax"
+    expected = (2048 * 25256 * 2 + 2 * 2048 * 8) / 50.0 * 1e-3
+    assert row.gbps == pytest.approx(expected)
+    assert row.fraction_of_copy == pytest.approx(expected / copy_gbps)
+
+
+def test_batch1_speedups(tmp_path, capsys):
+    b1 = batch1_table(frame()).set_index("base_op")
+    assert b1.loc["local_argmax", "speedup"] == pytest.approx(2.5)
+    assert b1.loc["pair_reduce", "speedup"] == pytest.approx(2.5)
+    path = tmp_path / "k.csv"
+    frame().to_csv(path, index=False)
+    assert main([str(path), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "batch1.csv").exists() and (tmp_path / "bandwidth.csv").exists()
+    assert "speed-up" in capsys.readouterr().out
