@@ -124,6 +124,7 @@ tabs = st.tabs(TABS, key="tab", on_change="rerun")
 renderers = {
     "Batch sweep": lambda: views.sweep_tab(ev),
     "Breakdown": lambda: views.breakdown_tab(ev),
+    "Sensitivity": lambda: views.sensitivity_tab(ev),
     "Heatmaps": lambda: views.heatmaps_tab(ev),
     "Calibration": lambda: views.calibration_tab(ev, ss["_measurements"].get(ev.inputs.profile)),
     "Impact": lambda: views.impact_tab(ev),

@@ -91,6 +91,8 @@ class Scenario:
         set_(self, "drafting", _categorical("drafting", self.drafting, ("serial", "parallel")))
         set_(self, "mode", _categorical("mode", self.mode, ("graph", "eager")))
         set_(self, "impl", _categorical("impl", self.impl, ("torch", "fused")))
+        set_(self, "_shape", np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)
+                                                   if getattr(self, f.name) is not None)))
         self._validate()
 
     # -- validation ---------------------------------------------------------
@@ -124,8 +126,8 @@ class Scenario:
     # -- derived quantities -------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)
-                                     if getattr(self, f.name) is not None))
+        """Broadcast shape of all fields (computed once, at construction)."""
+        return self._shape
 
     @property
     def size(self) -> int:

@@ -3,7 +3,8 @@
 Modules (one concept each):
     state    - the dashboard inputs, query parameters <-> widget state
     uploads  - parse an uploaded profile JSON / measurement CSV / nccl-tests log (never executed)
-    data     - cached computations, all delegated to `costmodel`
+    data     - cached computations, all delegated to `costmodel` (incl. the bootstrap intervals)
+    fidelity - validation against data/reference, sensitivity (elasticities), explanation text
     tables   - the tidy tables behind every view (and their CSV bytes), the verdict summary
     charts   - Altair charts with one colour per strategy
     views    - the Streamlit rendering of each tab

@@ -188,3 +188,22 @@ def impact_chart(table: pd.DataFrame) -> alt.FacetChart:
     return alt.layer(bars, text, data=data).properties(width=320, height=70).facet(
         row=alt.Row("strategy:N", title=None), column=alt.Column("metric:N", title=None)
     ).resolve_scale(x="independent")
+
+
+def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
+    """Horizontal bars: elasticity of the saving per parameter (the rows of `table`, in their order).
+
+    Blue: raising the parameter raises the saving; red: it lowers it. Tooltip: the saving change for +10%.
+    """
+    data = table.assign(effect=np.where(table["elasticity"] >= 0, "raises the saving", "lowers the saving"))
+    bars = alt.Chart(data).mark_bar().encode(
+        y=alt.Y("parameter:N", sort=list(data["parameter"]), title=None, axis=alt.Axis(labelLimit=420)),
+        x=alt.X("elasticity:Q", title="elasticity of the saving (% change per 1% change of the parameter)"),
+        color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
+                                                    range=["#4c78a8", "#e45756"]),
+                        legend=alt.Legend(orient="bottom", title=None)),
+        tooltip=["parameter:N", alt.Tooltip("elasticity:Q", format=".3f"),
+                 alt.Tooltip("saving_change_us_per_10pct:Q", format="+.3f", title="saving change for +10% (us)")],
+    )
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
+    return alt.layer(bars, zero).properties(height=24 * len(data) + 40)

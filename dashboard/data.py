@@ -6,6 +6,7 @@ numbers, never Profile or Scenario objects. All functions are pure and callable 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,13 +28,16 @@ from costmodel import (
 )
 from costmodel.profile import PROFILE_DIR
 from costmodel.schema import COLLECTIVE_OPS, read_measurements
+from costmodel.uncertainty import StrategyUncertainty, propagate
 
 from . import REPO_ROOT
-from .state import ScenarioSpec
+from .state import IMPLS, ScenarioSpec
 from .uploads import read_measurement_csv
 
 FOCUS = "local_argmax_pairs"  # the strategy the verdict and heatmaps compare with the baseline
+FUSED_STRATEGIES = ("local_argmax_pairs", "packed_allreduce_max")  # the strategies with fused Triton kernels
 CROSSOVER_RANGE = (1.0, 65536.0)
+INTERVAL_LEVEL = 0.9
 SWEEP_POINTS = 65
 HEAT_VOCABS = (16000, 32000, 64000, 128256, 151936, 202048, 262208)
 HEAT_TPS = (1, 2, 4, 8, 16)
@@ -77,13 +81,60 @@ def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> tuple[float, float] | None:
-    """Hook for a confidence interval of the FOCUS saving per draft step (us) from the profile's bootstrap.
+@st.cache_data(**_CACHE)
+def _saving_interval_at(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
+    return propagate(spec.scenario(float(batch)), profile_from_text(profile_text), level=INTERVAL_LEVEL,
+                     with_crossover=False, strategies=(FOCUS,)).get(FOCUS)
 
-    Returns None until costmodel exposes bootstrap intervals; the verdict shows an interval only when this
-    returns one, and never invents one.
+
+@st.cache_data(**_CACHE)
+def _crossover_interval(profile_text: str, spec: ScenarioSpec) -> StrategyUncertainty | None:
+    return propagate(spec.scenario(CROSSOVER_RANGE[0]), profile_from_text(profile_text), level=INTERVAL_LEVEL,
+                     strategies=(FOCUS,), batch_range=CROSSOVER_RANGE).get(FOCUS)
+
+
+def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
+    """90% interval of the FOCUS saving (per draft and per decode step) and of its crossover batch.
+
+    costmodel.uncertainty.propagate over the profile's `bootstrap` replicates; the interval runs from the
+    5th to the 95th percentile. Two cached calls: the saving at `batch` (with_crossover=False), and the
+    crossover over the 257-point log grid of batch 1..65536, which does not depend on the batch - so a batch
+    edit re-prices only the one batch. None when the profile carries no replicates: never invented.
     """
-    return None
+    at_batch = _saving_interval_at(profile_text, spec, float(batch))
+    if at_batch is None:
+        return None
+    cross = _crossover_interval(profile_text, spec)
+    return replace(at_batch, crossover_batch=cross.crossover_batch,
+                   crossover_found_fraction=cross.crossover_found_fraction)
+
+
+@st.cache_data(**_CACHE)
+def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
+    profile = profile_from_text(profile_text)
+    rows = []
+    for name in FUSED_STRATEGIES:
+        row: dict[str, object] = {"strategy": name}
+        for impl in IMPLS:
+            try:
+                c = crossover(spec.with_(impl=impl).scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
+                batch, status = (np.nan if c.batch is None else float(c.batch)), c.status
+            except InputError as exc:
+                batch, status = np.nan, f"error: {exc}"
+            row |= {f"crossover_batch_{impl}": batch, f"status_{impl}": status}
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame["shift_pct"] = 100.0 * (frame["crossover_batch_fused"] / frame["crossover_batch_torch"] - 1.0)
+    return frame
+
+
+def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
+    """costmodel.crossover vs the baseline of FUSED_STRATEGIES with impl=torch and impl=fused, side by side.
+
+    shift_pct = 100 (fused / torch - 1). Cached on the scenario without its impl, so the sidebar's
+    torch/fused switch reuses it.
+    """
+    return _impl_crossover_frame(profile_text, spec.with_(impl=IMPLS[0]))
 
 
 # -- sweeps -------------------------------------------------------------------------------------------

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from costmodel import BASELINE, Profile
+from costmodel import BASELINE, InputError, Profile
+from costmodel.uncertainty import StrategyUncertainty
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
 from .state import Inputs
+
+FITTED_BOOTSTRAP = "statistical bootstrap: the measurements were resampled and refitted (calibration.fit)"
 
 
 @dataclass(frozen=True)
@@ -35,15 +38,44 @@ class Verdict:
     crossover_batch: float | None
     crossover_status: str
     crossover_direction: str | None
+    interval: StrategyUncertainty | None = None  # FOCUS saving / crossover intervals (profile bootstrap)
+
+    @property
+    def uncertain(self) -> bool:
+        """True when the interval of the FOCUS saving at this batch contains 0."""
+        return self.interval is not None and self.interval.verdict == "uncertain"
 
     def headline(self) -> str:
-        return f"Fastest at batch {self.batch:g}: {self.fastest}"
+        text = f"Fastest at batch {self.batch:g}: {self.fastest}"
+        if self.uncertain:
+            level = self.interval.saving_us.level
+            text += f" - uncertain: the {level:.0%} interval of the {FOCUS} saving spans 0"
+        return text
 
     def comparison(self) -> str:
         """One sentence: FOCUS against the baseline at this batch."""
         word = "faster" if self.focus_faster else "slower"
-        return (f"{FOCUS} is {word} than {BASELINE} by {abs(self.focus_saving_us):.2f} µs per draft step "
+        text = (f"{FOCUS} is {word} than {BASELINE} by {abs(self.focus_saving_us):.2f} µs per draft step "
                 f"({abs(self.focus_saving_pct):.1f}%) and {abs(self.focus_saving_decode_us):.2f} µs per decode step.")
+        if self.uncertain:
+            text += " That is the point estimate; within the profile's uncertainty either side may win."
+        return text
+
+    def interval_texts(self) -> tuple[str, str, str] | None:
+        """Interval captions of the saving per draft step, per decode step and the crossover batch tiles."""
+        u = self.interval
+        if u is None:
+            return None
+        pct = f"{u.saving_us.level:.0%}"
+        draft = f"{pct} interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs"
+        decode = f"{pct} interval: {u.saving_per_decode_step_us.low:+.2f} to {u.saving_per_decode_step_us.high:+.2f} µs"
+        if u.crossover_batch is None:
+            cross = "no replicate crosses in batch 1-65536"
+        else:
+            cross = f"{pct} interval: {u.crossover_batch.low:.1f} to {u.crossover_batch.high:.1f}"
+            if u.crossover_found_fraction < 1:
+                cross += f" ({u.crossover_found_fraction:.0%} of replicates cross)"
+        return draft, decode, cross
 
     def crossover_text(self) -> str:
         if self.crossover_batch is None:
@@ -53,8 +85,9 @@ class Verdict:
         return f"{FOCUS} wins {side} batch {self.crossover_batch:.1f}"
 
 
-def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame) -> Verdict:
-    """Verdict from a `data.point_frame` and a `data.crossover_frame`."""
+def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: StrategyUncertainty | None = None
+                 ) -> Verdict:
+    """Verdict from a `data.point_frame`, a `data.crossover_frame` and (optionally) `data.saving_interval`."""
     by = point.set_index("strategy")
     fastest = str(point.loc[point["fastest"], "strategy"].iloc[0])
     focus, best = by.loc[FOCUS], by.loc[fastest]
@@ -70,7 +103,29 @@ def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame) -> Verdict:
         crossover_batch=None if batch is None or (isinstance(batch, float) and math.isnan(batch)) else float(batch),
         crossover_status=str(cross["status"]),
         crossover_direction=None if not isinstance(cross["direction"], str) else cross["direction"],
+        interval=interval,
     )
+
+
+def bootstrap_method(profile: Profile) -> str:
+    """What the profile's replicates are: the top-level `bootstrap_method` text (the bundled derived profiles
+    say "derived ensemble, not a statistical bootstrap ..."), else the fitted profiles' statistical bootstrap."""
+    method = profile.raw.get("bootstrap_method")
+    return str(method) if method else FITTED_BOOTSTRAP
+
+
+def fused_provenance(profile: Profile) -> str:
+    """Plain sentence: are the profile's fused-kernel parameters measured or derived?"""
+    spec = profile.kernel_ops.get("local_argmax_fused")
+    if spec is None:
+        return "this profile has no fused-kernel parameters (local_argmax_fused)"
+    tables = sorted({t.op for t in profile.kernel_tables if t.op.endswith("_fused")})
+    text = f"fused-kernel parameters (local_argmax_fused) are {spec.provenance}"
+    if spec.provenance != "measured":
+        text += " - not measured on a GPU, so the fused crossover is an estimate"
+    if tables:
+        text += f"; measured tables: {', '.join(tables)}"
+    return text
 
 
 def provenance_line(profile: Profile) -> tuple[str, str]:
@@ -93,7 +148,7 @@ class Evaluation:
     point: pd.DataFrame
     crossovers: pd.DataFrame
     verdict: Verdict
-    interval_us: tuple[float, float] | None
+    interval_note: str | None = None  # why no interval is shown (no replicates, or unusable ones)
 
 
 def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
@@ -101,5 +156,12 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     text = profile_text(inputs.profile, uploaded)
     point = point_frame(text, inputs.spec, float(inputs.batch))
     crossovers = crossover_frame(text, inputs.spec)
-    return Evaluation(inputs, profile_from_text(text), text, point, crossovers, verdict_from(point, crossovers),
-                      saving_interval(text, inputs.spec, float(inputs.batch)))
+    profile = profile_from_text(text)
+    interval, note = None, None
+    try:
+        interval = saving_interval(text, inputs.spec, float(inputs.batch))
+    except InputError as exc:  # an uploaded profile's replicates may not price this scenario
+        note = f"no interval: {exc}"
+    if interval is None and note is None:
+        note = "no interval: this profile carries no bootstrap replicates"
+    return Evaluation(inputs, profile, text, point, crossovers, verdict_from(point, crossovers, interval), note)

@@ -19,11 +19,13 @@ from .data import (
     heat_vocab_row,
     heat_vocabs,
     impact_frame,
+    impl_crossover_frame,
     measured_points,
     sweep_frame,
 )
+from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
 from .tables import breakdown_table, csv_bytes, provenance_table, records_table, sweep_table, verdict_table
-from .verdict import Evaluation, provenance_line
+from .verdict import Evaluation, bootstrap_method, fused_provenance, provenance_line
 
 PROGRESS_AFTER_S = 0.05
 
@@ -72,12 +74,16 @@ def verdict(ev: Evaluation) -> None:
     tiles[3].metric("Fastest: saving / decode step", f"{v.best_saving_decode_us:+.2f} µs",
                     f"{v.best_saving_pct:+.1f}% per draft step", border=True,
                     help=f"{v.fastest} vs {BASELINE}")
+    intervals = v.interval_texts()
+    if intervals is not None:
+        for tile, text in zip(tiles, intervals):
+            tile.caption(text)
     st.markdown(v.comparison())
-    if ev.interval_us is not None:
-        lo, hi = ev.interval_us
-        st.caption(f"90% interval of the {FOCUS} saving per draft step: {lo:.2f} to {hi:.2f} µs (bootstrap)")
-    elif ev.profile.bootstrap:
-        st.caption("This profile carries bootstrap data; confidence intervals are not computed yet.")
+    if v.interval is not None:
+        st.caption(f"Intervals: the central {v.interval.saving_us.level:.0%} of {len(ev.profile.bootstrap)} "
+                   f"replicates of the profile - {bootstrap_method(ev.profile)}.")
+    elif ev.interval_note:
+        st.caption(ev.interval_note)
     if not v.focus_valid:
         st.warning(f"{FOCUS} packs ids into fp32, exact only below 2^24 ids: it is not valid for this vocab.")
     extrapolated = ev.point.loc[ev.point["extrapolated"], "strategy"].tolist()
@@ -100,6 +106,22 @@ def sweep_tab(ev: Evaluation) -> None:
     with st.expander("Crossover batches of every strategy vs the baseline"):
         st.dataframe(ev.crossovers, hide_index=True)
         download(ev.crossovers, "crossovers")
+    fused_panel(ev)
+
+
+def fused_panel(ev: Evaluation) -> None:
+    """Crossover batch vs the baseline with the torch ops and with the fused Triton kernels, side by side."""
+    table = impl_crossover_frame(ev.profile_text, ev.inputs.spec)
+    st.markdown(f"**Fused kernels**: crossover batch vs {BASELINE} with torch ops and with the fused Triton "
+                "kernels (other inputs as in the sidebar)")
+    st.dataframe(table, hide_index=True, column_config={
+        "crossover_batch_torch": st.column_config.NumberColumn("crossover batch (torch)", format="%.1f"),
+        "crossover_batch_fused": st.column_config.NumberColumn("crossover batch (fused)", format="%.1f"),
+        "status_torch": st.column_config.TextColumn("status (torch)"),
+        "status_fused": st.column_config.TextColumn("status (fused)"),
+        "shift_pct": st.column_config.NumberColumn("shift (%)", format="%+.1f")})
+    st.caption(f"{fused_provenance(ev.profile)}. Empty crossover: no sign change in batch 1-65536 (see status).")
+    download(table, "crossovers_torch_vs_fused")
 
 
 def breakdown_tab(ev: Evaluation) -> None:
@@ -117,6 +139,32 @@ def breakdown_tab(ev: Evaluation) -> None:
     with st.expander("Full prediction table (Prediction.to_frame())"):
         st.dataframe(ev.point, hide_index=True)
         download(ev.point, "prediction")
+
+
+def sensitivity_tab(ev: Evaluation) -> None:
+    inputs = ev.inputs
+    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
+                "per 1% change of one profile parameter (central difference, ±1%), top "
+                f"{SENSITIVITY_TOP} by size. Measured kernel tables are not perturbed.")
+    try:
+        with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
+            table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch))
+    except InputError as exc:
+        st.error(str(exc))
+        table = None
+    if table is not None and table.empty:
+        st.info("No profile parameter changes this saving.")
+    elif table is not None:
+        chart("sensitivity_chart", table.head(SENSITIVITY_TOP))
+        st.dataframe(table, hide_index=True, column_config={
+            "elasticity": st.column_config.NumberColumn(format="%+.3f"),
+            "saving_change_us_per_10pct": st.column_config.NumberColumn(format="%+.3f"),
+            "saving_us": st.column_config.NumberColumn(format="%.3f")})
+        download(table, "sensitivity")
+    with st.expander("How is this computed?"):
+        st.markdown(f"Every priced call of every strategy at batch {inputs.batch}, its formula with the numbers "
+                    "substituted (costmodel.explain); each strategy's calls add up to its total.")
+        st.code(explanation_text(ev.profile_text, inputs.spec, float(inputs.batch)), language=None)
 
 
 def _heat_rows(kind: str, values: tuple[int, ...], compute) -> tuple[pd.DataFrame, list[str]]:
@@ -163,7 +211,12 @@ def heatmaps_tab(ev: Evaluation) -> None:
 
 
 def calibration_tab(ev: Evaluation, measurements_csv: str | None) -> None:
-    profile = ev.profile
+    provenance_section(ev.profile)
+    validation_section(ev.inputs.profile)
+    measured_section(ev, measurements_csv)
+
+
+def provenance_section(profile: Profile) -> None:
     prov = profile.provenance
     st.markdown("**Provenance**")
     provenance_badge(profile)
@@ -179,12 +232,52 @@ def calibration_tab(ev: Evaluation, measurements_csv: str | None) -> None:
               "mixed": "background-color: #e2d9f3"}
     st.dataframe(parts.style.map(lambda v: colors.get(v, ""), subset=["provenance"]), hide_index=True)
     download(parts, "provenance")
-
     if profile.fit_report:
         st.markdown("**Fit report**")
         report = records_table(profile.fit_report)
         st.dataframe(report, hide_index=True)
         download(report, "fit_report")
+
+
+VALIDATION_CONFIG = {
+    "measured_us": st.column_config.NumberColumn("measured (us)", format="%.2f"),
+    "predicted_us": st.column_config.NumberColumn("predicted (us)", format="%.2f"),
+    "rel_error_pct": st.column_config.NumberColumn("relative error (%)", format="%+.1f"),
+    "median_abs_rel_error": None, "p90_abs_rel_error": None,
+    "median_abs_rel_error_pct": st.column_config.NumberColumn("median |rel. error| (%)", format="%.1f"),
+    "p90_abs_rel_error_pct": st.column_config.NumberColumn("p90 |rel. error| (%)", format="%.1f"),
+}
+
+
+def _validation_tables(name: str | None) -> None:
+    rows, summ = validation(name)
+    st.dataframe(rows, hide_index=True, column_config=VALIDATION_CONFIG)
+    download(rows, "validation")
+    st.markdown("**Per source**: median and p90 |relative error| (the `all` row: held-out rows only)")
+    st.dataframe(summ, hide_index=True, column_config=VALIDATION_CONFIG)
+    download(summ, "validation_summary")
+
+
+def validation_section(name: str) -> None:
+    """costmodel.validate on the reference rows (data/reference/*.csv) naming the selected profile."""
+    st.markdown("**Validation against reference points** (data/reference: published figures and this "
+                "project's measurements). Relative error = (predicted - measured) / measured; in-sample: the "
+                "profile was built from that figure, held-out: it was not.")
+    try:
+        counts = reference_profiles()
+        if name in counts:
+            st.caption(f"{counts[name]} reference rows name {name}.")
+            _validation_tables(name)
+            return
+        st.info(f"No reference row names the profile {name!r} (reference rows name: "
+                f"{', '.join(f'{k} ({v})' for k, v in counts.items())}).")
+        with st.expander("Validation table for all bundled profiles named in data/reference"):
+            _validation_tables(None)
+    except InputError as exc:
+        st.error(str(exc))
+
+
+def measured_section(ev: Evaluation, measurements_csv: str | None) -> None:
     points, notes = measured_points(ev.profile_text, measurements_csv)
     for note in notes:
         st.caption(note)

@@ -28,7 +28,10 @@ from costmodel import (
     load_profile,
     predict,
 )
+from costmodel.explain import format_explanation
 from costmodel.presets import preset, presets
+from costmodel.sensitivity import elasticities
+from costmodel.uncertainty import propagate
 from dashboard import data, state, tables, uploads
 from dashboard.verdict import evaluate
 
@@ -68,6 +71,17 @@ def metric(at: AppTest, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The one st.dataframe on the page that has `column`."""
+    found = [d.value for d in at.dataframe if column in d.value.columns]
+    assert len(found) == 1, f"{len(found)} tables with column {column!r}"
+    return found[0]
+
+
+def captions(at: AppTest) -> list[str]:
+    return [c.value for c in at.caption]
+
+
 # -- the app ------------------------------------------------------------------------------------------
 def test_defaults_run_clean_and_match_costmodel():
     at = run_app()
@@ -100,11 +114,120 @@ def test_verdict_flips_at_the_crossover():
         at.number_input(key="batch").set_value(batch).run()
         assert not at.exception and not at.error
         best = predict(sc.with_(batch=batch), profile).best().item()
-        assert headline(at) == f"Fastest at batch {batch}: {best}"
+        assert headline(at).split(" - uncertain")[0] == f"Fastest at batch {batch}: {best}"
         texts[batch] = (headline(at), comparison(at))
     assert f"{FOCUS} is slower than {BASELINE}" in texts[below][1]
     assert f"{FOCUS} is faster than {BASELINE}" in texts[above][1]
     assert texts[below][0] != texts[above][0]
+
+
+def test_default_verdict_shows_the_intervals_of_the_derived_ensemble():
+    at = run_app()
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    u = propagate(sc, profile, level=0.9)[FOCUS]
+    shown = captions(at)
+    assert f"90% interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs" in shown
+    decode = u.saving_per_decode_step_us
+    assert f"90% interval: {decode.low:+.2f} to {decode.high:+.2f} µs" in shown
+    assert f"90% interval: {u.crossover_batch.low:.1f} to {u.crossover_batch.high:.1f}" in shown
+    method = profile.raw["bootstrap_method"]
+    assert method.startswith("derived ensemble")
+    assert any(method in c and f"{len(profile.bootstrap)} replicates" in c for c in shown)
+    assert not any("not computed yet" in c for c in shown)
+    assert u.verdict == "faster" and "uncertain" not in headline(at)
+
+
+def test_near_the_crossover_the_verdict_is_uncertain():
+    at = run_app()
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    batch = round(crossover(sc, FOCUS, profile).batch)
+    u = propagate(sc.with_(batch=batch), profile, level=0.9)[FOCUS]
+    assert u.saving_us.straddles_zero()  # the scenario really is uncertain: the test can fail
+    at.number_input(key="batch").set_value(batch).run()
+    assert not at.exception and not at.error
+    assert headline(at).endswith(f" - uncertain: the 90% interval of the {FOCUS} saving spans 0")
+    assert f"90% interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs" in captions(at)
+    assert "either side may win" in comparison(at)
+
+
+def test_sensitivity_view_matches_costmodel():
+    at = run_app({"tab": "Sensitivity"})
+    assert not at.error and at.query_params["tab"] == "Sensitivity"
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    expected = elasticities(sc, profile, FOCUS)
+    shown = frame_with(at, "elasticity")
+    assert len(shown) == len(expected)
+    assert shown.iloc[0]["parameter"] == expected.iloc[0]["parameter"]
+    assert shown.iloc[0]["elasticity"] == pytest.approx(expected.iloc[0]["elasticity"])
+    assert shown.iloc[0]["saving_us"] == pytest.approx(pred_saving := predict(sc, profile).saving_us(FOCUS).item())
+    assert pred_saving != 0
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 1  # the bar chart of the top 12
+    bars = json.loads(charts[0].proto.spec)["layer"][0]["encoding"]["y"]
+    assert bars["field"] == "parameter" and bars["sort"] == list(expected["parameter"][:12])
+    how = next(e for e in at.expander if e.label == "How is this computed?")
+    assert how.code[0].value == format_explanation(predict(sc, profile))
+
+
+def reference_rows(profile: str | None) -> int:
+    frames = [pd.read_csv(path) for path in sorted((ROOT / "data/reference").glob("*.csv"))]
+    named = pd.concat(frames, ignore_index=True)["profile"].fillna("")
+    return int((named == profile).sum()) if profile else int((named != "").sum())
+
+
+def test_validation_table_for_the_selected_profile():
+    at = run_app({"tab": "Calibration", "profile": "h200-sxm-nvlink"})
+    assert not at.error
+    rows = frame_with(at, "rel_error_pct")
+    assert len(rows) == reference_rows("h200-sxm-nvlink") > 0
+    assert set(rows["profile"]) == {"h200-sxm-nvlink"}
+    assert set(rows["check"]) <= {"in-sample", "held-out"}
+    assert rows["rel_error_pct"].to_numpy() == pytest.approx(
+        100 * (rows["predicted_us"] - rows["measured_us"]).to_numpy() / rows["measured_us"].to_numpy())
+    summ = frame_with(at, "p90_abs_rel_error_pct")
+    per_file = summ[summ["file"] != "all"]
+    assert per_file["n"].sum() == len(rows)
+    held = rows.loc[rows["check"] == "held-out", "rel_error_pct"].abs()
+    overall = summ[summ["file"] == "all"].iloc[0]
+    assert overall["median_abs_rel_error_pct"] == pytest.approx(held.median())
+    # a profile no reference row names: said so, and the table of every named bundled profile is offered
+    doc = json.loads((ROOT / "data/profiles/h100-sxm-nvlink.json").read_text())
+    doc["name"] = "my-cluster"
+    at.file_uploader(key="upload").set_value(("mine.json", json.dumps(doc).encode(), "application/json"))
+    at.run()
+    assert not at.exception and not at.error
+    assert any("No reference row names the profile 'upload: my-cluster'" in i.value for i in at.info)
+    rows = frame_with(at, "rel_error_pct")
+    assert len(rows) == reference_rows(None)
+    assert {"h200-sxm-nvlink", "h100-sxm-nvlink"} <= set(rows["profile"])
+
+
+def test_fused_panel_shows_both_crossovers():
+    at = run_app()
+    sc = shown_scenario(at, batch=1)
+    profile = load_profile(at.session_state["profile"])
+    panel = frame_with(at, "crossover_batch_fused").set_index("strategy")
+    assert list(panel.index) == [FOCUS, "packed_allreduce_max"]
+    for name in panel.index:
+        for impl in ("torch", "fused"):
+            c = crossover(sc.with_(impl=impl), name, profile, batch_range=(1.0, 65536.0))
+            assert panel.loc[name, f"status_{impl}"] == c.status
+            if c.batch is None:
+                assert np.isnan(panel.loc[name, f"crossover_batch_{impl}"])
+            else:
+                assert panel.loc[name, f"crossover_batch_{impl}"] == pytest.approx(c.batch)
+    prov = profile.kernel_ops["local_argmax_fused"].provenance
+    assert any(f"fused-kernel parameters (local_argmax_fused) are {prov}" in c for c in captions(at))
+    # the sidebar's torch/fused switch changes the verdict, not the side-by-side panel
+    at.radio(key="impl").set_value("fused").run()
+    assert not at.error and at.query_params["impl"] == "fused"
+    after = frame_with(at, "crossover_batch_fused").set_index("strategy")
+    pd.testing.assert_frame_equal(after, panel)
+    cross = crossover(sc.with_(impl="fused"), FOCUS, profile)
+    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else f"{cross.batch:.1f}")
 
 
 def test_query_params_restore_the_view():
