@@ -107,25 +107,21 @@ class _Ctx:
                          calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),))
 
     def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False) -> Component:
-        sc = self.sc
-        name = op
+        """A kernel component; with fusable=True, `<op>_fused` prices the scenarios whose impl is "fused"."""
+        args = {"cols": cols, "world_size": world_size, "draft_cols": draft_cols}
+
+        def estimate(name: str):
+            return kernel_time_us(self.profile, name, rows=self.rows, cols=cols, world_size=world_size,
+                                  dtype=self.sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
+
+        est = estimate(op)
+        t, x = est.time_us, est.extrapolated
+        calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         if fusable and np.any(self.fused):
-            name = f"{op}_fused"
-            # fused kernels only where impl == "fused"; evaluate both and pick
-            torch_est = kernel_time_us(self.profile, op, rows=self.rows, cols=cols, world_size=world_size,
-                                       dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
-            fused_est = kernel_time_us(self.profile, name, rows=self.rows, cols=cols, world_size=world_size,
-                                       dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
-            t = np.where(self.fused, fused_est.time_us, torch_est.time_us)
-            x = np.where(self.fused, fused_est.extrapolated, torch_est.extrapolated)
-        else:
-            est = kernel_time_us(self.profile, op, rows=self.rows, cols=cols, world_size=world_size,
-                                 dtype=sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
-            t, x = est.time_us, est.extrapolated
-        calls = (Call("kernel", name, {"cols": cols, "world_size": world_size, "draft_cols": draft_cols},
-                      when & (self.fused if name != op else True)),)
-        if name != op:
-            calls += (Call("kernel", op, calls[0].args, when & ~self.fused),)
+            fused = estimate(f"{op}_fused")
+            t = np.where(self.fused, fused.time_us, t)
+            x = np.where(self.fused, fused.extrapolated, x)
+            calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
         return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls)
 
     def argmax_full(self) -> Component:

@@ -122,6 +122,7 @@ def test_predict_json_carries_intervals(capsys):
     {"vocab": 128256, "draft_vocab": 32000, "d2t": True, "tp": 4, "batch": 3, "mode": "eager"},
     {"vocab": 151936, "tp": 2, "nodes": 2, "batch": 2048, "dtype": "fp32"},
     {"vocab": 32000, "tp": 1, "batch": 16},
+    {"vocab": 202048, "tp": 8, "batch": 4, "impl": "fused", "mode": "eager"},
 ])
 def test_explanations_sum_to_totals(kwargs):
     pred = predict(Scenario(**kwargs), H200)
