@@ -67,9 +67,19 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
     return frame
 
 
-@st.cache_data(**_CACHE)
+def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
+    """The spec with K = 1 when drafting is serial: a draft call then prices B rows whatever K is, so the
+    per-draft-step saving - and its crossover batch - do not depend on K, and K edits reuse the cache."""
+    return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" else spec
+
+
 def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     """costmodel.crossover of every strategy against the baseline over batch 1..65536 (batch-independent)."""
+    return _crossover_frame(profile_text, per_draft_step(spec))
+
+
+@st.cache_data(**_CACHE)
+def _crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     profile = profile_from_text(profile_text)
     rows = []
     for name in STRATEGIES:
@@ -104,7 +114,7 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
     at_batch = _saving_interval_at(profile_text, spec, float(batch))
     if at_batch is None:
         return None
-    cross = _crossover_interval(profile_text, spec)
+    cross = _crossover_interval(profile_text, per_draft_step(spec))
     return replace(at_batch, crossover_batch=cross.crossover_batch,
                    crossover_found_fraction=cross.crossover_found_fraction)
 
@@ -134,7 +144,7 @@ def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     shift_pct = 100 (fused / torch - 1). Cached on the scenario without its impl, so the sidebar's
     torch/fused switch reuses it.
     """
-    return _impl_crossover_frame(profile_text, spec.with_(impl=IMPLS[0]))
+    return _impl_crossover_frame(profile_text, per_draft_step(spec).with_(impl=IMPLS[0]))
 
 
 # -- sweeps -------------------------------------------------------------------------------------------

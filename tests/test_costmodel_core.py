@@ -282,3 +282,15 @@ def test_dtype_free_kernel_tables_apply_to_every_logits_dtype():
                                                                        np.log([3.0, 30.0])))))
     arg = kernel_time_us(prof, "argmax", rows=32, cols=1, world_size=8, dtype="bf16")  # dtype-specific: roofline
     assert float(arg.time_us) != pytest.approx(float(pair.time_us))
+
+
+def test_serial_crossover_does_not_depend_on_k():
+    """The dashboard caches crossovers per draft step: with serial drafting K only scales the decode step."""
+    for k in (2, 7):
+        for name in ("local_argmax_pairs", "full_all_gather_no_relayout"):
+            one = crossover(Scenario(vocab=151936, tp=4, num_spec_tokens=1), name, H200)
+            many = crossover(Scenario(vocab=151936, tp=4, num_spec_tokens=k), name, H200)
+            assert many.batch == pytest.approx(one.batch)
+    par = crossover(Scenario(vocab=151936, tp=4, num_spec_tokens=4, drafting="parallel"), "local_argmax_pairs", H200)
+    one = crossover(Scenario(vocab=151936, tp=4, num_spec_tokens=1), "local_argmax_pairs", H200)
+    assert par.batch == pytest.approx(one.batch / 4, rel=1e-3)  # parallel: B*K rows per call
