@@ -28,7 +28,7 @@ from costmodel import (
 )
 from costmodel.profile import PROFILE_DIR
 from costmodel.schema import COLLECTIVE_OPS, read_measurements
-from costmodel.uncertainty import StrategyUncertainty, propagate
+from costmodel.uncertainty import Interval, StrategyUncertainty, propagate
 
 from . import REPO_ROOT
 from .state import IMPLS, ScenarioSpec
@@ -70,7 +70,7 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
 def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
     """The spec with K = 1 when drafting is serial: a draft call then prices B rows whatever K is, so the
     per-draft-step saving - and its crossover batch - do not depend on K, and K edits reuse the cache."""
-    return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" else spec
+    return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" and spec.num_spec_tokens != 1 else spec
 
 
 def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
@@ -109,12 +109,18 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
     costmodel.uncertainty.propagate over the profile's `bootstrap` replicates; the interval runs from the
     5th to the 95th percentile. Two cached calls: the saving at `batch` (with_crossover=False), and the
     crossover over the 257-point log grid of batch 1..65536, which does not depend on the batch - so a batch
-    edit re-prices only the one batch. None when the profile carries no replicates: never invented.
+    edit re-prices only the one batch. Both are cached per draft step (`per_draft_step`); with serial drafting
+    the decode-step interval is the draft-step interval times K (each replicate's saving scales by K > 0).
+    None when the profile carries no replicates: never invented.
     """
-    at_batch = _saving_interval_at(profile_text, spec, float(batch))
+    step_spec = per_draft_step(spec)
+    at_batch = _saving_interval_at(profile_text, step_spec, float(batch))
     if at_batch is None:
         return None
-    cross = _crossover_interval(profile_text, per_draft_step(spec))
+    if step_spec is not spec:  # serial drafting: K calls per decode step
+        k, draft = spec.num_spec_tokens, at_batch.saving_us
+        at_batch = replace(at_batch, saving_per_decode_step_us=Interval(draft.low * k, draft.high * k, draft.level))
+    cross = _crossover_interval(profile_text, step_spec)
     return replace(at_batch, crossover_batch=cross.crossover_batch,
                    crossover_found_fraction=cross.crossover_found_fraction)
 
