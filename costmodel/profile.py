@@ -154,12 +154,10 @@ class Profile:
                 return t
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.raw)
-
 
 # -- validation helpers --------------------------------------------------------
-def _get(obj: Any, key: str, where: str, kind: type | tuple[type, ...], *, default: Any = ...) -> Any:
+def _get(obj: Any, key: str, where: str, kind: type, *, default: Any = ...) -> Any:
+    """obj[key] checked against `kind` (float: any finite non-bool number; int: a non-bool integer)."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected an object")
     if key not in obj or obj[key] is None:
@@ -167,7 +165,7 @@ def _get(obj: Any, key: str, where: str, kind: type | tuple[type, ...], *, defau
             return default
         raise InputError(f"{where}.{key}: missing")
     value = obj[key]
-    if kind in (float, (int, float)) or kind is float:
+    if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise InputError(f"{where}.{key}: expected a finite number, got {value!r}")
         return float(value)
