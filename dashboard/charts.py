@@ -157,10 +157,11 @@ def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
     """Residuals (measured - predicted) / predicted in % per point, faceted by mode and world size."""
     base = alt.Chart().encode(x=alt.X("bytes_per_rank:Q", scale=alt.Scale(type="log"), title="bytes per rank"))
     dots = base.mark_point(filled=True, size=30).encode(
-        y=alt.Y("residual_pct:Q", title="residual (%)"), color=alt.Color("op:N", legend=alt.Legend(orient="bottom")),
+        y=alt.Y("rel_error_pct:Q", title="(predicted - measured) / measured (%)"),
+        color=alt.Color("op:N", legend=alt.Legend(orient="bottom")),
         tooltip=["op:N", "world_size:O", "mode:N", alt.Tooltip("bytes_per_rank:Q", format=",.0f"),
                  alt.Tooltip("measured_median_us:Q", format=".2f"), alt.Tooltip("predicted_us:Q", format=".2f"),
-                 alt.Tooltip("residual_pct:Q", format=".1f")])
+                 alt.Tooltip("rel_error_pct:Q", format=".1f")])
     zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
     layer = alt.layer(dots, zero, data=points).properties(width=260, height=140)
     return layer.facet(column=alt.Column("world_size:O", title="world size"), row=alt.Row("mode:N", title=None))

@@ -26,12 +26,13 @@ from costmodel import (
     parse_profile,
     predict,
 )
+from costmodel.points import predict_points
 from costmodel.profile import PROFILE_DIR
 from costmodel.schema import COLLECTIVE_OPS, read_measurements
 from costmodel.uncertainty import Interval, StrategyUncertainty, propagate
 
 from . import REPO_ROOT
-from .state import IMPLS, ScenarioSpec
+from .state import BATCH_STEPS, IMPLS, ScenarioSpec
 from .uploads import read_measurement_csv
 
 FOCUS = "local_argmax_pairs"  # the strategy the verdict and heatmaps compare with the baseline
@@ -68,9 +69,11 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
 
 
 def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
-    """The spec with K = 1 when drafting is serial: a draft call then prices B rows whatever K is, so the
-    per-draft-step saving - and its crossover batch - do not depend on K, and K edits reuse the cache."""
-    return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" and spec.num_spec_tokens != 1 else spec
+    """The spec without its hidden size (informational only) and, when drafting is serial, with K = 1: a draft
+    call then prices B rows whatever K is, so the per-draft-step saving - and its crossover batch - do not
+    depend on K, and K or hidden-size edits reuse the cache."""
+    spec = spec.with_(hidden=None)  # informational only: never changes a price
+    return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" else spec
 
 
 def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
@@ -117,7 +120,7 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
     at_batch = _saving_interval_at(profile_text, step_spec, float(batch))
     if at_batch is None:
         return None
-    if step_spec is not spec:  # serial drafting: K calls per decode step
+    if spec.drafting == "serial":  # K calls per decode step
         k, draft = spec.num_spec_tokens, at_batch.saving_us
         at_batch = replace(at_batch, saving_per_decode_step_us=Interval(draft.low * k, draft.high * k, draft.level))
     cross = _crossover_interval(profile_text, step_spec)
@@ -157,7 +160,7 @@ def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
 def batch_grid(batch_min: float, batch_max: float, points: int = SWEEP_POINTS) -> np.ndarray:
     """Log-spaced batches from batch_min to batch_max (plus every power of two between)."""
     lo, hi = float(batch_min), float(max(batch_max, batch_min * 2))
-    pow2 = 2.0 ** np.arange(0, 17)
+    pow2 = np.asarray(BATCH_STEPS, dtype=float)
     grid = np.concatenate([np.geomspace(lo, hi, points), pow2[(pow2 >= lo) & (pow2 <= hi)]])
     return np.unique(np.round(grid, 6))
 
@@ -174,7 +177,7 @@ def sweep_frame(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max
 
 def heat_batches(batch_min: int, batch_max: int) -> tuple[int, ...]:
     """Powers of two in the chart range (the heatmap's batch axis)."""
-    return tuple(b for b in (2**i for i in range(17)) if batch_min <= b <= max(batch_max, batch_min))
+    return tuple(b for b in BATCH_STEPS if batch_min <= b <= max(batch_max, batch_min))
 
 
 def heat_vocabs(spec: ScenarioSpec) -> tuple[int, ...]:
@@ -223,10 +226,8 @@ def impact_frame(point: pd.DataFrame, itl_ms: float, acceptance_length: float) -
     rows = []
     for name in names:
         saving = float(point.loc[point["strategy"] == name, "saving_per_decode_step_us"].iloc[0])
-        result = impact(saving, itl_ms, acceptance_length, name)
-        rows.append({"strategy": name, "saving_per_decode_step_us": saving, "itl_before_ms": result.itl_before_ms,
-                     "itl_after_ms": result.itl_after_ms, "tpot_before_ms": result.tpot_before_ms,
-                     "tpot_after_ms": result.tpot_after_ms, "speedup_pct": result.speedup_pct})
+        rows.append({"strategy": name, "saving_per_decode_step_us": saving,
+                     **impact(saving, itl_ms, acceptance_length, name).to_dict()})
     return pd.DataFrame(rows)
 
 
@@ -253,38 +254,30 @@ def measured_points(profile_text: str, measurements_csv: str | None, root: str =
                     ) -> tuple[pd.DataFrame, list[str]]:
     """Measured collective points (upload and provenance.files) next to the profile's prediction.
 
-    residual_pct = 100 * (measured_median_us - predicted_us) / predicted_us.
+    costmodel.points.predict_points prices them; rel_error_pct = 100 (predicted - measured) / measured,
+    the convention of costmodel.validate.
     """
     profile = profile_from_text(profile_text)
-    frames, notes = [], []
+    sources, notes = [], []
     if measurements_csv:
-        frames.append(read_measurement_csv(measurements_csv, "upload").assign(file="upload"))
+        sources.append(("upload", lambda: read_measurement_csv(measurements_csv, "upload")))
     paths, file_notes = measurement_files(profile, Path(root))
     notes += file_notes
-    for path in paths:
+    sources += [(str(path.relative_to(Path(root).resolve())), lambda path=path: read_measurements(path))
+                for path in paths]
+    frames = []
+    for label, read in sources:
         try:
-            frames.append(read_measurements(path).assign(file=str(path.relative_to(Path(root).resolve()))))
+            frame = read()
+            frames.append(predict_points(frame[frame["op"].isin(COLLECTIVE_OPS)], profile).assign(file=label))
         except InputError as exc:
             notes.append(str(exc))
     columns = ["file", "op", "world_size", "nodes", "mode", "dtype", "bytes_per_rank", "measured_median_us",
-               "predicted_us", "residual_pct"]
+               "predicted_us", "rel_error_pct"]
     if not frames:
         return pd.DataFrame(columns=columns), notes
-    data = pd.concat(frames, ignore_index=True)
-    data = data[data["op"].isin(COLLECTIVE_OPS)].rename(columns={"median_us": "measured_median_us"})
-    parts = []
-    for (op, mode), group in data.groupby(["op", "mode"], sort=True):
-        try:
-            predicted = collective_time_us(profile, str(op), group["bytes_per_rank"].to_numpy(),
-                                           group["world_size"].to_numpy(), group["nodes"].to_numpy(), str(mode))
-        except InputError as exc:
-            notes.append(str(exc))
-            continue
-        parts.append(group.assign(predicted_us=predicted))
-    if not parts:
-        return pd.DataFrame(columns=columns), notes
-    out = pd.concat(parts, ignore_index=True)
-    out["residual_pct"] = 100.0 * (out["measured_median_us"] - out["predicted_us"]) / out["predicted_us"]
+    out = pd.concat(frames, ignore_index=True).rename(columns={"median_us": "measured_median_us"})
+    out["rel_error_pct"] = 100.0 * (out["predicted_us"] - out["measured_median_us"]) / out["measured_median_us"]
     return out[columns].sort_values(["op", "mode", "world_size", "bytes_per_rank"], ignore_index=True), notes
 
 

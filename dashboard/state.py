@@ -199,9 +199,9 @@ def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: S
             warnings.append(f"ignored query parameter {key}={text!r}: {reason}")
     inputs = replace(inputs, **changes)
     if inputs.batch_min not in BATCH_STEPS or inputs.batch_max not in BATCH_STEPS \
-            or inputs.batch_min >= inputs.batch_max:
+            or inputs.batch_min > inputs.batch_max:
         warnings.append(f"ignored query parameters bmin={inputs.batch_min}, bmax={inputs.batch_max}: "
-                        "need powers of two with bmin < bmax")
+                        "need powers of two with bmin <= bmax")
         inputs = replace(inputs, batch_min=Inputs.batch_min, batch_max=Inputs.batch_max)
     return inputs, warnings
 

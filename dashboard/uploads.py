@@ -20,6 +20,8 @@ import pandas as pd
 from costmodel import InputError, Profile, parse_profile
 from costmodel.schema import validate_measurements
 
+from .state import UPLOAD_PREFIX
+
 MAX_UPLOAD_BYTES = 20 * 2**20  # keep in step with server.maxUploadSize in .streamlit/config.toml
 UPLOAD_TYPES = ("json", "csv", "txt", "log")
 NEEDS_FIT = "fitting uploads needs calibration.fit"
@@ -36,7 +38,7 @@ class UploadedProfile:
 
     @property
     def label(self) -> str:
-        return f"upload: {self.profile.name}"
+        return f"{UPLOAD_PREFIX}{self.profile.name}"
 
 
 def _decode(file_name: str, data: bytes) -> str:

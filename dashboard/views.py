@@ -193,19 +193,21 @@ def heatmaps_tab(ev: Evaluation) -> None:
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
     st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)**: blue = {FOCUS} faster, "
                 f"red = {BASELINE} faster.")
-    vocab, skipped = _heat_rows("draft vocab", heat_vocabs(inputs.spec),
-                                lambda v: heat_vocab_row(text, inputs.spec, v, batches))
-    st.markdown(f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)")
-    if not vocab.empty:
-        chart("heatmap", vocab, "draft_vocab", "draft vocab")
-        download(vocab, "saving_batch_x_draft_vocab")
-    for line in skipped:
-        st.caption(line)
-    tp, skipped = _heat_rows("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches))
-    st.markdown(f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})")
-    if not tp.empty:
-        chart("heatmap", tp, "tp", "TP size")
-        download(tp, "saving_batch_x_tp")
+    _heatmap("draft vocab", heat_vocabs(inputs.spec), lambda v: heat_vocab_row(text, inputs.spec, v, batches),
+             f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)", "draft_vocab",
+             "draft vocab", "saving_batch_x_draft_vocab")
+    _heatmap("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches),
+             f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})", "tp", "TP size",
+             "saving_batch_x_tp")
+
+
+def _heatmap(kind: str, values: tuple[int, ...], compute, caption: str, field: str, title: str, name: str) -> None:
+    """One heatmap of the FOCUS saving: rows from `compute(value)`, its CSV, and the rows the model rejected."""
+    frame, skipped = _heat_rows(kind, values, compute)
+    st.markdown(caption)
+    if not frame.empty:
+        chart("heatmap", frame, field, title)
+        download(frame, name)
     for line in skipped:
         st.caption(line)
 
@@ -310,7 +312,7 @@ def impact_tab(ev: Evaluation) -> None:
         for j, metric in enumerate(("itl", "tpot")):
             before, after = row[f"{metric}_before_ms"], row[f"{metric}_after_ms"]
             cols[(2 * i + j) % 4].metric(f"{metric.upper()} with {row['strategy']}", f"{after:.3f} ms",
-                                         f"{after - before:+.3f} ms ({100 * (after - before) / before:+.2f}%)",
+                                         f"{after - before:+.3f} ms ({-row['speedup_pct']:+.2f}%)",
                                          delta_color="inverse", border=True)
     chart("impact_chart", table, stretch=False)
     st.dataframe(table, hide_index=True)

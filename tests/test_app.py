@@ -360,7 +360,7 @@ def test_nccl_tests_log_upload_is_fitted_and_plotted():
     points, notes = data.measured_points(at.session_state["_uploads"]["upload: ag8"],
                                          at.session_state["_measurements"]["upload: ag8"])
     assert len(points) == 17 and notes == []
-    assert points["residual_pct"].abs().max() < 2.0  # the model's own shape fits these points closely
+    assert points["rel_error_pct"].abs().max() < 2.0  # the model's own shape fits these points closely
 
 
 @pytest.mark.parametrize("tab", state.TABS)
@@ -393,13 +393,21 @@ def test_query_params_round_trip():
              state.Inputs(profile="a100-sxm-nvlink", preset="custom", vocab=1000, draft_vocab=640, d2t=True,
                           hidden=64, tp=16, nodes=2, dtype="fp16", k=7, drafting="parallel", mode="eager",
                           impl="fused", batch=5, batch_min=4, batch_max=64, itl_ms=9.5, acceptance_length=1.5,
-                          tab="Heatmaps")]
+                          tab="Heatmaps"),
+             state.Inputs(batch_min=64, batch_max=64)]  # the range slider allows equal ends
     for inputs in cases:
         params = state.to_query_params(inputs)
         assert all(isinstance(v, str) for v in params.values())
         back, warnings = state.parse_query_params(params, profiles=PROFILES, presets=presets_)
         assert warnings == [] and back == inputs
         assert state.inputs_from_session(state.session_values(inputs)) == inputs
+
+
+def test_cache_keys_ignore_what_never_changes_a_per_draft_step_price():
+    spec = state.Inputs(hidden=5120, k=5).spec
+    assert data.per_draft_step(spec) == data.per_draft_step(spec.with_(hidden=8192, num_spec_tokens=2))
+    parallel = spec.with_(drafting="parallel")
+    assert data.per_draft_step(parallel).num_spec_tokens == 5  # parallel: B*K rows per call
 
 
 def test_preset_params_fill_the_model_numbers():
@@ -561,7 +569,7 @@ def test_impact_csv(ev):
 
 
 def test_calibration_points_and_residuals(tmp_path):
-    frame = measurement_csv(scale=2.0)  # measured = 2 x the profile's prediction -> residual +100 %
+    frame = measurement_csv(scale=2.0)  # measured = 2 x the profile prediction -> error -50 %
     (tmp_path / "runs").mkdir()
     frame.to_csv(tmp_path / "runs" / "ag.csv", index=False)
     doc = json.loads((ROOT / "data/profiles/h200-sxm-nvlink.json").read_text())
@@ -569,7 +577,7 @@ def test_calibration_points_and_residuals(tmp_path):
     text = json.dumps(doc)
     points, notes = data.measured_points(text, None, str(tmp_path))
     assert len(points) == len(frame)
-    assert points["residual_pct"].to_numpy() == pytest.approx(100.0)
+    assert points["rel_error_pct"].to_numpy() == pytest.approx(-50.0)  # predicted = measured / 2
     assert set(points["file"]) == {"runs/ag.csv"}
     assert notes == ["runs/missing.csv: not in this checkout", "../outside.csv: outside the repository, not read"]
     curves = data.fitted_curves(text, points)
@@ -581,7 +589,7 @@ def test_calibration_points_and_residuals(tmp_path):
     # an uploaded measurement CSV is plotted too
     points, _ = data.measured_points(text, frame.to_csv(index=False), str(tmp_path))
     assert set(points["file"]) == {"runs/ag.csv", "upload"}
-    assert "residual_pct" in parse_csv(points).columns
+    assert "rel_error_pct" in parse_csv(points).columns
 
 
 def test_provenance_and_fit_report_tables():
