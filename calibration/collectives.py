@@ -23,15 +23,17 @@ then an all_reduce(MAX) of that time over the group gives the sample - the
 collective is as slow as its slowest rank. In CUDA-graph mode (NCCL only)
 `--graph-ops` calls are captured in one torch.cuda.CUDAGraph and a sample is
 replay time / graph-ops. Samples repeat until the median's 95% CI is within
-`--rel-tol` (calibration.timing.converged), `--max-iters` samples, or
-`--point-time-s` seconds; group rank 0 decides and broadcasts the stop flag,
-so every rank stops together. Every point's result is checked once against
+`--rel-tol` (calibration.timing.converged, checked at 10 samples and every 8
+after), `--max-iters` samples, or `--point-time-s` seconds; group rank 0
+decides and broadcasts the stop flag, so every rank stops together. Every point's result is checked once against
 the known per-rank pattern before timing.
 
 Rows go to DIR/collectives.csv (costmodel.schema columns + `label`), one
 fsynced row per measured (point, mode), so a crash keeps what was measured;
 `--resume` skips rows already there. DIR/provenance.json records hosts, GPUs,
-versions, NCCL_* variables, the command line and start / end time.
+versions, NCCL_* variables, the command line and start / end time; an earlier
+record there (a previous run, or calibration.kernels' into the same DIR) is kept
+under "previous_runs".
 
 Failures: bad flags or an unusable backend -> one line, exit 2. A rank that
 dies makes the survivors' next collective raise (gloo) -> one line, exit 3;
@@ -41,9 +43,7 @@ a hang -> the watchdog prints one line after `--watchdog-s` and exits 3.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -55,18 +55,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from costmodel.errors import InputError
+from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
 
 from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
-from .provenance import ProvenanceFile, collect_provenance, now_iso
+from .provenance import ProvenanceFile, collect_provenance, now_iso, with_previous_runs
 from .results import RowWriter, existing_keys, point_key
-from .timing import Stats, converged
+from .timing import Stats, check_due, converged
 
 EXIT_INPUT = 2
 EXIT_RUNTIME = 3
 CSV_NAME = "collectives.csv"
 PROVENANCE_NAME = "provenance.json"
+MIN_ITERS = 10  # samples before the stopping rule is first evaluated (calibration.timing.converged)
 EXTRA_COLUMNS = ("label",)
 DIE_ENV = "CALIB_TEST_DIE_AFTER_POINTS"  # test hook: rank 1 os._exit()s after this many points
 MIB = 1024 * 1024
@@ -85,11 +86,6 @@ class Terminated(BaseException):
 
 
 # --------------------------------------------------------------------------- flags
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + 2 lines)
-        raise InputError(message)
-
-
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -105,7 +101,7 @@ def _str_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="torchrun ... -m calibration.collectives",
+    p = OneLineParser(prog="torchrun ... -m calibration.collectives",
                 description="Time all_gather / all_reduce / gather / broadcast over TP sub-groups.")
     p.add_argument("--backend", required=True, choices=("nccl", "gloo"))
     p.add_argument("--out", required=True, type=Path, help="output directory (collectives.csv, provenance.json)")
@@ -391,7 +387,7 @@ class Sampler:
             out.append(float(self.side.item()))
             if self.grank == 0:
                 stop = (len(out) >= cfg.max_iters or time.monotonic() - t0 >= cfg.point_time_s
-                        or converged(out, rel_tol=cfg.rel_tol))
+                        or (check_due(len(out), MIN_ITERS) and converged(out, cfg.rel_tol, MIN_ITERS)))
                 self.flag.fill_(int(stop))
             dist.broadcast(self.flag, src=0, group=self.group)
             if int(self.flag.item()):
@@ -416,15 +412,14 @@ def _graph_launcher(runner: PointRunner, calls: int) -> Callable[[], None]:
                 runner.call()
         torch.cuda.synchronize()
     except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BenchError(f"CUDA-graph capture of {runner.point.describe()} failed ({first}); "
+        raise BenchError(f"CUDA-graph capture of {runner.point.describe()} failed ({first_line(exc)}); "
                          "rerun with --modes eager") from None
     return graph.replay
 
 
 # --------------------------------------------------------------------------- output files
 def prepare_csv(path: Path, resume: bool) -> set[tuple[str, ...]]:
-    """Keys already measured (resume), after checking the header and dropping a torn last line."""
+    """Keys already measured (resume), after checking the header (`existing_keys` drops a torn last line)."""
     if not path.exists() or path.stat().st_size == 0:
         return set()
     if not resume:
@@ -434,13 +429,7 @@ def prepare_csv(path: Path, resume: bool) -> set[tuple[str, ...]]:
         header = fh.readline().strip().split(",")
     if header != expected:
         raise InputError(f"{path}: header does not match this benchmark's columns; cannot --resume it")
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-        print(f"note: dropped a torn last line of {path}", file=sys.stderr)
-    return existing_keys(path)
+    return existing_keys(path)  # drops a torn last line first
 
 
 def _row(cfg: Config, gpu: str, point: Point, mode: str, nodes: int, stats: Stats | None = None) -> dict[str, Any]:
@@ -457,18 +446,8 @@ class PointFailed(RuntimeError):
     """A collective raised while measuring `where` (typically: a peer rank died)."""
 
     def __init__(self, where: str, cause: BaseException):
-        super().__init__(f"collective {where} failed: {_first_line(cause)}")
+        super().__init__(f"collective {where} failed: {first_line(cause)}")
         self.where, self.cause = where, cause
-
-
-def _first_line(exc: BaseException, limit: int = 160) -> str:
-    """The gist of an exception: first line, gloo's "[file:line] " prefix and advice dropped."""
-    text = str(exc).strip()
-    if not text:
-        return type(exc).__name__
-    line = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0].strip())
-    line = line.split(". This is typically")[0]
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _nodes_spanned(ranks_info: list[dict[str, Any]], p: int) -> int:
@@ -513,13 +492,7 @@ def _provenance(cfg: Config, info: dict[str, Any], world_sizes: list[int], plann
                       "perf_counter_ns; graph mode: replay time / graph_ops); median / p10 / p90 over samples")
     info["dtype_convention"] = ("fp32: sweep buffers (all_reduce SUM) and (value, id) pairs; bf16: logits "
                                 "payloads; int64: broadcast ids and all_reduce MAX keys")
-    if cfg.resume and path.exists():
-        try:
-            previous = json.loads(path.read_text())
-            info["previous_runs"] = previous.pop("previous_runs", []) + [previous]
-        except (OSError, ValueError, AttributeError):
-            pass
-    return ProvenanceFile(path, info)
+    return ProvenanceFile(path, with_previous_runs(path, info))
 
 
 def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
@@ -613,7 +586,7 @@ def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
     except BaseException as exc:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already failing: finish the record, then exit
         if prov is not None:
-            prov.finish(f"failed: {_first_line(exc)}")
+            prov.finish(f"failed: {first_line(exc)}")
         raise
 
 
@@ -651,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: rank {launch.rank if launch else '?'} stopped by {name} (torchrun stops every rank when one "
               f"fails); partial results kept in {out}", file=sys.stderr, flush=True)
     except Exception as exc:  # rendezvous failures and the like
-        print(f"error: {type(exc).__name__}: {_first_line(exc)}; partial results kept in {out}",
+        print(f"error: {type(exc).__name__}: {first_line(exc)}; partial results kept in {out}",
               file=sys.stderr, flush=True)
     return EXIT_RUNTIME
 

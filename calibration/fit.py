@@ -61,13 +61,12 @@ import numpy as np
 import pandas as pd
 
 from costmodel.collectives import bus_factor, curve_time_us, total_bytes
-from costmodel.errors import InputError
+from costmodel.errors import InputError, OneLineParser
 from costmodel.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
 from costmodel.profile import (
     SCHEMA_VERSION,
-    CollectiveCurve,
     Profile,
-    Regime,
+    curve_from_dict,
     default_profile,
     load_profile,
     profile_from_dict,
@@ -75,7 +74,9 @@ from costmodel.profile import (
 )
 from costmodel.schema import (
     COLLECTIVE_OPS,
+    D2T_DRAFT_COLS,
     DTYPES,
+    ELEM_BYTES,
     FUSED_KERNEL_OPS,
     KERNEL_OPS,
     MODES,
@@ -94,8 +95,6 @@ MAX_STORED_REPLICATES = 100
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
 REDRAW_ROUNDS = 5
-DRAFT_VOCAB = 32000  # d2t_scatter scatters [rows, 32000] draft logits (costmodel.schema.KERNEL_OPS)
-EXTRA_ELEM_BYTES = {"int64": 8, "int8": 1, "uint8": 1}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPORT_COLUMNS = ("kind", "op", "world_size", "mode", "nodes", "status", "n_points", "n_sizes", "n_regimes",
                   "breakpoints_bytes", "in_median_rel_err", "in_p90_rel_err", "cv_median_rel_err",
@@ -174,21 +173,10 @@ def _curve_dict(rows: _Rows, theta: np.ndarray, max_bytes: Sequence[float]) -> d
             "eager_overhead_us": 0.0, "provenance": "measured", "regimes": regimes}
 
 
-def _curve_obj(curve: dict) -> CollectiveCurve:
-    regimes = tuple(
-        Regime(name=r["name"], max_bytes=math.inf if r["max_bytes"] is None else float(r["max_bytes"]),
-               alpha_base_us=r["alpha_base_us"], alpha_per_peer_us=r["alpha_per_peer_us"],
-               alpha_per_node_us=r["alpha_per_node_us"], busbw_gbps=r["busbw_gbps"])
-        for r in curve["regimes"])
-    return CollectiveCurve(op=curve["op"], world_size=curve["world_size"], mode=curve["mode"], regimes=regimes,
-                           launch_us=curve["launch_us"], eager_overhead_us=curve["eager_overhead_us"],
-                           provenance=curve["provenance"])
-
-
 def _predict(curve: dict, rows: _Rows, mask: np.ndarray | None = None) -> np.ndarray:
     b = rows.bytes_per_rank if mask is None else rows.bytes_per_rank[mask]
     p = rows.p if mask is None else rows.p[mask]
-    return curve_time_us(_curve_obj(curve), b, p, 1, rows.mode)
+    return curve_time_us(curve_from_dict(curve), b, p, 1, rows.mode)
 
 
 def _replicates(rows: _Rows, sizes: np.ndarray, split) -> tuple[np.ndarray, np.ndarray]:
@@ -346,14 +334,12 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
 
 # -- kernels ---------------------------------------------------------------------------------------------
 def _elem_bytes(dtype: pd.Series) -> np.ndarray:
-    table = {**DTYPES, **EXTRA_ELEM_BYTES}
-    return dtype.map(table).to_numpy(float)
+    return dtype.map(ELEM_BYTES).to_numpy(float)
 
 
 def _kernel_nbytes(op: str, sub: pd.DataFrame) -> np.ndarray:
-    draft = sub["draft_cols"].to_numpy(float) if "draft_cols" in sub else np.full(len(sub), float(DRAFT_VOCAB))
     return kernel_bytes(op, sub["rows"].to_numpy(float), sub["cols"].to_numpy(float),
-                        sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), draft)
+                        sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), D2T_DRAFT_COLS)
 
 
 @dataclass(frozen=True)
@@ -484,9 +470,8 @@ def _kernel_reports(profile: Profile, frame: pd.DataFrame, fits: dict[str, _Kern
     rows = []
     kern = frame[frame["op"].isin(list(fits))]
     for (op, mode), sub in kern.groupby(["op", "mode"], sort=True):
-        draft = sub["draft_cols"].to_numpy(float) if "draft_cols" in sub else DRAFT_VOCAB
         pred = roofline_us(profile, op, sub["rows"].to_numpy(float), sub["cols"].to_numpy(float),
-                           sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), mode, draft)
+                           sub["world_size"].to_numpy(float), _elem_bytes(sub["dtype"]), mode, D2T_DRAFT_COLS)
         roof_med, roof_p90 = _err_stats(_errors(pred, sub["median_us"].to_numpy(float)))
         in_med, in_p90 = _err_stats(fits[op].in_err[mode])
         cv_med, cv_p90 = _err_stats(fits[op].cv_err[mode])
@@ -693,14 +678,8 @@ def fit_report_table(profile: dict[str, Any]) -> pd.DataFrame:
 
 
 # -- CLI -------------------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m calibration.fit", description="Fit a cost-model profile from measurement CSVs.")
+    p = OneLineParser(prog="python -m calibration.fit", description="Fit a cost-model profile from measurement CSVs.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="measurement CSV files or benchmark directories")
     p.add_argument("--out", required=True, help="profile JSON to write")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
@@ -713,8 +692,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    out_arg = "--out"
     try:
+        args = _parser().parse_args(argv)
+        out_arg = args.out
         frame, files = load_inputs(args.inputs)
         base = load_profile(args.base_profile) if args.base_profile else None
         name = args.name or Path(args.out).stem
@@ -729,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {exc.filename or args.out}: {exc.strerror}", file=sys.stderr)
+        print(f"error: {exc.filename or out_arg}: {exc.strerror}", file=sys.stderr)
         return 2
     table = fit_report_table(profile)
     for row in profile["fit_report"]:

@@ -38,7 +38,6 @@ No torch import here: the dashboard parses uploaded logs with
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -47,8 +46,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel.errors import InputError
-from costmodel.schema import MEASUREMENT_COLUMNS, validate_measurements
+from costmodel.errors import InputError, OneLineParser
+from costmodel.schema import ELEM_BYTES, MEASUREMENT_COLUMNS, validate_measurements
 
 PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
                             "broadcast": "broadcast"}
@@ -56,7 +55,6 @@ OTHER_PROGRAMS = ("reduce_scatter", "alltoall", "alltoallv", "reduce", "scatter"
 TYPE_NAMES: dict[str, str] = {"float": "fp32", "float32": "fp32", "half": "fp16", "float16": "fp16",
                               "bfloat16": "bf16", "int8": "int8", "char": "int8", "uint8": "uint8",
                               "int64": "int64", "uint64": "int64"}
-TYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "uint8": 1, "int64": 8}
 LABEL = "nccl-tests mean"
 OUTPUT_COLUMNS: tuple[str, ...] = MEASUREMENT_COLUMNS + ("label", "source")
 
@@ -165,7 +163,7 @@ def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
             per_rank = size
         if per_rank <= 0:
             continue  # nccl-tests prints size 0 rows when minBytes < nranks * type size
-        if per_rank % TYPE_BYTES[dtype]:
+        if per_rank % ELEM_BYTES[dtype]:
             raise InputError(f"{at}: {per_rank} B per rank is not a whole number of {type_name} elements")
         redop = tokens[3] if len(tokens) > 3 and not _NUMBER.match(tokens[3]) else ""
         label = LABEL if op != "all_reduce" or redop in ("", "sum", "none") else f"{LABEL} (redop {redop})"
@@ -269,15 +267,10 @@ def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        raise InputError(message)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 ok, 2 bad input (one line on stderr)."""
-    parser = _Parser(prog="python -m calibration.import_nccl_tests",
-                                     description="Convert nccl-tests *_perf logs into measurement CSV rows.")
+    parser = OneLineParser(prog="python -m calibration.import_nccl_tests",
+                           description="Convert nccl-tests *_perf logs into measurement CSV rows.")
     parser.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests stdout files")
     parser.add_argument("--out", required=True, type=Path, help="CSV to write (overwritten)")
     try:

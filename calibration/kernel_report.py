@@ -11,17 +11,15 @@ median us and the speed-up torch / fused. No torch import: it reads CSVs.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from costmodel.errors import InputError
+from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.kernels import kernel_bytes
-from costmodel.points import D2T_DRAFT_COLS, ELEM_BYTES
-from costmodel.schema import read_measurements
+from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, read_measurements
 
 
 def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:
@@ -59,7 +57,8 @@ def batch1_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m calibration.kernel_report", description=__doc__.splitlines()[0])
+    """CLI: 0 ok, 2 bad input or an unwritable --out (one `error:` line)."""
+    ap = OneLineParser(prog="python -m calibration.kernel_report", description=__doc__.splitlines()[0])
     ap.add_argument("csv", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and batch1.csv")
     ap.add_argument("--min-mib", type=float, default=32.0)
@@ -78,10 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("median batch-1 speed-up (torch us / fused us):")
             print(b1.groupby(["base_op", "dtype", "mode"])["speedup"].median().to_string())
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        bw.to_csv(args.out / "bandwidth.csv", index=False)
-        if b1 is not None:
-            b1.to_csv(args.out / "batch1.csv", index=False)
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            bw.to_csv(args.out / "bandwidth.csv", index=False)
+            if b1 is not None:
+                b1.to_csv(args.out / "batch1.csv", index=False)
+        except OSError as exc:
+            print(f"error: --out {args.out}: cannot write ({first_line(exc)})", file=sys.stderr)
+            return 2
     return 0
 
 

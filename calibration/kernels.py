@@ -44,9 +44,9 @@ only, 1 intra-op thread unless --threads) times each call with perf_counter_ns.
 Per-call time = sample / N. Inputs
 rotate over k buffers (k * buffer bytes >= 128 MiB on CUDA, 64 MiB on CPU, k in
 [2, 32]) so caches do not flatter large inputs. Samples are taken until the
-median's 95% CI is within 2% (`calibration.timing.converged`), or the per-point
-time budget is spent. Each op is checked once against a numpy formulation
-before it is timed. Rows are appended (flushed per row) to DIR/kernels.csv;
+median's 95% CI is within 2% (`calibration.timing.converged`, checked at min_iters
+and every 8 samples after), or the per-point time budget is spent. Each op is
+checked once against a numpy formulation before it is timed. Rows are appended (flushed per row) to DIR/kernels.csv;
 DIR/provenance.json describes the run; --resume skips measured points;
 --budget-s stops starting new points (rows are the outer loop, so every op keeps
 its small-row points). --quick (smoke test): rows 1,16; s 4000,16032;
@@ -56,7 +56,6 @@ V 32000,64128; bf16; p 2,8; 0.02 s per point; two buffers, no rotation.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -69,9 +68,9 @@ import torch
 
 from calibration import reference as ref
 from calibration.results import RowWriter, existing_keys, point_key
-from calibration.timing import Stats, converged
-from costmodel.errors import InputError
-from costmodel.schema import DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
+from calibration.timing import Stats, check_due, converged
+from costmodel.errors import InputError, OneLineParser, first_line
+from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
 
 ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
 SHARD_COLS = (4000, 8000, 16032, 32064, 64128, 131104)  # 32000/8 .. 262208/2, ~x2 apart
@@ -81,7 +80,6 @@ QUICK_ROWS = (1, 16)
 QUICK_SHARD_COLS = (4000, 16032)
 QUICK_VOCAB_COLS = (32000, 64128)
 QUICK_WORLD_SIZES = (2, 8)
-DRAFT_VOCAB = 32000  # d2t_scatter scatters [R, 32000] draft logits (KERNEL_OPS)
 MAX_PADDED_VOCAB = 262208
 ROTATE_BYTES = {"cuda": 128 << 20, "cpu": 64 << 20}
 MEMORY_CAP_BYTES = {"cuda": 48 << 30, "cpu": 2 << 30}
@@ -143,7 +141,7 @@ class Grid:
         if kind == "vocab":
             return self.vocab_cols
         if kind == "target":
-            return tuple(c for c in self.vocab_cols if c > DRAFT_VOCAB)
+            return tuple(c for c in self.vocab_cols if c > D2T_DRAFT_COLS)
         return tuple(s for s in self.shard_cols if not SPECS[op].per_p or p * s <= MAX_PADDED_VOCAB)
 
     def points(self) -> list[Point]:
@@ -185,8 +183,8 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 def _d2t_map(target_vocab: int, device: torch.device, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    targets = torch.randperm(target_vocab, generator=g)[:DRAFT_VOCAB].sort().values
-    return (targets - torch.arange(DRAFT_VOCAB)).to(device)
+    targets = torch.randperm(target_vocab, generator=g)[:D2T_DRAFT_COLS].sort().values
+    return (targets - torch.arange(D2T_DRAFT_COLS)).to(device)
 
 
 def _np_argmax_concat(g: np.ndarray, p: int) -> np.ndarray:
@@ -212,7 +210,7 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
     if op in FUSED_OPS:
         return fused_case(op, rows, cols, p, dtype, device, seed)
     tdt = ref.TORCH_DTYPES.get(dtype, torch.float32)
-    e = DTYPES.get(dtype, 8)
+    e = ELEM_BYTES[dtype]
 
     def randn(shape: Sequence[int], i: int, dt: torch.dtype = tdt) -> torch.Tensor:
         gen = torch.Generator(device=device).manual_seed(seed * 1000 + i)
@@ -271,18 +269,18 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
 
         def expect_scatter(x: tuple) -> np.ndarray:
             out = np.full((rows, cols), -np.inf, dtype=np.float32)
-            out[:, np.arange(DRAFT_VOCAB) + _np(d2t)] = _np(x[0])
+            out[:, np.arange(D2T_DRAFT_COLS) + _np(d2t)] = _np(x[0])
             return out
 
-        return OpCase(lambda i: (randn((rows, DRAFT_VOCAB), i),), lambda x: ref.d2t_scatter(x[0], d2t, cols),
-                      expect_scatter, rows * DRAFT_VOCAB * e, rows * cols * e)
+        return OpCase(lambda i: (randn((rows, D2T_DRAFT_COLS), i),), lambda x: ref.d2t_scatter(x[0], d2t, cols),
+                      expect_scatter, rows * D2T_DRAFT_COLS * e, rows * cols * e)
     if op == "d2t_lookup":
         d2t = _d2t_map(128256, device, seed)
 
         def make_lookup(i: int) -> tuple:
             vals = randn((rows,), i, torch.float32)
             vals[0] = ref.NEG_INF  # one all -inf row: maps to 0 like the scatter baseline
-            return randint(DRAFT_VOCAB, (rows,), i), vals
+            return randint(D2T_DRAFT_COLS, (rows,), i), vals
 
         def expect_lookup(x: tuple) -> np.ndarray:
             ids, vals = _np(x[0]), _np(x[1])
@@ -346,7 +344,7 @@ def _enough(samples: list[float], started: float, policy: TimingPolicy) -> bool:
     n = len(samples)
     if n >= policy.max_iters:
         return True
-    if n >= policy.min_iters and converged(samples, policy.rel_tol, policy.min_iters):
+    if check_due(n, policy.min_iters) and converged(samples, policy.rel_tol, policy.min_iters):
         return True
     return n >= policy.hard_min_iters and time.perf_counter() - started >= policy.point_seconds
 
@@ -449,7 +447,7 @@ def _choice_list(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m calibration.kernels", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m calibration.kernels", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="output folder (kernels.csv, provenance.json)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--rows", type=_int_list, help="sampled rows R (default 1,2,4,...,2048)")
@@ -561,7 +559,7 @@ def _policy(args: argparse.Namespace) -> TimingPolicy:
 
 
 def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_points: int, triton: dict):
-    from calibration.provenance import ProvenanceFile, collect_provenance
+    from calibration.provenance import ProvenanceFile, collect_provenance, with_previous_runs
 
     data = collect_provenance(argv, "none", device)
     data.update(tool="calibration.kernels", csv=CSV_NAME, triton=triton,
@@ -570,13 +568,7 @@ def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_point
                       "world_sizes": list(grid.world_sizes), "ops": list(grid.ops)},
                 points_planned=n_points, torch_threads=torch.get_num_threads())
     path = out_dir / PROVENANCE_NAME
-    if path.exists():  # --resume: keep what earlier runs recorded
-        try:
-            old = json.loads(path.read_text())
-            data["previous_runs"] = old.pop("previous_runs", []) + [old]
-        except (OSError, ValueError):
-            data["previous_runs"] = [{"unreadable": str(path)}]
-    return ProvenanceFile(path, data)
+    return ProvenanceFile(path, with_previous_runs(path, data))  # keeps earlier runs' records
 
 
 def _gpu_name(device: torch.device) -> str:
@@ -637,7 +629,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                             check_op(pt.op, pt.dtype, pt.world_size, c, device)
                         checked[key] = None
                     except Exception as exc:  # noqa: BLE001 - reported, the op is not timed
-                        checked[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                        checked[key] = f"{type(exc).__name__}: {first_line(exc)}"
                         failures.append(f"{pt.op} {pt.dtype}: correctness check failed: {checked[key]}")
                 if checked[key] is not None:
                     skipped += 1
@@ -645,7 +637,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                 try:
                     stats = measure(pt, device, policy)
                 except Exception as exc:  # noqa: BLE001 - e.g. capture failure or out of memory: keep going
-                    failures.append(f"{pt}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                    failures.append(f"{pt}: {type(exc).__name__}: {first_line(exc)}")
                     skipped += 1
                     continue
                 if stats is None:
@@ -673,13 +665,17 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """CLI: 0 ok, 1 some op/point failed, 2 bad input, 3 the run could not go on (e.g. an unwritable --out)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
     try:
+        args = parse_args(argv)
         return run(args, ["-m", "calibration.kernels", *argv])
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as exc:  # measured rows stay in kernels.csv (flushed per row)
+        print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from costmodel.errors import InputError
 from costmodel.presets import preset, presets
 from costmodel.scenario import Scenario
-from costmodel.schema import COLLECTIVE_OPS, DTYPES
+from costmodel.schema import COLLECTIVE_OPS, DTYPES, ELEM_BYTES
 
 SWEEP_DTYPE = "fp32"
 ID_DTYPE = "int64"
 PAIR_DTYPE = "fp32"
-ELEM_BYTES: dict[str, int] = {**DTYPES, "int64": 8, "uint8": 1, "int8": 1}
 REDUCE_OP: dict[str, str] = {"fp32": "sum", "int64": "max"}  # all_reduce: dtype -> reduction
 
 DEFAULT_PRESETS: tuple[str, ...] = (

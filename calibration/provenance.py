@@ -5,7 +5,8 @@ or kernel): under an initialized torch.distributed process group it gathers
 every rank's host, device and NCCL_* environment with all_gather_object (a
 collective - call it on every rank); without one it describes this process.
 `ProvenanceFile` writes the JSON atomically and rewrites `end_time` /
-`status` when the run ends, also on failure.
+`status` when the run ends, also on failure. `with_previous_runs` keeps what
+an earlier run (this tool's or another's, in the same folder) recorded.
 
 torch is imported inside the functions only, so importing this module is cheap.
 """
@@ -172,6 +173,26 @@ def collect_provenance(argv: list[str], backend: str, device: str, *, start_time
         "end_time": None,
         "status": "running",
     }
+
+
+def with_previous_runs(path: str | Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` plus "previous_runs": the earlier records found in `path`, oldest first.
+
+    previous_runs = (old["previous_runs"] of the file at `path`) + [the file without it]. A missing
+    file adds nothing; an unreadable one, or JSON that is not an object, is recorded as {"unreadable": path}.
+    """
+    path = Path(path)
+    if not path.exists():
+        return dict(data)
+    try:
+        old: Any = json.loads(path.read_text())
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        old = None
+    if not isinstance(old, dict):
+        return {**data, "previous_runs": [{"unreadable": str(path)}]}
+    earlier = old.pop("previous_runs", [])
+    earlier = list(earlier) if isinstance(earlier, list) else [earlier]
+    return {**data, "previous_runs": earlier + [old]}
 
 
 class ProvenanceFile:

@@ -53,8 +53,8 @@ from typing import Protocol
 
 import torch
 
-from costmodel.errors import InputError
-from costmodel.scenario import MAX_EXACT_FP32_ID, PAD_MULTIPLE
+from costmodel.errors import InputError, first_line
+from costmodel.scenario import MAX_EXACT_FP32_ID, padded_vocab
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 NEG_INF = float("-inf")
@@ -84,7 +84,7 @@ def vocab_layout(vocab: int, world_size: int) -> VocabLayout:
         raise InputError(f"vocab must be >= 1, got {vocab}")
     if world_size < 1:
         raise InputError(f"world size must be >= 1, got {world_size}")
-    padded = -(-vocab // PAD_MULTIPLE) * PAD_MULTIPLE
+    padded = int(padded_vocab(vocab))
     if padded % world_size:
         raise InputError(f"TP size {world_size} does not divide the padded vocab {padded} (vLLM rejects this)")
     return VocabLayout(vocab, world_size, padded, padded // world_size)
@@ -560,8 +560,7 @@ def import_triton_kernels(device_type: str):
         try:
             tk = importlib.import_module(TRITON_KERNELS_MODULE)
         except Exception as exc:  # noqa: BLE001 - ImportError, or a broken Triton install
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"Triton is unavailable for the fused kernels: {first}") from None
+            raise InputError(f"Triton is unavailable for the fused kernels: {first_line(exc)}") from None
     if device_type == "cpu" and not tk.INTERPRETED:
         raise InputError(f"{TRITON_KERNELS_MODULE} was loaded for CUDA without the interpreter; CPU tensors need "
                          "TRITON_INTERPRET=1 set before Triton is imported")

@@ -1,13 +1,17 @@
 """Append-only measurement CSVs: every row is flushed as soon as it is measured.
 
-A crash or a timeout therefore keeps everything measured so far, and
-`existing_keys` lets `--resume` skip points already in the file.
+A crash or a timeout therefore keeps everything measured so far. A crash in
+the middle of a row can still leave a torn last line (no trailing newline):
+`existing_keys` - which every tool calls before it appends - first drops it
+with `drop_torn_tail`, so the torn point is neither counted as measured nor
+glued to the next row; `--resume` then skips exactly the complete rows.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,9 +57,29 @@ class RowWriter:
         self.close()
 
 
-def existing_keys(path: str | Path) -> set[tuple[str, ...]]:
-    """Keys of the complete rows already in `path` (a torn last line is ignored)."""
+def drop_torn_tail(path: str | Path) -> bool:
+    """Truncate `path` after its last newline when it does not end with one; True if bytes were dropped.
+
+    A missing or empty file is left alone. A file without any newline (a torn header) becomes empty.
+    """
     path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return False
+    with open(path, "r+b") as fh:
+        fh.truncate(data.rfind(b"\n") + 1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+def existing_keys(path: str | Path) -> set[tuple[str, ...]]:
+    """Keys of the complete rows already in `path`, after `drop_torn_tail` (call it before appending)."""
+    path = Path(path)
+    if drop_torn_tail(path):
+        print(f"note: dropped a torn last line of {path}", file=sys.stderr)
     if not path.exists():
         return set()
     keys = set()

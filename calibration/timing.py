@@ -4,6 +4,9 @@
 median / p10 / p90 / min / max. `converged` implements the stopping rule:
 stop when the 95% confidence interval of the median (order statistics,
 normal approximation of the binomial) is within `rel_tol` of the median.
+The benchmarks evaluate it only when `check_due` (every CHECK_EVERY samples
+once past min_iters): it sorts all samples, so checking after every sample
+would cost O(n^2 log n) per point.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+CHECK_EVERY = 8  # samples between two evaluations of the stopping rule
 
 
 @dataclass(frozen=True)
@@ -35,9 +40,8 @@ class Stats:
         return dict(self.__dict__)
 
 
-def median_ci95(samples_us) -> tuple[float, float]:
-    """Distribution-free 95% CI of the median: order statistics n/2 -+ 1.96 sqrt(n)/2."""
-    x = np.sort(np.asarray(samples_us, dtype=float))
+def _ci95_sorted(x: np.ndarray) -> tuple[float, float]:
+    """`median_ci95` of an already sorted, non-empty array."""
     n = x.size
     half = 1.96 * math.sqrt(n) / 2
     lo = max(int(math.floor(n / 2 - half)), 0)
@@ -45,10 +49,27 @@ def median_ci95(samples_us) -> tuple[float, float]:
     return float(x[lo]), float(x[hi])
 
 
+def _median_sorted(x: np.ndarray) -> float:
+    """Median of an already sorted, non-empty array (the mean of the two middle values when n is even)."""
+    mid = x.size // 2
+    return float(x[mid]) if x.size % 2 else float((x[mid - 1] + x[mid]) / 2)
+
+
+def median_ci95(samples_us) -> tuple[float, float]:
+    """Distribution-free 95% CI of the median: order statistics n/2 -+ 1.96 sqrt(n)/2."""
+    return _ci95_sorted(np.sort(np.asarray(samples_us, dtype=float)))
+
+
 def converged(samples_us, rel_tol: float = 0.02, min_iters: int = 10) -> bool:
-    """True when the median's 95% CI lies within +-rel_tol of the median."""
+    """True when the median's 95% CI lies within +-rel_tol of the median (one sort per call)."""
     if len(samples_us) < min_iters:
         return False
-    lo, hi = median_ci95(samples_us)
-    med = float(np.median(samples_us))
+    x = np.sort(np.asarray(samples_us, dtype=float))
+    lo, hi = _ci95_sorted(x)
+    med = _median_sorted(x)
     return med > 0 and (med - lo) <= rel_tol * med and (hi - med) <= rel_tol * med
+
+
+def check_due(n_samples: int, min_iters: int, every: int = CHECK_EVERY) -> bool:
+    """Whether to evaluate `converged` after `n_samples`: at min_iters, then every `every` samples."""
+    return n_samples >= min_iters and (n_samples - min_iters) % every == 0

@@ -45,8 +45,12 @@ module is imported (`INTERPRETED` tells which mode the kernels were built in).
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
+
+from costmodel.scenario import MAX_EXACT_FP32_ID
 
 try:
     import triton
@@ -66,7 +70,6 @@ __all__ = [
     "fused_key_unpack",
 ]
 
-MAX_EXACT_FP32_ID = 2**24  # every id below this is exact in fp32
 MAX_KEY_ID = 2**32  # ids must fit the 32-bit low half of the packed key
 _ROUND = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _PAIR_ROWS = 64  # rows per program of the pair reduce
@@ -248,16 +251,8 @@ def _positive(value: float | None, name: str) -> float | None:
 def _device_ctx(t: torch.Tensor):
     """Make t's GPU current for the launch (a no-op when it already is, and on CPU)."""
     if t.device.type != "cuda" or t.device.index is None or t.device.index == torch.cuda.current_device():
-        return _Null()
+        return contextlib.nullcontext()
     return torch.cuda.device(t.device)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _local(local_logits: torch.Tensor, rank: int, shard: int, vocab: int, scale: float | None,

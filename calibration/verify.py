@@ -13,7 +13,8 @@ wins), infinities, negative extremes / subnormals, bf16 / fp16 / fp32, vocabs
 not divisible by 64 (1000, 32003, 128256, 151936), EAGLE-3 d2t maps, soft-cap and
 scale, batch 1 and larger. Prints a case x strategy table (PASS, FAIL@row<first
 mismatching row>, ERROR when the strategy raised, SKIP when p does not divide
-V_pad); exit 1 on any mismatch or error, 2 on bad input.
+V_pad); exit 1 on any mismatch or error, 2 on bad input, 3 when the process group
+fails (init, or a peer rank that dies mid-run) - always one `error:` line.
 
 `--inject-bug NAME` swaps a strategy for a deliberately broken one (see `BUGS`),
 to show the cases catch it. `--time` then times each strategy end to end
@@ -48,7 +49,8 @@ import torch
 
 from calibration import reference as ref
 from calibration.reference import DraftHead, Strategy
-from costmodel.errors import InputError
+from costmodel.errors import InputError, OneLineParser, first_line
+from costmodel.scenario import padded_vocab
 
 NAN = float("nan")
 INF = float("inf")
@@ -75,7 +77,7 @@ class Case:
 
     @property
     def padded_vocab(self) -> int:
-        return -(-self.vocab // 64) * 64
+        return int(padded_vocab(self.vocab))
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -385,7 +387,7 @@ def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm
             try:
                 got = fn(local, comm, head)
             except Exception as exc:  # noqa: BLE001 - a broken strategy is a result, not a crash
-                detail[(case.name, name)] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                detail[(case.name, name)] = f"{type(exc).__name__}: {first_line(exc)}"
                 codes.append(_ERROR)
                 continue
             bad = torch.nonzero(got.reshape(-1) != expected.reshape(-1)).flatten() if got.shape == expected.shape \
@@ -548,7 +550,7 @@ def _points(text: str) -> list[tuple[int, int]]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m calibration.verify", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m calibration.verify", description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("gloo", "nccl"), required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--inject-bug", choices=sorted(BUGS), default=None,
@@ -591,12 +593,15 @@ def _init(backend: str, device: torch.device) -> None:
     import torch.distributed as dist
 
     timeout = timedelta(seconds=300)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        kwargs = {"device_id": device} if backend == "nccl" else {}
-        dist.init_process_group(backend, timeout=timeout, **kwargs)
-    else:  # plain `python -m calibration.verify`: a group of one
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1,
-                                timeout=timeout)
+    try:
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            kwargs = {"device_id": device} if backend == "nccl" else {}
+            dist.init_process_group(backend, timeout=timeout, **kwargs)
+        else:  # plain `python -m calibration.verify`: a group of one
+            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1,
+                                    timeout=timeout)
+    except ValueError as exc:  # e.g. a torchrun environment without MASTER_ADDR / MASTER_PORT
+        raise InputError(f"cannot start the process group: {first_line(exc)}") from None
 
 
 def triton_note(device: torch.device) -> str:
@@ -612,8 +617,9 @@ def triton_note(device: torch.device) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    """CLI: 0 PASS, 1 FAIL, 2 bad input, 3 the run broke (failed init, a dead peer): one `error:` line each."""
     try:
+        args = parse_args(argv)
         cases = default_cases()
         if args.softcap is not None or args.scale is not None:
             scale = 1.0 if args.scale is None else args.scale
@@ -639,6 +645,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as exc:  # the process group could not start
+        print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
+        return 3
     import torch.distributed as dist
 
     try:
@@ -677,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as exc:  # typically a peer rank died or the group broke
+        print(f"error: {type(exc).__name__}: {first_line(exc)} (a peer rank died or hung?)", file=sys.stderr)
+        return 3
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from .errors import InputError, OneLineParser
 from .points import predict_points
 from .predict import Prediction, crossover, impact, predict
 from .presets import preset, presets
@@ -25,11 +25,6 @@ from .schema import DTYPES, read_measurements
 from .strategies import BASELINE, DESCRIPTIONS
 
 HEADLINE = "local_argmax_pairs"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        raise InputError(message)
 
 
 # -- value parsing ---------------------------------------------------------------
@@ -353,8 +348,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m costmodel", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="python -m costmodel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("predict", help="price every strategy for one scenario")
     _add_scenario_args(p, lists=False)

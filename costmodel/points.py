@@ -8,10 +8,7 @@ import pandas as pd
 from .collectives import collective_time_us
 from .kernels import kernel_time_us
 from .profile import Profile
-from .schema import COLLECTIVE_OPS, DTYPES
-
-D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width (schema.KERNEL_OPS)
-ELEM_BYTES = {**DTYPES, "int64": 8, "uint8": 1, "int8": 1}
+from .schema import COLLECTIVE_OPS, D2T_DRAFT_COLS, DTYPES, ELEM_BYTES
 
 
 def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:

@@ -28,6 +28,7 @@ it is ever executed. Layout::
 
 A curve with `world_size` null applies to every TP size; one with `mode`
 null is the graph-mode curve and eager adds `eager_overhead_us`.
+`curve_from_dict` validates a single curve object (calibration.fit uses it).
 """
 
 from __future__ import annotations
@@ -211,7 +212,11 @@ def _regime(obj: Any, where: str) -> Regime:
     )
 
 
-def _curve(obj: Any, where: str) -> CollectiveCurve:
+def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
+    """Validate one "collectives" entry (layout in the module doc) and build its `CollectiveCurve`.
+
+    Raises `InputError` naming `where` and the bad field (breakpoints must increase, the last regime is open).
+    """
     op = _get(obj, "op", where, str)
     if op not in COLLECTIVE_OPS:
         raise InputError(f"{where}.op: unknown collective {op!r} (known: {', '.join(COLLECTIVE_OPS)})")
@@ -308,7 +313,7 @@ def profile_from_dict(data: Any, *, source: str = "profile") -> Profile:
         files=tuple(_get(prov, "files", pw, list, default=[])),
     )
     curves_raw = _get(data, "collectives", source, list)
-    curves = tuple(_curve(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
+    curves = tuple(curve_from_dict(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
     kern = _get(data, "kernels", source, dict)
     kw = f"{source}.kernels"
     ops_raw = _get(kern, "ops", kw, dict)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from .errors import InputError, first_line
 
 MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "op",
@@ -57,7 +57,10 @@ FUSED_KERNEL_OPS: dict[str, str] = {
 }
 
 ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)
-DTYPES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+# bytes per element of every dtype a measurement row may carry: logits, ids / keys (int64) and raw bytes
+ELEM_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1}
+DTYPES: dict[str, int] = {k: ELEM_BYTES[k] for k in ("bf16", "fp16", "fp32")}  # the logits dtypes
+D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width: [rows, 32000] logits (KERNEL_OPS)
 MODES: tuple[str, ...] = ("graph", "eager")
 
 _INT_COLUMNS = ("world_size", "nodes", "bytes_per_rank", "rows", "cols", "iters")
@@ -78,7 +81,7 @@ def read_measurements(path: str | Path, *, require_times: bool = True) -> pd.Dat
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: not a readable CSV ({first_line(exc)})") from None
     return validate_measurements(frame, source=str(path), require_times=require_times)
 
 
@@ -105,9 +108,9 @@ def validate_measurements(
     if bad_modes:
         raise InputError(f"{source}: column mode has {bad_modes[0]!r}; expected graph or eager")
     frame["dtype"] = frame["dtype"].fillna("fp32").astype(str).str.strip()
-    bad_dtypes = sorted(set(frame["dtype"]) - set(DTYPES) - {"int64", "uint8", "int8"})
+    bad_dtypes = sorted(set(frame["dtype"]) - set(ELEM_BYTES))
     if bad_dtypes:
-        raise InputError(f"{source}: column dtype has {bad_dtypes[0]!r}; expected one of {', '.join(DTYPES)}")
+        raise InputError(f"{source}: column dtype has {bad_dtypes[0]!r}; expected one of {', '.join(ELEM_BYTES)}")
     for column in _INT_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce")
         if values.isna().any() or (values < 0).any() or (values != np.floor(values)).any():

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .collectives import bus_factor, total_bytes
-from .errors import InputError
+from .errors import InputError, first_line
 from .points import predict_points
 from .profile import DATA_DIR, load_profile
 from .schema import validate_measurements
@@ -34,7 +34,7 @@ def load_reference(paths: list[str | Path]) -> pd.DataFrame:
         try:
             frame = pd.read_csv(path)
         except (FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read reference CSV ({str(exc).splitlines()[0]})") from None
+            raise InputError(f"{path}: cannot read reference CSV ({first_line(exc)})") from None
         missing = [c for c in _NEEDED if c not in frame.columns]
         if missing:
             raise InputError(f"{path}: missing column(s) {', '.join(missing)}")

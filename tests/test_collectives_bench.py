@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from calibration import collectives
 from calibration.collectives import CSV_NAME, EXTRA_COLUMNS, PROVENANCE_NAME, prepare_csv
 from calibration.payloads import plan_points, strategy_payloads, sweep_sizes, tp_sizes
 from calibration.results import point_key
@@ -89,6 +90,24 @@ def test_prepare_csv_refuses_without_resume_and_drops_a_torn_line(tmp_path):
     path.write_text("op,median_us\nall_gather,1\n")
     with pytest.raises(InputError, match="header"):
         prepare_csv(path, resume=True)
+
+
+def test_provenance_keeps_an_earlier_record_without_resume(tmp_path):
+    earlier = {"kind": "calibration-provenance", "tool": "calibration.kernels", "status": "ok"}
+    path = tmp_path / PROVENANCE_NAME
+    path.write_text(json.dumps(earlier))
+    cfg = collectives.parse_config(["--backend", "gloo", "--out", str(tmp_path)])
+    assert not cfg.resume
+    collectives._provenance(cfg, {"kind": "calibration-provenance", "status": "running"}, [2], 3, 0, path)
+    prov = json.loads(path.read_text())
+    assert prov["previous_runs"] == [earlier] and prov["points_planned"] == 3 and prov["status"] == "running"
+
+
+@pytest.mark.parametrize("argv", [["--backend", "gloo", "--bogus"], ["--out", "x"]])
+def test_bad_flags_raise_one_line_input_errors(argv):
+    with pytest.raises(InputError) as info:
+        collectives.parse_config(argv)
+    assert "\n" not in str(info.value)
 
 
 # --------------------------------------------------------------------------- real runs (gloo)
@@ -179,11 +198,14 @@ def check_complete_run(out: Path, world_size: int) -> None:
 
 @pytest.mark.torchrun
 def test_world4_covers_tp2_and_tp4(tmp_path):
+    kernels_record = {"tool": "calibration.kernels", "status": "ok"}  # both tools ran into this folder
+    (tmp_path / PROVENANCE_NAME).write_text(json.dumps(kernels_record))
     proc = torchrun(4, tmp_path, *GRID, "--note", "test run")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_complete_run(tmp_path, 4)
     prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
     assert "test run" in prov["notes"]
+    assert prov["previous_runs"] == [kernels_record]
     if (os.cpu_count() or 1) < 4:
         assert any("oversubscribed" in note for note in prov["notes"])
 

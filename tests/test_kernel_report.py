@@ -40,3 +40,17 @@ def test_batch1_speedups(tmp_path, capsys):
     assert main([str(path), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "batch1.csv").exists() and (tmp_path / "bandwidth.csv").exists()
     assert "speed-up" in capsys.readouterr().out
+
+
+def test_bad_flag_is_one_error_line_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "k.csv"), "--bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "--bogus" in err and "\n" not in err
+
+
+def test_unwritable_out_is_one_error_line_exit_2(tmp_path, capsys):
+    path = tmp_path / "k.csv"
+    frame().to_csv(path, index=False)
+    assert main([str(path), "--out", str(path)]) == 2  # --out names a file, not a folder
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out") and "\n" not in err and "Traceback" not in err

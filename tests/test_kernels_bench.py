@@ -153,3 +153,45 @@ def test_explicit_fused_ops_without_triton_are_an_input_error():
     lines = proc.stdout.splitlines()
     assert lines[0] == "default True False skipped:"
     assert len(lines) == 2 and lines[1].startswith("error Triton is unavailable")
+
+
+def test_bad_flag_is_one_error_line_exit_2(tmp_path, capsys):
+    assert kernels.main(["--out", str(tmp_path), "--bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "--bogus" in err and "\n" not in err
+
+
+def test_unwritable_out_is_one_error_line_exit_3(tmp_path, capsys, keep_threads):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    argv = ["--device", "cpu", "--out", str(blocker / "k"), "--ops", "argmax", "--rows", "1", "--cols", "1000",
+            "--dtypes", "fp32", "--point-seconds", "0.01"]
+    assert kernels.main(argv) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+
+
+def test_resume_after_a_torn_last_row_remeasures_it(tmp_path, keep_threads):
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "argmax", "--rows", "1,2", "--cols", "1000",
+            "--dtypes", "fp32", "--point-seconds", "0.01"]
+    assert kernels.main(argv) == 0
+    path = tmp_path / "kernels.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == 3
+    path.write_text("".join(lines[:2]) + lines[2][:-3])  # the crash tore the last row (median_us survives)
+    assert kernels.main([*argv, "--resume"]) == 0
+    after = path.read_text().splitlines(keepends=True)
+    assert after[:2] == lines[:2] and len(after) == 3
+    frame = read_measurements(path)
+    assert sorted(frame["rows"]) == [1, 2]
+    assert json.loads((tmp_path / "provenance.json").read_text())["points_measured"] == 1
+
+
+def test_provenance_of_another_tool_in_the_same_folder_is_kept(tmp_path, keep_threads):
+    earlier = {"kind": "calibration-provenance", "tool": "calibration.collectives", "status": "ok"}
+    (tmp_path / "provenance.json").write_text(json.dumps(earlier))
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "key_unpack", "--rows", "1",
+            "--point-seconds", "0.01"]
+    assert kernels.main(argv) == 0  # no --resume: kernels.csv is new
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["tool"] == "calibration.kernels" and prov["previous_runs"] == [earlier]

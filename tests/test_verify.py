@@ -120,3 +120,29 @@ def test_timing_prices_fused_names_with_the_fused_kernels():
     text = verify.format_timing([{"batch": 64, "vocab": 128256, "strategy": names[3], "measured_us": 12.5,
                                   "predicted_us": float("nan")}], "bf16", 4, "nccl", None)
     assert text.splitlines()[-1].split()[-3:] == ["12.5", "n/a", "n/a"]
+
+
+def test_bad_flag_is_one_error_line_exit_2():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "calibration.verify", "--backend", "gloo", "--bogus"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr.strip()
+    assert err.startswith("error: ") and "--bogus" in err and "\n" not in err
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("where", ["_init", "run_cases"])
+def test_a_broken_process_group_is_one_error_line_exit_3(where, monkeypatch, capsys):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("[pair.cc:534] Connection closed by peer [10.0.0.2]:1234\nstack trace")
+
+    monkeypatch.setattr(verify, where, broken)
+    assert verify.main(["--backend", "gloo", "--cases", "random-fp32"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: RuntimeError: Connection closed by peer") and "\n" not in err
+    assert not torch.distributed.is_initialized()

@@ -1,0 +1,124 @@
+"""Shared calibration I/O: torn-tail recovery of result CSVs, provenance chaining, one-line errors, timing rule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration.provenance import with_previous_runs
+from calibration.results import RowWriter, drop_torn_tail, existing_keys, point_key
+from calibration.timing import CHECK_EVERY, check_due, converged, median_ci95
+from costmodel.errors import InputError, OneLineParser, first_line
+from costmodel.schema import DTYPES, ELEM_BYTES, MEASUREMENT_COLUMNS, read_measurements
+
+
+def _row(rows: int, median: float) -> dict:
+    return {"op": "argmax", "backend": "none", "device": "cpu", "gpu": "cpu", "dtype": "fp32", "mode": "eager",
+            "world_size": 1, "nodes": 1, "bytes_per_rank": 0, "rows": rows, "cols": 1000, "iters": 10,
+            "median_us": median, "p10_us": median, "p90_us": median, "min_us": median, "max_us": median}
+
+
+# -- torn tail ---------------------------------------------------------------------------------------------------
+def test_drop_torn_tail_cuts_after_the_last_newline(tmp_path):
+    path = tmp_path / "r.csv"
+    assert drop_torn_tail(path) is False  # missing
+    path.write_bytes(b"")
+    assert drop_torn_tail(path) is False and path.read_bytes() == b""
+    path.write_bytes(b"a,b\n1,2\n")
+    assert drop_torn_tail(path) is False and path.read_bytes() == b"a,b\n1,2\n"
+    path.write_bytes(b"a,b\n1,2\n3,")
+    assert drop_torn_tail(path) is True and path.read_bytes() == b"a,b\n1,2\n"
+    path.write_bytes(b"a,b")  # a torn header
+    assert drop_torn_tail(path) is True and path.read_bytes() == b""
+
+
+def test_resume_after_a_torn_row_neither_counts_it_nor_appends_onto_it(tmp_path, capsys):
+    path = tmp_path / "kernels.csv"
+    with RowWriter(path) as writer:
+        writer.write(_row(1, 5.0))
+        writer.write(_row(2, 7.25))
+    full = path.read_text()
+    torn = full[: full.rindex("\n", 0, len(full) - 1) + 1] + full.splitlines()[-1][:-2]  # row 2 minus its tail
+    assert torn.splitlines()[-1].count(",") == len(MEASUREMENT_COLUMNS) - 1  # median_us is there: looks complete
+    path.write_text(torn)
+
+    keys = existing_keys(path)  # what --resume skips
+    assert keys == {point_key({k: str(v) for k, v in _row(1, 5.0).items()})}
+    assert "dropped a torn last line" in capsys.readouterr().err
+    with RowWriter(path) as writer:  # the torn point is measured again
+        writer.write(_row(2, 7.5))
+    frame = read_measurements(path)
+    assert list(frame["rows"]) == [1, 2] and list(frame["median_us"]) == [5.0, 7.5]
+
+
+# -- provenance --------------------------------------------------------------------------------------------------
+def test_with_previous_runs_chains_earlier_records(tmp_path):
+    path = tmp_path / "provenance.json"
+    assert with_previous_runs(path, {"tool": "a"}) == {"tool": "a"}
+    first = {"tool": "calibration.collectives", "status": "ok"}
+    path.write_text(json.dumps(first))
+    second = with_previous_runs(path, {"tool": "calibration.kernels"})
+    assert second == {"tool": "calibration.kernels", "previous_runs": [first]}
+    path.write_text(json.dumps(second))
+    third = with_previous_runs(path, {"tool": "x"})
+    assert third["previous_runs"] == [first, {"tool": "calibration.kernels"}]
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b"\xff\xfe", b"3"])
+def test_with_previous_runs_survives_unreadable_or_non_object_json(tmp_path, content):
+    path = tmp_path / "provenance.json"
+    path.write_bytes(content)
+    out = with_previous_runs(path, {"tool": "k"})
+    assert out == {"tool": "k", "previous_runs": [{"unreadable": str(path)}]}
+
+
+def test_with_previous_runs_wraps_a_non_list_previous_runs(tmp_path):
+    path = tmp_path / "provenance.json"
+    path.write_text(json.dumps({"status": "ok", "previous_runs": {"status": "failed"}}))
+    assert with_previous_runs(path, {})["previous_runs"] == [{"status": "failed"}, {"status": "ok"}]
+
+
+# -- one-line errors ---------------------------------------------------------------------------------------------
+def test_one_line_parser_raises_input_error():
+    parser = OneLineParser(prog="x")
+    parser.add_argument("--n", type=int, required=True)
+    with pytest.raises(InputError, match="unrecognized arguments: --bogus"):
+        parser.parse_args(["--n", "1", "--bogus"])
+    with pytest.raises(InputError, match="invalid int value"):
+        parser.parse_args(["--n", "one"])
+
+
+def test_first_line():
+    assert first_line(RuntimeError("")) == "RuntimeError"
+    assert first_line(RuntimeError("  boom\nstack\nmore")) == "boom"
+    gloo = RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:1234. "
+                        "This is typically caused by a crash\nnext")
+    assert first_line(gloo) == "Connection closed by peer [10.0.0.2]:1234"
+    long = first_line(ValueError("x" * 500), limit=20)
+    assert len(long) == 20 and long.endswith("...")
+
+
+# -- dtypes ------------------------------------------------------------------------------------------------------
+def test_one_table_of_element_sizes():
+    assert ELEM_BYTES == {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1}
+    assert DTYPES == {k: ELEM_BYTES[k] for k in ("bf16", "fp16", "fp32")}
+
+
+# -- stopping rule -----------------------------------------------------------------------------------------------
+def test_converged_matches_the_median_ci_rule():
+    rng = np.random.default_rng(0)
+    for n in (9, 10, 11, 40, 41):
+        for spread in (0.001, 0.05):
+            x = list(100 * (1 + spread * rng.standard_normal(n)))
+            lo, hi = median_ci95(x)
+            med = float(np.median(x))
+            want = n >= 10 and med - lo <= 0.02 * med and hi - med <= 0.02 * med
+            assert converged(x, 0.02, 10) == want
+    assert converged([100.0] * 10) and not converged([100.0] * 9)
+
+
+def test_check_due_every_eighth_sample_after_min_iters():
+    due = [n for n in range(40) if check_due(n, 10)]
+    assert CHECK_EVERY == 8 and due == [10, 18, 26, 34]
