@@ -15,7 +15,8 @@ from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, M
 from dashboard.uploads import UPLOAD_TYPES, parse_upload
 from dashboard.verdict import evaluate
 
-st.set_page_config(page_title="Local argmax vs full all-gather", page_icon=":material/hub:", layout="wide")
+# no page_icon: a ":material/..." favicon is fetched from a font CDN, a console error on a closed network
+st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
 ss = st.session_state
 PROFILES = bundled_profiles()
 PRESETS = presets()

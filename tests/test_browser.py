@@ -123,6 +123,9 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)
+    console_errors: list[str] = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("requestfailed", lambda req: console_errors.append(f"request failed: {req.url}"))
     page.goto(server)
     page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
     settle(page)
@@ -166,3 +169,4 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     expect(other.locator(".st-key-batch input")).to_have_value("2", timeout=30_000)
     other.close()
     page.close()
+    assert console_errors == []  # nothing fetched from outside, no script errors
