@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, OneLineParser
+from .errors import InputError, OneLineParser, first_line
 from .points import predict_points
 from .predict import Prediction, crossover, impact, predict
 from .presets import preset, presets
@@ -220,7 +220,7 @@ def _format_table(result: dict[str, Any]) -> str:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    if (args.itl_ms is None) != (args.acceptance_length is None) and args.itl_ms is None:
+    if args.acceptance_length is not None and args.itl_ms is None:
         raise InputError("--acceptance-length: needs --itl-ms too")
     pred = predict(scenario_from_args(args), profile)
     result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
@@ -307,7 +307,7 @@ def cmd_predict_points(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- profiles / presets ----------------------------------------------------------------------
+# -- validate / profiles / presets -------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import format_validation, load_reference, reference_files, summary, validate
 
@@ -401,6 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # e.g. --out in a folder that does not exist
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ def test_profiles_lists_provenance(capsys):
     (["sweep", "--tp", "2,3", "--vocab", "202048"], "tp"),
     (["predict-points", "--in", "nope.csv", "--out", "x.csv"], "nope.csv"),
     (["frobnicate"], "invalid choice"),
+    (["sweep", "--out", "/nonexistent-dir/sweep.csv"], "nonexistent-dir"),
+    (["predict", "--acceptance-length", "2"], "--itl-ms"),
 ])
 def test_bad_input_fails_cleanly(args, needle, tmp_path):
     proc = run_cli(*args)
