@@ -9,6 +9,7 @@ impact: ITL_after = ITL - saving_per_decode_step; TPOT ~ ITL / acceptance length
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,13 +141,21 @@ class Crossover:
                 "roots": list(self.roots), "batch_range": list(self.batch_range), "status": self.status}
 
 
-def grid_roots(grid: np.ndarray, values: np.ndarray) -> list[float]:
-    """Sign changes of `values` on an ascending batch grid, located by linear interpolation in log batch."""
+def grid_roots(grid: np.ndarray, values: np.ndarray, refine: Callable[[float], float] | None = None,
+               xtol: float = 1e-3) -> list[float]:
+    """Sign changes of `values` on an ascending batch grid (plus exact zeros), ascending.
+
+    Each bracketing pair is refined by brentq on `refine` (the function behind `values`) when given,
+    else located by linear interpolation in log batch.
+    """
     sign = np.sign(values)
-    roots = [float(g) for g, v in zip(grid, values) if v == 0.0]
+    roots = {float(g) for g, v in zip(grid, values) if v == 0.0}
     for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
-        t = values[i] / (values[i] - values[i + 1])
-        roots.append(float(np.exp(np.log(grid[i]) + t * (np.log(grid[i + 1]) - np.log(grid[i])))))
+        if refine is not None:
+            roots.add(float(brentq(refine, grid[i], grid[i + 1], xtol=xtol)))
+        else:
+            t = values[i] / (values[i] - values[i + 1])
+            roots.add(float(np.exp(np.log(grid[i]) + t * (np.log(grid[i + 1]) - np.log(grid[i])))))
     return sorted(roots)
 
 
@@ -173,14 +182,7 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
 
     grid = np.geomspace(lo, hi, grid_points)
     values = saving(grid)
-    if refine:
-        sign = np.sign(values)
-        roots = [float(brentq(lambda b: float(saving(b)), grid[i], grid[i + 1], xtol=xtol))
-                 for i in np.flatnonzero(sign[:-1] * sign[1:] < 0)]
-        roots += [float(g) for g, v in zip(grid, values) if v == 0.0]
-    else:
-        roots = grid_roots(grid, values)
-    roots = sorted(set(roots))
+    roots = grid_roots(grid, values, (lambda b: float(saving(b))) if refine else None, xtol)
     if not roots:
         status = "wins_everywhere" if values[0] > 0 else "loses_everywhere"
         return Crossover(strategy, None, None, (), (lo, hi), status)
