@@ -14,9 +14,11 @@ it is ever executed. Layout::
         {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager", "nodes": null|int,
          "launch_us": float, "eager_overhead_us": float,
          "inter_node_busbw_gbps": float|null, "provenance": "derived|measured",
+         "select": "breakpoints"|"min"?,      # default breakpoints (costmodel.collectives)
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
                       "alpha_per_peer_us": float, "alpha_per_node_us": float,
-                      "busbw_gbps": float, "ci90": {param: [lo, hi]}?}]}],
+                      "busbw_gbps": float, "s_half_bytes": float?,
+                      "ci90": {param: [lo, hi]}?}]}],
       "kernels": {
         "graph_kernel_us": float, "eager_launch_us": float,
         "ops": {op: {"launches": float, "fixed_us": float, "bw_gbps": float,
@@ -40,8 +42,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import safe_io
 from .errors import InputError
-from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
+from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, profile_json_schema
 
 SCHEMA_VERSION = 1
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -49,6 +52,7 @@ PROFILE_DIR = DATA_DIR / "profiles"
 DEFAULT_PROFILE = "h200-sxm-nvlink"
 MAX_PROFILE_BYTES = 20 * 1024 * 1024
 PROVENANCE_KINDS = ("derived", "measured", "mixed")
+CURVE_SELECT = ("breakpoints", "min")  # how a curve picks its regime (costmodel.collectives)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class Regime:
     alpha_per_node_us: float
     busbw_gbps: float
     ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
+    s_half_bytes: float = 0.0  # bandwidth ramp: achieved busbw = busbw * S / (S + s_half_bytes)
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class CollectiveCurve:
     inter_node_busbw_gbps: float | None = None
     provenance: str = "derived"
     nodes: int | None = None  # None: any node count (alpha_per_node and the inter-node cap apply)
+    select: str = "breakpoints"  # "min": the fastest regime at (S, p) as NCCL picks; "breakpoints": max_bytes
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,7 @@ def _regime(obj: Any, where: str) -> Regime:
                                   f"{where}.alpha_per_node_us"),
         busbw_gbps=_positive(_get(obj, "busbw_gbps", where, float), f"{where}.busbw_gbps"),
         ci90=parsed_ci,
+        s_half_bytes=_nonneg(_get(obj, "s_half_bytes", where, float, default=0.0), f"{where}.s_half_bytes"),
     )
 
 
@@ -239,8 +246,11 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
     nodes = _get(obj, "nodes", where, int, default=None)
     if nodes is not None and nodes < 1:
         raise InputError(f"{where}.nodes: must be >= 1")
+    select = _get(obj, "select", where, str, default="breakpoints")
+    if select not in CURVE_SELECT:
+        raise InputError(f"{where}.select: expected one of {', '.join(CURVE_SELECT)}, got {select!r}")
     return CollectiveCurve(
-        nodes=nodes,
+        nodes=nodes, select=select,
         op=op, world_size=world_size, mode=mode, regimes=regimes,
         launch_us=_nonneg(_get(obj, "launch_us", where, float, default=0.0), f"{where}.launch_us"),
         eager_overhead_us=_nonneg(_get(obj, "eager_overhead_us", where, float, default=0.0),
@@ -291,13 +301,51 @@ def _table(obj: Any, where: str) -> KernelTable:
                        source=_get(obj, "source", where, str, default=""))
 
 
+@lru_cache(maxsize=1)
+def _schema_validator() -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(profile_json_schema())
+
+
+def check_document(data: Any, source: str = "profile") -> None:
+    """First pass over a whole profile document, bootstrap replicates included: `safe_io.check_tree`
+    (depth, int64 integers, finite floats, UTF-8 strings) then the JSON Schema of costmodel.schema
+    (data/profiles/schema.json: every field's type and plausible range). InputError names the first
+    offending field."""
+    safe_io.check_tree(data, source)
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_schema_validator().iter_errors(data))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        bad = error.instance
+        if error.validator in ("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum") and not \
+                isinstance(bad, (dict, list)):
+            message = f"{bad!r} " + {
+                "type": f"is not of type {error.validator_value}",
+                "enum": f"is not one of {error.validator_value}",
+                "const": f"must be {error.validator_value!r}",
+                "minimum": f"is below the minimum {error.validator_value}",
+                "maximum": f"is above the maximum {error.validator_value}",
+                "exclusiveMinimum": f"must be > {error.validator_value}",
+            }[error.validator]
+        elif error.validator == "type":
+            message = f"expected {error.validator_value}, got {type(bad).__name__}"
+        else:
+            message = error.message
+        raise InputError(f"{source}{where}: " + safe_io.one_line(message))
+
+
 def profile_from_dict(data: Any, *, source: str = "profile") -> Profile:
-    """Validate a decoded JSON document and build a `Profile`."""
+    """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
+    `Profile`."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: a profile must be a JSON object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise InputError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}")
+    check_document(data, source)
     name = _get(data, "name", source, str)
     prov = _get(data, "provenance", source, dict)
     pw = f"{source}.provenance"
@@ -346,29 +394,19 @@ def profile_from_dict(data: Any, *, source: str = "profile") -> Profile:
 
 def parse_profile(text: str | bytes, *, source: str = "profile") -> Profile:
     """Parse profile JSON text (an upload, a file's contents)."""
-    if len(text) > MAX_PROFILE_BYTES:
-        raise InputError(f"{source}: larger than {MAX_PROFILE_BYTES // 2**20} MiB")
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})") from None
-    return profile_from_dict(data, source=source)
+    safe_io.check_size(len(text), limit_bytes=MAX_PROFILE_BYTES, source=source)
+    return profile_from_dict(safe_io.loads_json(text, source), source=source)
 
 
 def bundled_profiles() -> list[str]:
     """Names of the profiles shipped in data/profiles/."""
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.name != "schema.json")
 
 
 @lru_cache(maxsize=32)
 def _load_path(path: str) -> Profile:
     p = Path(path)
-    try:
-        text = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"profile {path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"profile {path}: is a directory") from None
+    text = safe_io.read_bytes(p, limit_bytes=MAX_PROFILE_BYTES, what="profile")
     return parse_profile(text, source=p.name)
 
 
@@ -377,8 +415,14 @@ def load_profile(name_or_path: str | Path | None = None) -> Profile:
     if name_or_path is None:
         name_or_path = DEFAULT_PROFILE
     text = str(name_or_path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("--profile: not UTF-8 encodable") from None
+    if "\x00" in text:
+        raise InputError("--profile: contains a NUL character")
     candidate = PROFILE_DIR / f"{text}.json"
-    if not text.endswith(".json") and "/" not in text and candidate.exists():
+    if not text.endswith(".json") and "/" not in text and text != "schema" and candidate.exists():
         return _load_path(str(candidate))
     if not Path(text).exists() and not text.endswith(".json"):
         raise InputError(f"profile {text!r}: not a bundled profile ({', '.join(bundled_profiles())}) or a file")

@@ -140,3 +140,143 @@ def validate_measurements(
                 )
         frame[column] = values
     return frame
+
+
+# -- the profile document (costmodel.profile) as JSON Schema ------------------------------------------------
+# One table of field specs. Plausible ranges: bandwidths 0.01 GB/s .. 100 TB/s, latencies 0 .. 1 s,
+# measured table times (0, 100 s], counts and sizes positive int64. `profile.py` checks what JSON Schema
+# cannot (increasing breakpoints, the table grid's shape) and `safe_io.check_tree` the whole document
+# (depth, int64, finite floats, UTF-8 strings). To add a field: add it to the object's table below and
+# regenerate data/profiles/schema.json with `python -m costmodel.schema`.
+BANDWIDTH_GBPS = (1e-6, 1e6)  # 1 kB/s .. 1 PB/s: calibration.fit's ceiling BW_MAX_GBPS marks a latency-only regime
+LATENCY_US = (0.0, 1e6)  # 0 .. 1 s
+TABLE_TIME_US = (0.0, 1e8)  # exclusive low: (0, 100 s]
+MAX_WORLD_SIZE = 1 << 20
+MAX_STRING = 100_000
+PROFILE_SCHEMA_ID = "https://github.com/argmax-tp/costmodel/data/profiles/schema.json"
+
+
+def _num(lo: float, hi: float, *, exclusive_low: bool = False, nullable: bool = False) -> dict:
+    spec: dict = {"type": ["number", "null"] if nullable else "number", "maximum": hi}
+    spec["exclusiveMinimum" if exclusive_low else "minimum"] = lo
+    return spec
+
+
+def _int(lo: int, hi: int = 2**63 - 1, *, nullable: bool = False) -> dict:
+    return {"type": ["integer", "null"] if nullable else "integer", "minimum": lo, "maximum": hi}
+
+
+def _str(*, enum: tuple[str, ...] | None = None, nullable: bool = False, max_length: int = MAX_STRING) -> dict:
+    if enum is not None:
+        return {"enum": list(enum) + ([None] if nullable else [])}
+    return {"type": ["string", "null"] if nullable else "string", "maxLength": max_length}
+
+
+def _obj(props: dict, required: tuple[str, ...] = (), **extra) -> dict:
+    return {"type": "object", "properties": props, "required": list(required), **extra}
+
+
+def _arr(items: dict, **extra) -> dict:
+    return {"type": "array", "items": items, **extra}
+
+
+_KIND = ("derived", "measured")
+_LAT = _num(*LATENCY_US)
+_BW = _num(*BANDWIDTH_GBPS)
+_CI = {"type": "object", "additionalProperties": _arr({"type": "number"}, minItems=2, maxItems=2)}
+REGIME_FIELDS: dict[str, dict] = {
+    "name": _str(max_length=64),
+    "max_bytes": _num(0, 2.0**63, exclusive_low=True, nullable=True),
+    "alpha_base_us": _LAT,
+    "alpha_per_peer_us": _LAT,
+    "alpha_per_node_us": _LAT,
+    "busbw_gbps": _BW,
+    "ci90": _CI,
+}
+CURVE_FIELDS: dict[str, dict] = {
+    "op": _str(enum=COLLECTIVE_OPS),
+    "world_size": _int(1, MAX_WORLD_SIZE, nullable=True),
+    "mode": _str(enum=MODES, nullable=True),
+    "nodes": _int(1, MAX_WORLD_SIZE, nullable=True),
+    "launch_us": _LAT,
+    "eager_overhead_us": _LAT,
+    "inter_node_busbw_gbps": _num(*BANDWIDTH_GBPS, nullable=True),
+    "provenance": _str(enum=_KIND),
+    "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
+}
+KERNEL_OP_FIELDS: dict[str, dict] = {
+    "launches": _num(0, 1e4),
+    "fixed_us": _LAT,
+    "bw_gbps": _BW,
+    "provenance": _str(enum=_KIND),
+}
+_AXIS = _arr(_num(0, 2.0**63, exclusive_low=True), minItems=1)
+KERNEL_TABLE_FIELDS: dict[str, dict] = {
+    "op": _str(enum=tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)),
+    "dtype": _str(enum=tuple(DTYPES)),
+    "mode": _str(enum=MODES),
+    "world_size": _int(1, MAX_WORLD_SIZE),
+    "rows": _AXIS,
+    "cols": _AXIS,
+    "median_us": _arr(_arr(_num(*TABLE_TIME_US, exclusive_low=True), minItems=1), minItems=1),
+    "source": _str(),
+}
+KERNELS_FIELDS: dict[str, dict] = {
+    "graph_kernel_us": _LAT,
+    "eager_launch_us": _LAT,
+    "ops": {"type": "object", "propertyNames": {"enum": list(KERNEL_OPS) + list(FUSED_KERNEL_OPS)},
+            "additionalProperties": _obj(KERNEL_OP_FIELDS, ("bw_gbps",))},
+    "tables": _arr(_obj(KERNEL_TABLE_FIELDS, ("op", "dtype", "mode", "rows", "cols", "median_us"))),
+}
+PROVENANCE_FIELDS: dict[str, dict] = {
+    "kind": _str(enum=("derived", "measured", "mixed")),
+    "source": _str(),
+    "gpu": _str(max_length=1000),
+    "interconnect": _str(max_length=1000),
+    "gpus_per_node": _int(1, 1024, nullable=True),
+    "software": {"type": "object"},
+    "date": _str(max_length=64),
+    "citations": _arr(_str(), maxItems=10_000),
+    "files": _arr(_str(max_length=4096), maxItems=100_000),
+}
+REPLICATE_FIELDS: dict[str, dict] = {
+    "collectives": _arr({"$ref": "#/$defs/curve"}, minItems=1),
+    "kernels": _obj(KERNELS_FIELDS),
+}
+PROFILE_FIELDS: dict[str, dict] = {
+    "schema_version": {"const": 1},
+    "name": _str(max_length=200) | {"minLength": 1},
+    "title": _str(max_length=1000),
+    "provenance": _obj(PROVENANCE_FIELDS, ("kind", "source", "gpu")),
+    "collectives": _arr({"$ref": "#/$defs/curve"}),
+    "kernels": _obj(KERNELS_FIELDS, ("graph_kernel_us", "eager_launch_us", "ops")),
+    "fit_report": _arr({"type": "object"}),
+    "bootstrap_method": _str(),
+    "bootstrap": _arr(_obj(REPLICATE_FIELDS), maxItems=10_000),
+}
+
+
+def profile_json_schema() -> dict:
+    """The profile document's JSON Schema (draft 2020-12), built from the field tables above."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": PROFILE_SCHEMA_ID,
+        "title": "argmax-tp cost-model profile (schema_version 1)",
+        "description": "Validated on load by costmodel.profile; generated by `python -m costmodel.schema`.",
+        "$defs": {"curve": _obj(CURVE_FIELDS, ("op", "regimes"))},
+        **_obj(PROFILE_FIELDS, ("schema_version", "name", "provenance", "collectives", "kernels")),
+    }
+
+
+PROFILE_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "profiles" / "schema.json"
+
+
+def profile_schema_text() -> str:
+    import json
+
+    return json.dumps(profile_json_schema(), indent=1) + "\n"
+
+
+if __name__ == "__main__":
+    PROFILE_SCHEMA_PATH.write_text(profile_schema_text())
+    print(f"wrote {PROFILE_SCHEMA_PATH}")
