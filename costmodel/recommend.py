@@ -1,0 +1,361 @@
+"""Turn `use_local_argmax_reduction` on or off for a workload's batch mix: `recommend(...) -> Recommendation`.
+
+For a scenario (model, TP, dtype, K, drafting, mode, ...) and a `Workload` (decode batch B_i with
+share of decode steps w_i, `costmodel/workload.py`), per strategy s (us, positive = s is faster
+than the baseline `full_all_gather`):
+
+    expected saving per decode step  E[s] = sum_i w_i * saving_per_decode_step_us(s, B_i)
+    expected saving per draft step          sum_i w_i * saving_us(s, B_i)
+    saving_pct  = 100 * E[s] / sum_i w_i * T_baseline(B_i) * calls_per_decode_step
+    win share   = sum_i w_i [s is the fastest valid strategy at B_i]
+    90% interval of E[s]: E[s] recomputed under every bootstrap / ensemble replicate of the profile
+                (`uncertainty.replicate_profiles`), 5th..95th percentile.
+
+Impact, given a baseline ITL (ms per decode step at this workload) and a mean acceptance length
+AL in 1..K+1 (tokens emitted per decode step): ITL_after = ITL - E[s] / 1000,
+TPOT = ITL / AL, output throughput (tokens/s, at the same batch) scales with 1 / ITL, so
+`itl_reduction_pct = 100 * (ITL - ITL_after) / ITL` and
+`output_throughput_gain_pct = 100 * (ITL / ITL_after - 1)` (25 -> 22.3 ms: 10.8% lower ITL,
+12.1% more output tokens/s). One sign convention everywhere: a positive saving, reduction or gain
+means faster.
+
+Decision for the one switch an engine ships (vLLM `SpeculativeConfig.use_local_argmax_reduction`,
+`vllm/config/speculative.py`; it selects the `local_argmax_pairs` path in the draft's greedy
+sampling): "enable" when the interval of E[local_argmax_pairs] is above 0, "keep off" when it is
+below 0, "uncertain" when it spans 0 (then the expected sign is reported and the default, off, is
+kept); without replicates the sign of E decides and the verdict says so.
+
+Engine equivalents (from each engine's source, see `ENGINE_NOTES`): vLLM has the flag; SGLang has
+no switch for draft tokens (`SGLANG_ENABLE_TP_SHARDED_GREEDY`, `sglang/srt/layers/tp_sharded_greedy.py`
+`can_use_tp_sharded_greedy`, returns False whenever the batch carries speculative info - it covers the
+target's plain greedy sampling only); TensorRT-LLM's MTP Eagle worker always gathers (id, value) pairs
+when TP > 1 without attention DP (`tensorrt_llm/_torch/speculative/mtp.py`, `draft_sampler`), so there
+is nothing to set - and no way to turn it off.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .predict import Prediction, predict
+from .profile import Profile, default_profile
+from .scenario import Scenario
+from .strategies import BASELINE, STRATEGIES
+from .workload import Workload
+
+FLAG_STRATEGY = "local_argmax_pairs"
+SHIPPED = {BASELINE: "every engine's default", FLAG_STRATEGY: "vLLM use_local_argmax_reduction"}
+DECISIONS = ("enable", "keep off", "uncertain")
+ENGINE_NOTES = {
+    "vllm": "vllm/config/speculative.py SpeculativeConfig.use_local_argmax_reduction (default False); "
+            "greedy, non-tree drafting only",
+    "sglang": "no switch for draft tokens: SGLANG_ENABLE_TP_SHARDED_GREEDY (sglang/srt/layers/tp_sharded_greedy.py, "
+              "can_use_tp_sharded_greedy) is refused for batches with speculative info",
+    "trtllm": "no switch: the MTP Eagle draft_sampler (tensorrt_llm/_torch/speculative/mtp.py) always all-gathers "
+              "(id, value) pairs when TP > 1 without attention DP",
+}
+
+
+@dataclass(frozen=True)
+class ImpactChange:
+    """ITL / TPOT / output throughput before and after, for one strategy (positive = faster)."""
+
+    strategy: str
+    itl_before_ms: float
+    itl_after_ms: float
+    tpot_before_ms: float
+    tpot_after_ms: float
+    itl_reduction_ms: float
+    itl_reduction_pct: float
+    output_throughput_gain_pct: float
+    output_throughput_gain_pct_interval: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        iv = self.output_throughput_gain_pct_interval
+        out["output_throughput_gain_pct_interval"] = None if iv is None else {"low": iv[0], "high": iv[1]}
+        return out
+
+
+def impact_change(saving_per_decode_step_us: float, itl_ms: float, acceptance_length: float,
+                  strategy: str = "", saving_interval_us: tuple[float, float] | None = None) -> ImpactChange:
+    """ITL_after = ITL - saving / 1000; TPOT = ITL / AL; throughput gain = ITL / ITL_after - 1 (see module doc)."""
+    if not np.isfinite(itl_ms) or itl_ms <= 0:
+        raise InputError(f"itl-ms: must be a positive number, got {itl_ms}")
+    if not np.isfinite(acceptance_length) or acceptance_length < 1:
+        raise InputError(f"acceptance-length: must be >= 1 (tokens per decode step), got {acceptance_length}")
+
+    def after(saving_us: float) -> float:
+        value = itl_ms - saving_us / 1000.0
+        if value <= 0:
+            raise InputError(f"itl-ms: {itl_ms} ms is smaller than the modelled saving; check the baseline ITL")
+        return value
+
+    a = after(saving_per_decode_step_us)
+    gain_iv = None
+    if saving_interval_us is not None:
+        lo, hi = (100.0 * (itl_ms / after(s) - 1.0) for s in saving_interval_us)
+        gain_iv = (lo, hi)
+    return ImpactChange(strategy, itl_ms, a, itl_ms / acceptance_length, a / acceptance_length, itl_ms - a,
+                        100.0 * (itl_ms - a) / itl_ms, 100.0 * (itl_ms / a - 1.0), gain_iv)
+
+
+@dataclass(frozen=True)
+class StrategyOutcome:
+    """One strategy over the workload (us; positive saving = faster than the baseline)."""
+
+    strategy: str
+    expected_saving_per_decode_step_us: float
+    expected_saving_per_draft_step_us: float
+    saving_pct: float
+    interval_us: tuple[float, float] | None  # 90% interval of the expected saving per decode step
+    win_share: float                         # share of decode steps where it is the fastest valid strategy
+    beats_baseline_share: float              # share of decode steps where its saving is > 0
+    valid_share: float                       # share of decode steps where its ids are exact
+    verdict: str                             # faster | slower | uncertain | baseline | invalid
+    shipped_as: str | None
+    impact: ImpactChange | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k not in ("interval_us", "impact")}
+        out["interval_us"] = None if self.interval_us is None else {"low": self.interval_us[0],
+                                                                    "high": self.interval_us[1]}
+        out["impact"] = None if self.impact is None else self.impact.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    engine: str
+    available: bool
+    text: str   # what to paste (empty when nothing can be set)
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The answer for a workload: decision on the engine switch, every strategy's outcome, configs to paste."""
+
+    decision: str                   # enable | keep off | uncertain
+    headline: str                   # one sentence for people
+    recommended: str                # the shipped strategy to run: local_argmax_pairs or full_all_gather
+    best_modelled: str              # strategy with the largest expected saving (may not ship anywhere)
+    strategies: dict[str, StrategyOutcome]
+    configs: tuple[EngineConfig, ...]
+    workload: Workload
+    scenario: dict[str, Any]
+    profile: dict[str, Any]
+    interval_source: str
+    per_batch: pd.DataFrame = field(repr=False, compare=False, default_factory=pd.DataFrame)
+    level: float = 0.9
+
+    @property
+    def flag(self) -> StrategyOutcome:
+        return self.strategies[FLAG_STRATEGY]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision, "headline": self.headline, "recommended": self.recommended,
+                "best_modelled": self.best_modelled, "baseline": BASELINE, "flag_strategy": FLAG_STRATEGY,
+                "interval": f"{int(round(self.level * 100))}% ({self.interval_source})",
+                "sign_convention": "positive saving / reduction / gain = faster than full_all_gather",
+                "strategies": {k: v.to_dict() for k, v in self.strategies.items()},
+                "configs": [c.to_dict() for c in self.configs], "workload": self.workload.to_dict(),
+                "scenario": self.scenario, "profile": self.profile,
+                "per_batch": self.per_batch.to_dict(orient="records")}
+
+
+def _weighted(weight: np.ndarray, values: np.ndarray) -> float:
+    return float(np.dot(weight, np.asarray(values, dtype=float).reshape(-1)))
+
+
+def _replicate_expectations(sc: Scenario, profile: Profile, weight: np.ndarray) -> dict[str, np.ndarray]:
+    from .uncertainty import replicate_profiles
+
+    reps = replicate_profiles(profile)
+    out: dict[str, list[float]] = {s: [] for s in STRATEGIES[1:]}
+    for rep in reps:
+        pred = predict(sc, rep)
+        for s in out:
+            out[s].append(_weighted(weight, pred.saving_per_decode_step_us(s)))
+    return {s: np.asarray(v) for s, v in out.items() if v}
+
+
+def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str = "eagle",
+                            parallel: bool = False) -> str:
+    """The `--speculative-config` JSON (draft `model` left for the user to fill in)."""
+    cfg: dict[str, Any] = {"method": method, "model": "<your draft model>", "num_speculative_tokens": num_spec_tokens,
+                           "use_local_argmax_reduction": enable}
+    if parallel:
+        cfg["parallel_drafting"] = True
+    return "--speculative-config '" + json.dumps(cfg) + "'"
+
+
+def _configs(decision: str, k: int, method: str, parallel: bool) -> tuple[EngineConfig, ...]:
+    enable = decision == "enable"
+    vllm = EngineConfig("vllm", True, vllm_speculative_config(k, enable=enable, method=method, parallel=parallel),
+                        ENGINE_NOTES["vllm"] + ("" if decision != "uncertain" else
+                                                "; uncertain: kept at the default (off) - calibrate to decide"))
+    sglang = EngineConfig("sglang", False, "", ENGINE_NOTES["sglang"])
+    trt = EngineConfig("trtllm", False, "", ENGINE_NOTES["trtllm"] + (
+        "; the model says it is slower here, and TensorRT-LLM offers no way back" if decision == "keep off" else ""))
+    return (vllm, sglang, trt)
+
+
+def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Profile | None = None, *,
+              itl_ms: float | None = None, acceptance_length: float | None = None, level: float = 0.9,
+              method: str | None = None) -> Recommendation:
+    """Price every strategy at each workload batch; weigh by step share; decide the engine switch.
+
+    `scenario_kwargs` are `Scenario` fields (any `batch` is replaced by the workload's batches).
+    `itl_ms` and `acceptance_length` go together (both or neither); AL must be in 1..K+1.
+    `method` is the vLLM speculative method for the pasted config (default eagle3 with d2t, else eagle).
+    """
+    profile = profile or default_profile()
+    if (itl_ms is None) != (acceptance_length is None):
+        missing = "--acceptance-length" if acceptance_length is None else "--itl-ms"
+        raise InputError(f"{missing}: the impact needs both --itl-ms and --acceptance-length")
+    if not 0 < level < 1:
+        raise InputError(f"level: must be in (0, 1), got {level}")
+    kwargs = {k: v for k, v in scenario_kwargs.items() if k != "batch"}
+    single = Scenario(**kwargs, batch=1.0)
+    if single.size != 1:
+        raise InputError("recommend: needs one scenario (single values, not lists)")
+    k = int(single.num_spec_tokens)
+    if acceptance_length is not None and not 1 <= acceptance_length <= k + 1:
+        raise InputError(f"acceptance-length: must be in 1..K+1 = 1..{k + 1} tokens per decode step, "
+                         f"got {acceptance_length}")
+    sc = Scenario(**kwargs, batch=workload.batch.astype(float))
+    w = workload.weight
+    pred: Prediction = predict(sc, profile)
+    base_decode = _weighted(w, pred.total_us(BASELINE) * sc.calls_per_decode_step)
+    best = pred.best()
+    reps = _replicate_expectations(sc, profile, w)
+    tail = (1 - level) / 2 * 100
+    outcomes: dict[str, StrategyOutcome] = {}
+    for s in STRATEGIES:
+        dec = np.asarray(pred.saving_per_decode_step_us(s), dtype=float)
+        valid = np.broadcast_to(pred.strategies[s].valid, dec.shape)
+        expected = _weighted(w, dec)
+        iv = None
+        if s in reps:
+            lo, hi = np.percentile(reps[s], [tail, 100 - tail])
+            iv = (float(lo), float(hi))
+        valid_share = _weighted(w, valid)
+        if s == BASELINE:
+            verdict = "baseline"
+        elif valid_share < 1.0 - 1e-9:
+            verdict = "invalid"
+        elif iv is not None:
+            verdict = "faster" if iv[0] > 0 else "slower" if iv[1] < 0 else "uncertain"
+        else:
+            verdict = "faster" if expected > 0 else "slower" if expected < 0 else "uncertain"
+        imp = None
+        if itl_ms is not None and s != BASELINE:
+            imp = impact_change(expected, itl_ms, float(acceptance_length), s, iv)
+        outcomes[s] = StrategyOutcome(
+            s, expected, _weighted(w, pred.saving_us(s)), 100.0 * expected / base_decode if base_decode else 0.0,
+            iv, _weighted(w, best == s), _weighted(w, (dec > 0) & valid), valid_share, verdict, SHIPPED.get(s), imp)
+
+    flag = outcomes[FLAG_STRATEGY]
+    if flag.verdict == "invalid":
+        decision = "keep off"
+    elif flag.interval_us is not None:
+        decision = {"faster": "enable", "slower": "keep off"}.get(flag.verdict, "uncertain")
+    else:
+        decision = "enable" if flag.expected_saving_per_decode_step_us > 0 else "keep off"
+    recommended = FLAG_STRATEGY if decision == "enable" else BASELINE
+    candidates = [s for s in STRATEGIES if outcomes[s].valid_share >= 1.0 - 1e-9]
+    best_modelled = max(candidates, key=lambda s: outcomes[s].expected_saving_per_decode_step_us)
+    interval_source = ("bootstrap / ensemble replicates of the profile" if reps
+                       else "none (the profile carries no replicates)")
+    headline = _headline(decision, flag, workload, interval_source if not reps else "", level)
+    if method is None:
+        method = "eagle3" if bool(single.d2t) else "eagle"
+    per_batch = pd.DataFrame({"batch": workload.batch, "weight": w, "best": best,
+                              **{f"{s}_saving_per_decode_step_us": np.asarray(pred.saving_per_decode_step_us(s),
+                                                                               dtype=float)
+                                 for s in STRATEGIES[1:]}})
+    desc = single.describe()
+    desc.pop("batch", None)
+    desc.pop("rows_per_call", None)
+    prof = {"name": profile.name, "kind": profile.provenance.kind, "gpu": profile.provenance.gpu,
+            "source": profile.provenance.source}
+    return Recommendation(decision, headline, recommended, best_modelled, outcomes,
+                          _configs(decision, k, method, bool(single.parallel)), workload, desc, prof,
+                          interval_source, per_batch, level)
+
+
+def _headline(decision: str, flag: StrategyOutcome, workload: Workload, no_interval: str, level: float) -> str:
+    e = flag.expected_saving_per_decode_step_us
+    iv = flag.interval_us
+    iv_txt = (f" ({int(round(level * 100))}% interval {iv[0]:+.1f}..{iv[1]:+.1f} us)" if iv is not None
+              else f" (no interval: {no_interval})")
+    mix = f"mean batch {workload.mean_batch:.1f}, {flag.beats_baseline_share:.0%} of decode steps faster"
+    if flag.verdict == "invalid":
+        return "keep use_local_argmax_reduction off: fp32 ids are not exact for this draft vocab (V_pad > 2^24)"
+    if decision == "enable":
+        return f"turn use_local_argmax_reduction on: expected saving {e:+.1f} us per decode step{iv_txt}; {mix}"
+    if decision == "keep off":
+        return f"keep use_local_argmax_reduction off: expected saving {e:+.1f} us per decode step{iv_txt}; {mix}"
+    return (f"uncertain - keep the default (off) and calibrate: expected saving {e:+.1f} us per decode step"
+            f"{iv_txt} spans 0; {mix}")
+
+
+def format_recommendation(rec: Recommendation) -> str:
+    """Human-readable report: headline, per-strategy table, impact, configs."""
+    sc, wl = rec.scenario, rec.workload
+    lines = [
+        f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})",
+        f"vocab {sc['vocab']} draft {sc['draft_vocab']} d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} "
+        f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} "
+        f"impl {sc['impl']}",
+        f"workload {wl.name} ({wl.source}): {wl.method}",
+        f"  {wl.observations} observations, {wl.batch.size} distinct batches, mean {wl.mean_batch:.1f}, "
+        f"p50 {wl.quantile(0.5)}, p90 {wl.quantile(0.9)}, range {int(wl.batch[0])}..{int(wl.batch[-1])}",
+        "",
+        f"RECOMMENDATION: {rec.headline}",
+        "",
+        f"{'strategy':28s} {'E[saving]/decode':>16s} {int(round(rec.level * 100))}% interval (us){'':4s}"
+        f"{'saving':>8s} {'wins':>6s} {'>base':>6s}  verdict",
+    ]
+    for name, o in rec.strategies.items():
+        iv = "-" if o.interval_us is None else f"{o.interval_us[0]:+.1f}..{o.interval_us[1]:+.1f}"
+        shipped = f"  [{o.shipped_as}]" if o.shipped_as else "  [no engine ships it]"
+        lines.append(f"{name:28s} {o.expected_saving_per_decode_step_us:+16.1f} {iv:>22s}"
+                     f"{o.saving_pct:+7.1f}% {o.win_share:6.0%} {o.beats_baseline_share:6.0%}  {o.verdict}{shipped}")
+    lines.append("  (us per decode step, positive = faster than full_all_gather; saving % of the baseline's "
+                 "per-decode-step argmax path; wins = share of steps where it is the fastest; >base = share where "
+                 "it beats the baseline)")
+    if rec.best_modelled not in SHIPPED:
+        lines.append(f"  best modelled: {rec.best_modelled} - no engine ships it (a reference implementation in "
+                     "calibration/reference.py)")
+    if any(o.impact for o in rec.strategies.values()):
+        lines.append("")
+        lines.append("impact (positive = faster):")
+        for name, o in rec.strategies.items():
+            if o.impact is None:
+                continue
+            im = o.impact
+            iv = im.output_throughput_gain_pct_interval
+            iv_txt = "" if iv is None else f" [{iv[0]:+.2f}..{iv[1]:+.2f}%]"
+            lines.append(f"  {name:28s} ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms "
+                         f"(ITL reduction {im.itl_reduction_pct:+.2f}%), TPOT {im.tpot_before_ms:.3f} -> "
+                         f"{im.tpot_after_ms:.3f} ms, output throughput {im.output_throughput_gain_pct:+.2f}%{iv_txt}")
+    if wl.hints:
+        hint = ", ".join(f"{k} {v:.3g}" for k, v in wl.hints.items())
+        lines.append(f"  measured in {wl.name}: {hint} (pass them as --itl-ms / --acceptance-length)")
+    lines.append("")
+    lines.append("config to paste:")
+    for c in rec.configs:
+        lines.append(f"  {c.engine:7s} {c.text if c.available else '(nothing to set)'}")
+        lines.append(f"  {'':7s} {c.note}")
+    return "\n".join(lines)
