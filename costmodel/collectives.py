@@ -7,15 +7,28 @@ For a collective over p ranks spanning n nodes, with `bytes_per_rank` b:
     bus_bytes  = S * f(p),  f = (p-1)/p for all_gather and gather,
                             2(p-1)/p for all_reduce, 1 for broadcast
     alpha      = alpha_base + alpha_per_peer * (p-1) + alpha_per_node * (n-1)
-    busbw      = regime busbw, capped at inter_node_busbw when n > 1
-    T_regime   = launch + alpha + bus_bytes / busbw          (graph mode)
+    busbw      = regime busbw; when n > 1 capped at inter_node_busbw (select "breakpoints"), or
+                 scaled by inter_node_busbw / the fastest regime's busbw when that is < 1 (select "min":
+                 the network limits every protocol alike, so the protocols keep their order)
+    T_regime   = launch + alpha + f(p) * (S + s_half) / busbw      (graph mode)
 
-The regime is the one whose `max_bytes` breakpoint bracket holds S. A larger
-message is never cheaper than a smaller one, so the model returns the
-monotone envelope max(T_regime(S), T_j(max_bytes_j) for every earlier regime
-j) - that only matters when a profile's breakpoints are not at the regimes'
-crossing points. Eager mode adds the curve's `eager_overhead_us` (graph-mode
-curves) unless the curve was fitted to eager measurements itself. p = 1 costs 0.
+`s_half` (regime `s_half_bytes`, default 0) is the mid-size bandwidth ramp: the
+achieved bus bandwidth busbw * S / (S + s_half) reaches half of busbw at S = s_half,
+so the ramp costs f(p) * s_half / busbw on top of the wire time.
+
+Which regime prices S (curve `select`):
+
+* "min" - the fastest regime at this (S, p, n), as NCCL's tuner picks the
+  (algorithm, protocol) with the least predicted time (src/graph/tuning.cc
+  ncclTopoGetAlgoTime + enqueue.cc topoGetAlgoInfo); the switch points then move
+  with p. The minimum of non-decreasing lines is non-decreasing.
+* "breakpoints" (default; fitted and measured curves, whose breakpoints came from
+  data) - the regime whose `max_bytes` bracket holds S, with the monotone envelope
+  max(T_regime(S), T_j(max_bytes_j) for every earlier regime j): a larger message
+  is never cheaper than a smaller one.
+
+Eager mode adds the curve's `eager_overhead_us` (graph-mode curves) unless the
+curve was fitted to eager measurements itself. p = 1 costs 0.
 """
 
 from __future__ import annotations
@@ -50,17 +63,39 @@ def bus_factor(op: str, world_size: np.ndarray) -> np.ndarray:
 def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, p: np.ndarray,
                     nodes: np.ndarray, factor: np.ndarray) -> np.ndarray:
     r = curve.regimes[index]
-    busbw = np.full(np.shape(size_bytes), r.busbw_gbps, dtype=float)
-    if curve.inter_node_busbw_gbps is not None:
-        busbw = np.where(nodes > 1, np.minimum(busbw, curve.inter_node_busbw_gbps), busbw)
+    busbw = r.busbw_gbps
+    if curve.inter_node_busbw_gbps is not None and np.any(nodes > 1):
+        if curve.select == "min":  # the network scales every protocol alike (LL stays slower than Simple)
+            fastest = max(x.busbw_gbps for x in curve.regimes)
+            capped = busbw * min(1.0, curve.inter_node_busbw_gbps / fastest)
+        else:
+            capped = min(busbw, curve.inter_node_busbw_gbps)
+        busbw = np.where(nodes > 1, capped, busbw)
     alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
-    return curve.launch_us + alpha + size_bytes * factor / busbw * US_PER_BYTE_AT_1_GBPS
+    wire = (size_bytes + r.s_half_bytes) if r.s_half_bytes else size_bytes
+    return curve.launch_us + alpha + wire * factor / busbw * US_PER_BYTE_AT_1_GBPS
 
 
 def eager_mask(mode) -> np.ndarray:
     """Boolean "is eager" array from mode strings ("graph"/"eager") or an already boolean array."""
     arr = np.asarray(mode)
     return arr if arr.dtype == bool else arr.astype(str) == "eager"
+
+
+def _regime_times(curve: CollectiveCurve, size, p, n, factor) -> np.ndarray:
+    """(K, ...) time of every regime at every point (graph mode, no eager overhead)."""
+    return np.stack([_regime_time_us(curve, i, size, p, n, factor) for i in range(len(curve.regimes))])
+
+
+def chosen_regime(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1) -> np.ndarray:
+    """Index of the regime that prices each point (the fastest for select "min", else the bracket)."""
+    b, p, n = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
+                                  np.asarray(nodes, dtype=float))
+    size = total_bytes(curve.op, b, p)
+    if curve.select == "min":
+        return np.argmin(_regime_times(curve, size, p, n, bus_factor(curve.op, p)), axis=0)
+    edges = np.array([r.max_bytes for r in curve.regimes])
+    return np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)
 
 
 def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
@@ -70,18 +105,22 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
                                          eager_mask(mode))
     size = total_bytes(curve.op, b, p)
     factor = bus_factor(curve.op, p)
-    edges = np.array([r.max_bytes for r in curve.regimes])
-    which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
-    out = np.zeros(size.shape, dtype=float)
-    floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
-    for i in range(len(curve.regimes)):
-        mask = which == i
-        if mask.any():
-            out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
-                                   floor[mask])
-        if i + 1 < len(curve.regimes):
-            end = np.full(size.shape, curve.regimes[i].max_bytes)
-            floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
+    if curve.select == "min":
+        out = _regime_times(curve, size, p, n, factor).min(axis=0) if len(curve.regimes) > 1 else \
+            _regime_time_us(curve, 0, size, p, n, factor)
+    else:
+        edges = np.array([r.max_bytes for r in curve.regimes])
+        which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
+        out = np.zeros(size.shape, dtype=float)
+        floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
+        for i in range(len(curve.regimes)):
+            mask = which == i
+            if mask.any():
+                out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
+                                       floor[mask])
+            if i + 1 < len(curve.regimes):
+                end = np.full(size.shape, curve.regimes[i].max_bytes)
+                floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
     if curve.mode is None:
         out = out + np.where(eager, curve.eager_overhead_us, 0.0)
     return np.where(p <= 1, 0.0, out)
@@ -116,11 +155,7 @@ def regime_name(profile: Profile, op: str, bytes_per_rank: float, world_size: in
     if world_size <= 1:
         return "none"
     curve = profile.curve(op, world_size, mode, nodes)
-    size = float(total_bytes(op, np.asarray(bytes_per_rank), np.asarray(world_size)))
-    for r in curve.regimes:
-        if size <= r.max_bytes:
-            return r.name
-    return curve.regimes[-1].name
+    return curve.regimes[int(chosen_regime(curve, bytes_per_rank, world_size, nodes))].name
 
 
 def link_floor_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, total_bytes
+from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, chosen_regime, collective_time_us, total_bytes
 from .kernels import DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
 from .predict import Prediction
 from .profile import Profile
@@ -41,24 +41,28 @@ def explain_collective(profile: Profile, op: str, bytes_per_rank: float, p: int,
     curve = profile.curve(op, p, mode, nodes)
     size = float(total_bytes(op, bytes_per_rank, p))
     factor = float(bus_factor(op, p))
-    index = next(i for i, r in enumerate(curve.regimes) if size <= r.max_bytes)
+    index = int(chosen_regime(curve, bytes_per_rank, p, nodes))
     r = curve.regimes[index]
     alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
     busbw = r.busbw_gbps
     if nodes > 1 and curve.inter_node_busbw_gbps is not None:
-        busbw = min(busbw, curve.inter_node_busbw_gbps)
-    wire = size * factor / busbw * US_PER_BYTE_AT_1_GBPS
+        fastest = max(x.busbw_gbps for x in curve.regimes)
+        busbw = (busbw * min(1.0, curve.inter_node_busbw_gbps / fastest) if curve.select == "min"
+                 else min(busbw, curve.inter_node_busbw_gbps))
+    wire = (size + r.s_half_bytes) * factor / busbw * US_PER_BYTE_AT_1_GBPS
     eager = curve.eager_overhead_us if (curve.mode is None and mode == "eager") else 0.0
     bound = "<=" if np.isfinite(r.max_bytes) else ">"
     edge = r.max_bytes if np.isfinite(r.max_bytes) else curve.regimes[index - 1].max_bytes if index else 0
     scope = f"world size {curve.world_size}" if curve.world_size else "any world size"
     parts = [
         f"{op} [{curve.provenance} curve, {scope}, {curve.mode or 'graph + eager overhead'}]: "
-        f"S = {_n(bytes_per_rank)} B/rank -> {_n(size)} B; regime {r.name} (S {bound} {_n(edge)} B)",
+        f"S = {_n(bytes_per_rank)} B/rank -> {_n(size)} B; regime {r.name} "
+        + ("(the fastest at this S and p)" if curve.select == "min" else f"(S {bound} {_n(edge)} B)"),
         f"alpha = {r.alpha_base_us:g} + {r.alpha_per_peer_us:g} x {p - 1} + {r.alpha_per_node_us:g} x {nodes - 1}"
         f" = {alpha:.3f} us",
         f"launch {curve.launch_us:g} us",
-        f"S x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us",
+        (f"(S + s_half {_n(r.s_half_bytes)} B) x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us" if r.s_half_bytes
+         else f"S x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us"),
     ]
     if eager:
         parts.append(f"eager overhead {eager:g} us")

@@ -192,6 +192,7 @@ REGIME_FIELDS: dict[str, dict] = {
     "alpha_per_node_us": _LAT,
     "busbw_gbps": _BW,
     "ci90": _CI,
+    "s_half_bytes": _num(0, 2.0**63),
 }
 CURVE_FIELDS: dict[str, dict] = {
     "op": _str(enum=COLLECTIVE_OPS),
@@ -202,6 +203,7 @@ CURVE_FIELDS: dict[str, dict] = {
     "eager_overhead_us": _LAT,
     "inter_node_busbw_gbps": _num(*BANDWIDTH_GBPS, nullable=True),
     "provenance": _str(enum=_KIND),
+    "select": _str(enum=("breakpoints", "min")),
     "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
 }
 KERNEL_OP_FIELDS: dict[str, dict] = {

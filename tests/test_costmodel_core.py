@@ -51,13 +51,15 @@ def test_all_gather_matches_hand_computation_per_regime():
     expected = 4.0 + 6.6 + 0.6 * 7 + 327680 * 7 / 8 / 141.0 * 1e-3
     got = float(collective_time_us(H200, "all_gather", per_rank, 8, 1, "graph"))
     assert got == pytest.approx(expected, rel=1e-12)
-    # Simple regime at 64 MiB per rank: S = 512 MiB; eager adds 9 us
-    per_rank = 64 * 2**20
+    # Simple regime at 256 MiB per rank: S = 2 GiB, with the ramp s_half (busbw x S / (S + s_half)); eager +9 us
+    per_rank = 256 * 2**20
     S = 8 * per_rank
-    expected = 4.0 + 8.4 + 3.4 * 7 + S * 7 / 8 / 361.4 * 1e-3 + 9.0
+    (simple,) = [r for r in H200.curve("all_gather", 8, "graph").regimes if r.name == "Simple"]
+    assert simple.s_half_bytes > 0
+    expected = 4.0 + 8.4 + 3.4 * 7 + (S + simple.s_half_bytes) * 7 / 8 / 361.4 * 1e-3 + 9.0
     assert float(collective_time_us(H200, "all_gather", per_rank, 8, 1, "eager")) == pytest.approx(expected)
-    # across 2 nodes: + alpha_per_node (NET - NVLink hop) and busbw capped at 45 GB/s
-    expected_2n = 4.0 + 8.4 + 3.4 * 7 + (14.0 - 3.4) + S * 7 / 8 / 45.0 * 1e-3
+    # across 2 nodes: + alpha_per_node (NET - NVLink hop); every protocol's busbw scaled by 45 / 361.4 GB/s
+    expected_2n = 4.0 + 8.4 + 3.4 * 7 + (14.0 - 3.4) + (S + simple.s_half_bytes) * 7 / 8 / 45.0 * 1e-3
     assert float(collective_time_us(H200, "all_gather", per_rank, 8, 2)) == pytest.approx(expected_2n)
 
 
