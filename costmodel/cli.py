@@ -1,15 +1,21 @@
-"""`python -m costmodel` - predict, sweep, predict-points, profiles.
+"""`argmax-tp` / `python -m costmodel` - predict, recommend, sweep, predict-points, validate, profiles, presets.
 
-Every user error prints one line `error: <message>` on stderr and exits 2.
+Plus launchers that hand over to the dashboard and the calibration tools (`dashboard`,
+`calibrate-collectives`, `calibrate-kernels`, `verify` need torch - the `calibrate` extra -;
+`fit`, `import-nccl-tests` do not). Every user error prints one line `error: <message>` on
+stderr and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
+import runpy
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,14 +23,28 @@ import pandas as pd
 
 from .errors import InputError, OneLineParser, first_line
 from .points import predict_points
-from .predict import Prediction, crossover, impact, predict
+from .predict import Prediction, crossover, predict
 from .presets import preset, presets
 from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
+from .recommend import impact_change
 from .scenario import Scenario
 from .schema import DTYPES, read_measurements
 from .strategies import BASELINE, DESCRIPTIONS
 
 HEADLINE = "local_argmax_pairs"
+# the dashboard's default scenario (dashboard/state.py Inputs), so both answer the same question by default
+DEFAULT_PRESET = "llama4-maverick"
+DEFAULT_BATCH = "64"
+DEFAULT_K = "3"
+
+
+class Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every real default ("(default: 64)"); flags and unset options show none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 # -- value parsing ---------------------------------------------------------------
@@ -71,21 +91,26 @@ def _bool_list(text: str, name: str) -> list[bool]:
 
 
 # -- shared arguments --------------------------------------------------------------
-def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool) -> None:
+def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool = True) -> None:
     many = " (comma list or range)" if lists else ""
-    p.add_argument("--profile", default=None, help=f"bundled profile name or JSON path (default {DEFAULT_PROFILE})")
-    p.add_argument("--preset", default=None, help="model preset id(s) from data/presets/models.csv" + many)
-    p.add_argument("--vocab", default=None, help="target vocab" + many)
-    p.add_argument("--draft-vocab", default=None, help="draft vocab (default: the target vocab)" + many)
-    p.add_argument("--d2t", default=None, help="EAGLE-3 draft-to-target map: on|off" + many)
-    p.add_argument("--hidden", default=None, help="draft hidden size (informational)")
-    p.add_argument("--tp", default="8", help="TP size" + many)
+    p.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
+    p.add_argument("--preset", default=None,
+                   help=f"model preset id(s) from `presets` (default {DEFAULT_PRESET} unless --vocab is given)" + many)
+    p.add_argument("--vocab", default=None, help="target vocabulary, tokens (overrides the preset's)" + many)
+    p.add_argument("--draft-vocab", default=None, help="draft lm_head vocabulary, tokens (default: the target's)"
+                   + many)
+    p.add_argument("--d2t", default=None, help="EAGLE-3 draft-to-target map: on|off (default: the preset's)" + many)
+    p.add_argument("--hidden", default=None, help="draft hidden size (informational; cancels out of savings)")
+    p.add_argument("--tp", default="8", help="TP size p (ranks sharing the vocab)" + many)
     p.add_argument("--nodes", default="1", help="nodes the TP group spans" + many)
-    p.add_argument("--batch", default="1", help="rows (requests) drafted per step" + many)
-    p.add_argument("--num-spec-tokens", default="1", help="K, draft tokens per decode step" + many)
-    p.add_argument("--drafting", default="serial", help="serial | parallel" + many)
+    if batch:
+        p.add_argument("--batch", default=DEFAULT_BATCH, help="decode batch B: rows (running requests) per draft call"
+                       + many)
+    p.add_argument("--num-spec-tokens", default=DEFAULT_K, help="K, draft tokens per decode step" + many)
+    p.add_argument("--drafting", default="serial", help="serial (K calls of B rows) | parallel (1 call of B*K rows)"
+                   + many)
     p.add_argument("--dtype", default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
-    p.add_argument("--mode", default="graph", help="graph | eager" + many)
+    p.add_argument("--mode", default="graph", help="graph (CUDA-graph replay) | eager" + many)
     p.add_argument("--impl", default="torch", help="torch | fused (local strategies' kernels)" + many)
 
 
@@ -95,8 +120,12 @@ def _model_fields(args: argparse.Namespace) -> list[dict[str, Any]]:
     An explicit --draft-vocab smaller than the vocab turns d2t on unless --d2t says otherwise;
     with d2t off the draft shares the target head (draft vocab = vocab).
     """
-    seeds = ([preset(n.strip()) for n in args.preset.split(",")] if args.preset
-             else [{"vocab": 202048, "draft_vocab": None, "d2t": False, "hidden": None}])
+    if args.preset:
+        seeds = [preset(n.strip()) for n in args.preset.split(",")]
+    elif args.vocab or args.draft_vocab:
+        seeds = [{"vocab": 202048, "draft_vocab": None, "d2t": False, "hidden": None}]
+    else:
+        seeds = [preset(DEFAULT_PRESET)]
     vocabs = parse_int_list(args.vocab, "vocab") if args.vocab else [None]
     drafts = parse_int_list(args.draft_vocab, "draft-vocab") if args.draft_vocab else [None]
     d2ts = _bool_list(args.d2t, "d2t") if args.d2t else [None]
@@ -124,7 +153,7 @@ def _grid(args: argparse.Namespace) -> dict[str, list]:
     return {
         "tp": parse_int_list(args.tp, "tp"),
         "nodes": parse_int_list(args.nodes, "nodes"),
-        "batch": parse_int_list(args.batch, "batch"),
+        "batch": parse_int_list(getattr(args, "batch", "1"), "batch"),
         "num_spec_tokens": parse_int_list(args.num_spec_tokens, "num-spec-tokens"),
         "drafting": parse_choice_list(args.drafting, "drafting", ("serial", "parallel")),
         "dtype": parse_choice_list(args.dtype, "dtype", tuple(DTYPES)),
@@ -171,8 +200,8 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         else:
             entry["crossover_batch"] = None
         if itl_ms is not None:
-            entry["impact"] = impact(float(pred.saving_per_decode_step_us(name)), itl_ms,
-                                     acceptance_length or 1.0, name).to_dict()
+            entry["impact"] = impact_change(float(pred.saving_per_decode_step_us(name)), itl_ms,
+                                            acceptance_length or 1.0, name).to_dict()
         strategies[name] = entry
     return {
         "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
@@ -210,19 +239,30 @@ def _format_table(result: dict[str, Any]) -> str:
         lines.append(f"{'':30s}   = {parts}")
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
-            lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms, "
-                         f"TPOT {im['tpot_before_ms']:.3f} -> {im['tpot_after_ms']:.3f} ms "
-                         f"({im['speedup_pct']:+.2f}%)")
+            lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms "
+                         f"(reduction {im['itl_reduction_pct']:+.2f}%), TPOT {im['tpot_before_ms']:.3f} -> "
+                         f"{im['tpot_after_ms']:.3f} ms, output throughput {im['output_throughput_gain_pct']:+.2f}%")
     lines.append("")
-    lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}; us per draft step)")
+    lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
     return "\n".join(lines)
+
+
+def check_impact_args(args: argparse.Namespace) -> None:
+    """--itl-ms and --acceptance-length go together (TPOT needs both)."""
+    if args.acceptance_length is not None and args.itl_ms is None:
+        raise InputError("--acceptance-length: needs --itl-ms too")
+    if args.itl_ms is not None and args.acceptance_length is None:
+        raise InputError("--itl-ms: needs --acceptance-length too (mean tokens per decode step, 1..K+1)")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    if args.acceptance_length is not None and args.itl_ms is None:
-        raise InputError("--acceptance-length: needs --itl-ms too")
-    pred = predict(scenario_from_args(args), profile)
+    check_impact_args(args)
+    scenario = scenario_from_args(args)
+    if args.acceptance_length is not None and args.acceptance_length > int(scenario.num_spec_tokens) + 1:
+        raise InputError(f"--acceptance-length: must be in 1..K+1 = 1..{int(scenario.num_spec_tokens) + 1} "
+                         f"tokens per decode step, got {args.acceptance_length}")
+    pred = predict(scenario, profile)
     result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
                              acceptance_length=args.acceptance_length)
     if not args.no_intervals:
@@ -264,6 +304,39 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
         elif name != BASELINE:
             s = entry["saving_per_draft_step_us"]
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
+
+
+# -- recommend ---------------------------------------------------------------------------
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from .presets import presets as preset_table
+    from .recommend import format_recommendation, recommend
+    from .workload import load_workload
+
+    check_impact_args(args)
+    profile = load_profile(args.profile)
+    workload = load_workload(args.workload, args.workload_kind)
+    model = _single(_model_fields(args), "preset/--vocab")
+    grid = {k: _single(v, k.replace("_", "-")) for k, v in _grid(args).items() if k != "batch"}
+    method = args.method
+    if method is None:
+        name = (args.preset or ("" if args.vocab or args.draft_vocab else DEFAULT_PRESET)).strip()
+        draft = str(preset_table()["draft"].get(name, "")) if name else ""
+        method = "mtp" if draft.upper().startswith("MTP") else None
+    rec = recommend({**model, **grid}, workload, profile, itl_ms=args.itl_ms,
+                    acceptance_length=args.acceptance_length, method=method)
+    if args.csv:
+        from .safe_io import write_csv
+
+        table = rec.per_batch.copy()
+        for key, value in reversed(list({"profile": profile.name, **rec.scenario}.items())):
+            table.insert(0, key, value)
+        write_csv(table, args.csv)
+        print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rec.to_dict(), indent=2))
+    else:
+        print(format_recommendation(rec))
+    return 0
 
 
 # -- sweep -----------------------------------------------------------------------------
@@ -314,7 +387,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     paths = args.reference or reference_files()
     table = validate(load_reference(paths), args.profile)
     summ = summary(table)
-    print(format_validation(table.iloc[:0] if args.summary_only else table, summ))
+    if args.summary_only:
+        print(summ.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    else:
+        print(format_validation(table, summ))
     if args.out:
         table.to_csv(args.out, index=False)
         print(f"wrote {len(table)} rows to {args.out}", file=sys.stderr)
@@ -348,14 +424,16 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m costmodel", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="argmax-tp", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    p = sub.add_parser("predict", help="price every strategy for one scenario")
+    p = sub.add_parser("predict", help="price every strategy for one scenario", formatter_class=Formatter)
     _add_scenario_args(p, lists=False)
-    p.add_argument("--itl-ms", type=float, default=None, help="baseline inter-token latency (ms) for the impact")
-    p.add_argument("--acceptance-length", type=float, default=None, help="mean accepted tokens per decode step")
-    p.add_argument("--max-batch", type=float, default=65536.0, help="upper end of the crossover search")
+    p.add_argument("--itl-ms", type=float, default=None,
+                   help="baseline ITL, ms per decode step, for the impact (needs --acceptance-length)")
+    p.add_argument("--acceptance-length", type=float, default=None,
+                   help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
+    p.add_argument("--max-batch", type=float, default=65536.0, help="upper end of the crossover search, rows")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--explain", action="store_true", help="print every component's formula with numbers")
     p.add_argument("--sensitivity", action="store_true",
@@ -363,18 +441,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-intervals", action="store_true", help="skip bootstrap intervals (faster)")
     p.set_defaults(func=cmd_predict)
 
-    s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV")
+    r = sub.add_parser("recommend", formatter_class=Formatter,
+                       help="on or off for a workload's batch mix: expected saving, interval, config to paste")
+    r.add_argument("--workload", required=True,
+                   help="batch distribution: CSV batch,weight | vLLM /metrics scrape(s) | vllm bench serve JSON")
+    r.add_argument("--workload-kind", default="auto", choices=("auto", "csv", "vllm-metrics", "vllm-bench"),
+                   help="how to read --workload (auto: JSON object = bench, Prometheus text = metrics, else CSV)")
+    _add_scenario_args(r, lists=False, batch=False)
+    r.add_argument("--itl-ms", type=float, default=None,
+                   help="baseline ITL at this workload, ms per decode step (needs --acceptance-length)")
+    r.add_argument("--acceptance-length", type=float, default=None,
+                   help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
+    r.add_argument("--method", default=None,
+                   help="vLLM speculative method in the pasted config (default: mtp / eagle3 / eagle from the preset)")
+    r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=cmd_recommend)
+
+    s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
     _add_scenario_args(s, lists=True)
     s.add_argument("--out", default=None, help="CSV path (default stdout)")
     s.set_defaults(func=cmd_sweep)
 
-    pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows")
-    pp.add_argument("--profile", default=None)
-    pp.add_argument("--in", dest="input", required=True, help="CSV in the measurement schema")
-    pp.add_argument("--out", required=True)
+    pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows", formatter_class=Formatter)
+    pp.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
+    pp.add_argument("--in", dest="input", required=True,
+                    help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
+    pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
     pp.set_defaults(func=cmd_predict_points)
 
-    v = sub.add_parser("validate", help="predict published/measured reference points and report the error")
+    v = sub.add_parser("validate", help="predict published/measured reference points and report the error",
+                       formatter_class=Formatter)
     v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
     v.add_argument("--reference", nargs="*", default=None, help="reference CSVs (default data/reference/*.csv)")
     v.add_argument("--out", default=None, help="write the full table as CSV")
@@ -384,16 +481,67 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--json", action="store_true", help="print a JSON list")
     pr.set_defaults(func=cmd_profiles)
 
     ps = sub.add_parser("presets", help="list model presets")
     ps.set_defaults(func=cmd_presets)
+    for name, (_, _, text) in LAUNCHERS.items():  # dispatched by main() before parsing; listed for --help
+        sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+# -- launchers: the dashboard and the calibration tools --------------------------------------------------
+# command -> (module run as __main__, needs torch, help). Arguments after the command pass through unchanged.
+LAUNCHERS: dict[str, tuple[str, bool, str]] = {
+    "dashboard": ("streamlit", False, "start the Streamlit dashboard (arguments go to `streamlit run`)"),
+    "calibrate-collectives": ("calibration.collectives", True,
+                              "benchmark the collectives (run it under torchrun; needs the calibrate extra)"),
+    "calibrate-kernels": ("calibration.kernels", True, "benchmark the non-communication kernels (calibrate extra)"),
+    "verify": ("calibration.verify", True, "check every strategy against torch.argmax (torchrun; calibrate extra)"),
+    "fit": ("calibration.fit", False, "fit a profile from measurement CSVs (no torch)"),
+    "import-nccl-tests": ("calibration.import_nccl_tests", False, "convert nccl-tests logs to measurement CSV"),
+    "kernel-report": ("calibration.kernel_report", False, "achieved bandwidth and fused speed-ups of a kernels CSV"),
+}
+# the repository's .streamlit/config.toml, for an installed package started from any directory
+STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--browser.gatherUsageStats", "false",
+                   "--client.toolbarMode", "viewer", "--theme.base", "light", "--theme.primaryColor", "#4c78a8")
+
+
+def app_path() -> Path:
+    """app.py: next to the `dashboard` package (the repository root, or site-packages when installed)."""
+    spec = importlib.util.find_spec("dashboard")
+    if spec is None or spec.origin is None:
+        raise InputError("dashboard: the dashboard package is not installed")
+    path = Path(spec.origin).resolve().parent.parent / "app.py"
+    if not path.is_file():
+        raise InputError(f"dashboard: {path} is missing")
+    return path
+
+
+def launch(command: str, argv: Sequence[str]) -> int:
+    """Run a launcher's module as `__main__` in this process (so torchrun's environment reaches it)."""
+    module, needs_torch, _ = LAUNCHERS[command]
+    if needs_torch and importlib.util.find_spec("torch") is None:
+        raise InputError(f"{command}: needs torch - install the calibrate extra: pip install 'argmax-tp[calibrate]'")
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        raise InputError(f"{command}: module {module} is not installed")
+    if command == "dashboard":
+        sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]
+    else:
+        sys.argv = [f"argmax-tp {command}", *argv]
     try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in LAUNCHERS:
+            return launch(argv[0], argv[1:])
         args = build_parser().parse_args(argv)
         return args.func(args)
     except InputError as exc:
