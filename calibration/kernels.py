@@ -7,7 +7,9 @@
 Each op calls exactly the `calibration.reference` function a strategy calls
 (what `cols` means per op is `KERNEL_OPS[op]`; rows = sampled rows R):
 
-    local_argmax     local_argmax_pack(x[R, s], rank 0, s, V=s)
+    local_argmax     local_argmax_pack(x[R, s], rank 0, s, V=s)    (max + rank offset add + fp32 pack)
+    local_pack       pack_pairs(*x[R, s].max(-1))                   (no rank offset: the H200 probe's op)
+    local_max        x[R, s].max(-1)                                (plain max: the TP = 1 local path)
     key_pack         key_pack(x[R, s], rank 0, s, V=s)
     relayout_copy    relayout(g[p*R, s], p)                              (world_size = p)
     relayout_argmax  full_argmax(relayout(g, p)[:, :p*s])                (world_size = p)
@@ -73,8 +75,11 @@ from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
 
 ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
-SHARD_COLS = (4000, 8000, 16032, 32064, 64128, 131104)  # 32000/8 .. 262208/2, ~x2 apart
-VOCAB_COLS = (16000, 32000, 64128, 128256, 202048, 262208)  # argmaxed widths V / V_target
+# ATen's reduction changes its launch configuration at two row widths (costmodel.gpu_kernels.REGIME_EDGES_COLS:
+# 8,192 - split across warps; 131,072 - split across blocks): the grid keeps a width just below and just above
+# each edge, so a measured table never interpolates across a regime change.
+SHARD_COLS = (4000, 7936, 8448, 16032, 32064, 64128, 126976, 131104)  # 32000/8 .. 262208/2
+VOCAB_COLS = (7936, 8448, 16000, 32000, 64128, 128256, 135168, 202048, 262208)  # argmaxed widths V / V_target
 WORLD_SIZES = (2, 4, 8)
 QUICK_ROWS = (1, 16)
 QUICK_SHARD_COLS = (4000, 16032)
@@ -108,6 +113,8 @@ OPS: dict[str, OpSpec] = {
     "key_unpack": OpSpec("none", data_dtype="int64"),
     "d2t_scatter": OpSpec("target"),
     "d2t_lookup": OpSpec("none", data_dtype="int64"),
+    "local_max": OpSpec("shard"),
+    "local_pack": OpSpec("shard"),
 }
 assert set(OPS) == set(KERNEL_OPS), "calibration.kernels must cover every schema kernel op"
 FUSED_OPS: dict[str, OpSpec] = {op: OPS[op.removesuffix("_fused")] for op in FUSED_KERNEL_OPS}
@@ -220,8 +227,10 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
         gen = torch.Generator(device=device).manual_seed(seed * 1000 + i + 500)
         return torch.randint(0, high, tuple(shape), generator=gen, device=device)
 
-    if op in ("local_argmax", "key_pack"):
-        fn = ref.local_argmax_pack if op == "local_argmax" else ref.key_pack
+    if op in ("local_argmax", "key_pack", "local_max", "local_pack"):
+        fn = {"local_argmax": ref.local_argmax_pack, "key_pack": ref.key_pack,
+              "local_max": lambda x, _r, _s, _v: x.max(dim=-1).indices,
+              "local_pack": lambda x, _r, _s, _v: ref.pack_pairs(*x.max(dim=-1))}[op]
 
         def expect_local(x: tuple) -> np.ndarray:
             return np.argmax(_np(x[0]), axis=1)
@@ -306,9 +315,9 @@ def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> No
             raise AssertionError(f"{op} ({dtype}, p={p}, cols={cols}) differs from the torch building block: "
                                  f"got {_np(got).ravel()[:4]}, torch {_np(torch_out).ravel()[:4]}")
         op = op.removesuffix("_fused")
-    if op == "local_argmax":  # (value, id) pairs: the value must be the row max too
+    if op in ("local_argmax", "local_pack"):  # (value, id) pairs: the value must be the row max too
         if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0]), axis=1)):
-            raise AssertionError(f"local_argmax ({dtype}, cols={cols}) packs a value that is not the row max")
+            raise AssertionError(f"{op} ({dtype}, cols={cols}) packs a value that is not the row max")
         got = got[:, 1].long()
     elif op == "key_pack":
         got = ref.key_unpack(got)

@@ -48,6 +48,8 @@ KERNEL_OPS: dict[str, str] = {
     "key_unpack": "unused (0): decode the reduced 64-bit key into an int64 id",
     "d2t_scatter": "target vocab V_target: fill [rows, V_target] with -inf and scatter [rows, 32000] draft logits",
     "d2t_lookup": "unused (0): target = draft + d2t[draft] for rows ids",
+    "local_max": "vocab shard s: torch.max over [rows, s] (values and indices; the TP = 1 local path)",
+    "local_pack": "vocab shard s: max over [rows, s], pack (fp32 value, fp32 id) - no rank offset, no padding mask",
 }
 
 # Fused Triton variants of the local path (calibration/triton_kernels.py); `cols` as for the base op.

@@ -1,0 +1,167 @@
+"""Fit the GPU kernel model (`costmodel.gpu_kernels`) on measured tables; cross-validate it; derive other GPUs.
+
+`fit_model(frame)` fits every parameter at once by least squares on log(predicted / measured) over the
+CUDA-graph rows of the ops the model prices (local_max, local_pack, argmax, relayout_argmax,
+pair_reduce, ...), then the three eager parameters (torch_op_us, view_op_us, eager_gap_us) on the eager
+rows with the graph parameters fixed. `cross_validate(frame, by)` refits with every batch (or vocab) held
+out in turn and returns, per op and mode, the median and p90 of |predicted / measured - 1| on the held-out
+rows. Print it with:
+
+    python scripts/kernel_cv.py [--csv data/calibration/h200-2026-11-30/kernels.csv]
+
+`derive_model(model, ...)` carries a fitted model to another GPU: element rates scale with SM count x SM
+clock, byte rates (reduction read bandwidth, copy rates) with HBM bandwidth; latencies and launch floors stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from .errors import InputError
+from .gpu_kernels import GpuKernelModel, ReduceOp, model_time_us
+from .schema import ELEM_BYTES, read_measurements
+
+H200_KERNELS_CSV = Path(__file__).resolve().parent.parent / "data" / "calibration" / "h200-2026-11-30" / "kernels.csv"
+FIT_OPS = ("local_max", "local_pack", "argmax", "relayout_argmax", "pair_reduce", "local_argmax", "key_pack",
+           "chunked_argmax", "relayout_copy", "key_unpack", "d2t_lookup", "d2t_scatter")
+# (name, initial value) of the graph parameters, fitted in log space (all positive)
+GRAPH_PARAMS = (("value_us", 0.1), ("wave_us", 2.0), ("global_reduce_us", 4.0), ("reduce_gbps", 3600.0),
+                ("max_floor_us", 3.3), ("max_elems_per_us", 1.1e6), ("argmax_floor_us", 3.2),
+                ("argmax_elems_per_us", 0.9e6), ("small_us", 1.2), ("small_row_us", 0.002),
+                ("copy_floor_us", 2.0), ("copy_gbps_2", 1650.0), ("copy_gbps_4", 2700.0),
+                ("pair_base_us", 5.0), ("pair_row_us", 0.1), ("pair_peer_us", 0.3))
+EAGER_PARAMS = (("torch_op_us", 11.0), ("view_op_us", 4.0), ("eager_gap_us", 5.0))
+PRIOR_SPAN = 20.0  # fitted parameters stay within 1/20 .. 20 x their prior (GRAPH_PARAMS, EAGER_PARAMS)
+
+
+def load_kernel_frame(path: str | Path = H200_KERNELS_CSV) -> pd.DataFrame:
+    """A kernel measurement CSV (schema rows), restricted to the ops the model prices."""
+    frame = read_measurements(path)
+    frame = frame[frame["op"].isin(FIT_OPS)].copy()
+    if frame.empty:
+        raise InputError(f"{path}: no rows for the GPU kernel model's ops ({', '.join(FIT_OPS)})")
+    return frame
+
+
+def _with_params(base: GpuKernelModel, names: tuple[str, ...], values: np.ndarray) -> GpuKernelModel:
+    kv = dict(zip(names, (float(v) for v in values), strict=True))
+    ops = dict(base.reduce_ops)
+    for kind in ("max", "argmax"):
+        if f"{kind}_floor_us" in kv:
+            ops[kind] = ReduceOp(kv.pop(f"{kind}_floor_us"), kv.pop(f"{kind}_elems_per_us"))
+    copy = dict(base.copy_gbps)
+    if "copy_gbps_2" in kv:
+        c2, c4 = kv.pop("copy_gbps_2"), kv.pop("copy_gbps_4")
+        copy.update({"bf16": c2, "fp16": c2, "fp32": c4})
+    return replace(base, reduce_ops=ops, copy_gbps=copy, **kv)
+
+
+def _design(frame: pd.DataFrame) -> list[tuple[str, np.ndarray, dict]]:
+    """Per op: (op, row positions, model_time_us keyword arrays) - built once per fit."""
+    dtype = frame["logits_dtype"] if "logits_dtype" in frame else frame["dtype"]
+    e = dtype.map(ELEM_BYTES).fillna(4).to_numpy(float)
+    out = []
+    for op, idx in frame.groupby("op").indices.items():
+        sub = frame.iloc[idx]
+        out.append((op, idx, {"rows": sub["rows"].to_numpy(float), "cols": sub["cols"].to_numpy(float),
+                              "world_size": sub["world_size"].to_numpy(float), "elem_bytes": e[idx],
+                              "dtype": dtype.iloc[idx].to_numpy(str), "eager": (sub["mode"] == "eager").to_numpy()}))
+    return out
+
+
+def _predict(model: GpuKernelModel, design: list, n: int) -> np.ndarray:
+    out = np.zeros(n)
+    for op, idx, kw in design:
+        out[idx] = model_time_us(model, op, **kw)
+    return out
+
+
+def predict_frame(model: GpuKernelModel, frame: pd.DataFrame) -> np.ndarray:
+    """Model time of every row of a kernel measurement frame (its op, mode, rows, cols, world_size, dtype)."""
+    return _predict(model, _design(frame), len(frame))
+
+
+def fit_model(frame: pd.DataFrame, base: GpuKernelModel, *, start: GpuKernelModel | None = None) -> GpuKernelModel:
+    """Least-squares fit of the graph parameters, then of the eager ones (module doc)."""
+    graph = frame[frame["mode"] == "graph"]
+    eager = frame[frame["mode"] == "eager"]
+    start = start or base
+    names = tuple(n for n, _ in GRAPH_PARAMS)
+    design, t = _design(graph), graph["median_us"].to_numpy(float)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return np.log(_predict(_with_params(base, names, np.exp(x)), design, len(t)) / t)
+
+    model = _with_params(base, names, _solve(resid, start, names, GRAPH_PARAMS))
+    if not eager.empty:
+        enames = tuple(n for n, _ in EAGER_PARAMS)
+        edesign, te = _design(eager), eager["median_us"].to_numpy(float)
+
+        def eresid(x: np.ndarray) -> np.ndarray:
+            return np.log(_predict(_with_params(model, enames, np.exp(x)), edesign, len(te)) / te)
+
+        model = _with_params(model, enames, _solve(eresid, start, enames, EAGER_PARAMS))
+    return model
+
+
+def _solve(resid, start: GpuKernelModel, names: tuple[str, ...], priors: tuple[tuple[str, float], ...]
+           ) -> np.ndarray:
+    """Robust least squares in log space, each parameter bounded to PRIOR_SPAN x its prior either way."""
+    prior = np.log([v for _, v in priors])
+    lo, hi = prior - np.log(PRIOR_SPAN), prior + np.log(PRIOR_SPAN)
+    x0 = np.clip(np.log([_param(start, n) for n in names]), lo + 1e-9, hi - 1e-9)
+    return np.exp(least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1).x)
+
+
+def _param(model: GpuKernelModel, name: str) -> float:
+    for kind in ("max", "argmax"):
+        if name == f"{kind}_floor_us":
+            return model.reduce_ops[kind].floor_us
+        if name == f"{kind}_elems_per_us":
+            return model.reduce_ops[kind].elems_per_us
+    if name == "copy_gbps_2":
+        return model.copy_gbps.get("bf16", 1650.0)
+    if name == "copy_gbps_4":
+        return model.copy_gbps.get("fp32", 2700.0)
+    return float(getattr(model, name))
+
+
+def errors_table(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
+    """Per (op, mode): n, median and p90 of |predicted / measured - 1|."""
+    err = np.abs(predicted / frame["median_us"].to_numpy(float) - 1.0)
+    tab = frame.assign(abs_rel_error=err).groupby(["op", "mode"])["abs_rel_error"]
+    return pd.DataFrame({"n": tab.size(), "median_abs_rel_error": tab.median(),
+                         "p90_abs_rel_error": tab.quantile(0.9)}).reset_index()
+
+
+def cross_validate(frame: pd.DataFrame, base: GpuKernelModel, by: str, *, full: GpuKernelModel | None = None
+                   ) -> pd.DataFrame:
+    """Leave-one-`by`-out (by = "batch" or "vocab" column) error per op and mode (module doc)."""
+    if by not in frame:
+        raise InputError(f"cross-validation by {by!r}: the table has no {by} column")
+    full = full or fit_model(frame, base)
+    predicted = np.full(len(frame), np.nan)
+    for value in sorted(frame[by].unique()):
+        held = (frame[by] == value).to_numpy()
+        model = fit_model(frame[~held], base, start=full)
+        predicted[held] = predict_frame(model, frame[held])
+    out = errors_table(frame, predicted)
+    out.insert(0, "held_out", f"one {by}")
+    return out
+
+
+def derive_model(model: GpuKernelModel, *, gpu: str, sm_count: int, hbm_gbps: float, sm_clock_ratio: float,
+                 source: str) -> GpuKernelModel:
+    """`model` carried to another GPU: element rates x (SMs / SMs0) x clock ratio; byte rates x HBM ratio."""
+    sm = sm_count / model.sm_count * sm_clock_ratio
+    hbm = hbm_gbps / model.hbm_gbps
+    return replace(model, gpu=gpu, sm_count=sm_count, hbm_gbps=hbm_gbps,
+                   reduce_gbps=model.reduce_gbps * hbm,
+                   reduce_ops={k: ReduceOp(v.floor_us, v.elems_per_us * sm) for k, v in model.reduce_ops.items()},
+                   copy_gbps={k: v * hbm for k, v in model.copy_gbps.items()},
+                   provenance="derived", source=source)

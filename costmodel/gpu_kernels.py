@@ -1,0 +1,350 @@
+"""Mechanistic model of the torch CUDA kernels the draft-token strategies run (pure numpy).
+
+A roofline (bytes / bandwidth) is the wrong shape for torch's reductions: their time is flat in
+batch over wide ranges, jumps with the row width and drops when a row is long enough to be split
+across thread blocks. This module prices each kernel from the launch configuration ATen actually
+picks, plus a handful of per-GPU parameters (`GpuKernelModel`), fitted on measured tables
+(`fit_model`) or derived from a measured GPU by SM count and HBM bandwidth (`derive_model`).
+
+Reductions over the last dim of a contiguous [R, C] tensor (torch.max(dim=-1), torch.argmax)
+-------------------------------------------------------------------------------------------
+ATen launches one `reduce_kernel` whose configuration `reduce_launch` reproduces
+(pytorch/pytorch aten/src/ATen/native/cuda/Reduce.cuh, `ReduceConfig::set_block_dimension`
+and `setReduceConfig`; vt0 = input_vec_size = 4, MAX_NUM_THREADS = 512):
+
+    dim0 = C / 4 if C >= 128 (vectorize along input) else C;  dim1 = R
+    d0 = last_pow2(dim0) capped at 512, d1 = last_pow2(dim1) capped at 512
+    block_width  bw = min(d0, 32);  block_height bh = min(d1, 512 / bw);  bw = min(d0, 512 / bh)
+    lanes split the row: step = bw, values_per_thread vpt = ceil(C / step)
+    split across warps  if vpt >= min(16 * bh, 256):  step *= bh (one output per block)
+                        else each warp owns its own output (bh outputs per block)
+    target_grid = SMs * (max_threads_per_SM / (bw * bh));  grid = ceil(R / outputs_per_block)
+    split across blocks if warps split and vpt >= 256 and grid <= target_grid:
+        ctas = max(min(ceil(target_grid / grid), ceil(vpt / 16)), ceil(vpt / 256)); step *= ctas
+    blocks = grid * ctas,  vpt = ceil(C / step)
+
+At one output per block and B = 1 the block split starts at C >= 512 * 256 = 131,072 elements:
+the threshold seen in the H200 tables. The time of one reduction kernel:
+
+    T = floor_op + global_us * [ctas > 1]
+        + sum over waves w of ( wave_us + max(vpt * value_us, elems(w) / rate) )
+    waves: full waves of target_grid blocks, then the remainder; elems(w) = blocks(w) * threads * vpt
+    rate  = min(elems_per_us[op], reduce_gbps * 1e3 / e)        (elements per us)
+
+vpt * value_us is one thread's serial chain of loads (latency bound, small grids); elems / rate is
+the GPU's element-rate or byte-rate bound (full waves). bf16 and fp32 cost the same while the
+element rate binds (it does on H200: bf16 and fp32 argmax over [2048, 202048] both ~418 us).
+
+Copies, views and small kernels
+-------------------------------
+    relayout copy  = 0 when R == 1 or p == 1 (reshape(p, R, s).movedim(0, -2).reshape(R, p*s) is a view)
+                     else copy_floor_us + 2 * R * p * s * e / copy_gbps[dtype] * 1e-3
+    small kernel   = small_us + R * small_row_us     (one elementwise launch over R rows: casts, stack,
+                                                      offset add, key arithmetic, gathers)
+    pair reduce    = pair_base_us + pair_row_us * sqrt(R) + pair_peer_us * log2(p)   (four small launches
+                     over [p, R] pairs; an empirical shape fitted on the measured table, not mechanistic)
+
+Engine ops (costmodel.schema.KERNEL_OPS) are compositions, with the launch counts of the reference
+implementations (calibration/reference.py) and of vLLM's LogitsProcessor.get_top_tokens:
+
+    local_max       reduce_max(R, s)
+    local_pack      reduce_max(R, s) + 3 small (vals.float(), ids.float(), stack)      (the H200 probe's op)
+    local_argmax    local_pack + 1 small (id + rank * s) [+ 1 small: padding fill, when V_pad > V]
+    key_pack        reduce_max(R, s) + 1 small (offset) + KEY_PACK_SMALL small (order key arithmetic)
+    argmax          reduce_argmax(R, C)
+    relayout_copy   copy (above)
+    relayout_argmax relayout_copy + reduce_argmax(R, p * s)
+    chunked_argmax  reduce_max(p * R, s) + CHUNKED_SMALL small (argmax over p, gathers, id arithmetic)
+    pair_reduce     pair reduce (above)
+    key_unpack      2 small;  d2t_lookup 2 small
+    d2t_scatter     fill [R, V_target] + scatter R * 32000 logits: copy bytes at the copy rate + 3 small
+
+Eager mode: the host launches every torch op one by one (`torch_op_us` per kernel-launching op,
+`view_op_us` per view op); the GPU-side time is the graph time plus `eager_gap_us` per kernel:
+
+    T_eager = max(host_ops * torch_op_us + view_ops * view_op_us, T_graph + kernels * eager_gap_us)
+
+Measured tables still win inside their range: `costmodel.kernels` multiplies the model by the
+interpolated measured/model ratio of the table (exact at every measured point) and uses the model
+alone outside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+# ATen Reduce.cuh constants (see the module doc)
+MAX_NUM_THREADS = 512
+WARP_SIZE = 32
+INPUT_VEC_SIZE = 4
+VECTORIZE_MIN_DIM0 = 128
+MIN_VALUES_PER_THREAD = 16
+MAX_VALUES_PER_THREAD = 256
+WARP_SPLIT_VALUES = 16
+# row widths where the launch changes for a contiguous last-dim reduction: split across warps from
+# 16 * 512 elements, across blocks from 256 * 512 (while the grid fits on the GPU at once)
+REGIME_EDGES_COLS = (WARP_SPLIT_VALUES * MAX_NUM_THREADS, MAX_VALUES_PER_THREAD * MAX_NUM_THREADS)
+
+PACK_SMALL = 3  # vals.float(), ids.float(), torch.stack
+KEY_PACK_SMALL = 14  # calibration/reference.py order_key_hi + make_keys: float, ne, full_like, where, eq,
+#                      zeros_like, where, >>, &, ^, long, *, -, +
+CHUNKED_SMALL = 5  # chunked_argmax: argmax over p, 2 gathers, win * s, + idx
+D2T_SCATTER_SMALL = 3  # d2t_targets (arange + d2t), index_put launch, new_full launch
+
+MODEL_OPS = ("local_max", "local_pack", "local_argmax", "key_pack", "argmax", "relayout_copy",
+             "relayout_argmax", "chunked_argmax", "pair_reduce", "key_unpack", "d2t_lookup", "d2t_scatter")
+# (kernel-launching torch ops, view ops) the host issues per call in eager mode
+HOST_OPS: dict[str, tuple[float, float]] = {
+    "local_max": (1, 0), "local_pack": (4, 0), "local_argmax": (5, 1), "key_pack": (2 + KEY_PACK_SMALL, 1),
+    "argmax": (1, 1), "relayout_copy": (1, 2), "relayout_argmax": (2, 3), "chunked_argmax": (1 + CHUNKED_SMALL, 2),
+    "pair_reduce": (4, 2), "key_unpack": (2, 0), "d2t_lookup": (2, 0), "d2t_scatter": (1 + D2T_SCATTER_SMALL, 0),
+}
+
+
+def _last_pow2(n: np.ndarray) -> np.ndarray:
+    """floor to a power of two, at least 1 (Reduce.cuh last_pow2)."""
+    return np.exp2(np.floor(np.log2(np.maximum(n, 1.0))))
+
+
+@dataclass(frozen=True)
+class ReduceLaunch:
+    """ATen's launch configuration of one last-dim reduction (arrays broadcast over the inputs)."""
+
+    threads: np.ndarray  # threads per block (block_width * block_height)
+    values_per_thread: np.ndarray
+    ctas_per_output: np.ndarray  # > 1: the row is split across blocks (a global reduce)
+    blocks: np.ndarray
+    target_grid: np.ndarray  # blocks resident at once: SMs * (max threads per SM / threads)
+
+
+def reduce_launch(rows, cols, sm_count: int, max_threads_per_sm: int = 2048) -> ReduceLaunch:
+    """Reduce.cuh's setReduceConfig for a contiguous [rows, cols] tensor reduced over its last dim."""
+    r = np.maximum(np.asarray(rows, dtype=float), 1.0)
+    c = np.maximum(np.asarray(cols, dtype=float), 1.0)
+    dim0 = np.where(c >= VECTORIZE_MIN_DIM0, np.floor(c / INPUT_VEC_SIZE), c)
+    d0 = np.where(dim0 < MAX_NUM_THREADS, _last_pow2(dim0), MAX_NUM_THREADS)
+    d1 = np.where(r < MAX_NUM_THREADS, _last_pow2(r), MAX_NUM_THREADS)
+    bw = np.minimum(d0, WARP_SIZE)
+    bh = np.minimum(d1, MAX_NUM_THREADS / bw)
+    bw = np.minimum(d0, MAX_NUM_THREADS / bh)
+    threads = bw * bh
+    vpt = np.ceil(c / bw)
+    warp_split = vpt >= np.minimum(WARP_SPLIT_VALUES * bh, MAX_VALUES_PER_THREAD)
+    step = np.where(warp_split, bw * bh, bw)
+    vpt = np.ceil(c / step)
+    target = sm_count * np.floor(max_threads_per_sm / threads)
+    grid = np.ceil(r / np.where(warp_split, 1.0, bh))
+    block_split = warp_split & (vpt >= MAX_VALUES_PER_THREAD) & (grid <= target)
+    ctas = np.maximum(np.minimum(np.ceil(target / grid), np.ceil(vpt / MIN_VALUES_PER_THREAD)),
+                      np.ceil(vpt / MAX_VALUES_PER_THREAD))
+    ctas = np.where(block_split, ctas, 1.0)
+    vpt = np.ceil(c / (step * ctas))
+    return ReduceLaunch(threads, vpt, ctas, grid * ctas, target)
+
+
+@dataclass(frozen=True)
+class ReduceOp:
+    """Per-op parameters of a reduction kernel: launch floor and element rate."""
+
+    floor_us: float
+    elems_per_us: float
+
+
+@dataclass(frozen=True)
+class GpuKernelModel:
+    """Per-GPU parameters of the kernel model (module doc has every formula)."""
+
+    gpu: str
+    sm_count: int
+    hbm_gbps: float
+    max_threads_per_sm: int = 2048
+    reduce_gbps: float = 3600.0  # achieved read bandwidth of a reduction kernel
+    value_us: float = 0.1  # one thread's serial time per reduced value
+    wave_us: float = 2.0  # fixed cost per wave of blocks
+    global_reduce_us: float = 4.0  # extra for the cross-block (global memory) reduce
+    reduce_ops: dict[str, ReduceOp] = field(default_factory=lambda: {
+        "max": ReduceOp(3.3, 1.1e6), "argmax": ReduceOp(3.2, 0.9e6)})
+    small_us: float = 1.2
+    small_row_us: float = 0.002
+    copy_floor_us: float = 2.0
+    copy_gbps: dict[str, float] = field(default_factory=lambda: {"bf16": 1650.0, "fp16": 1650.0, "fp32": 2700.0})
+    pair_base_us: float = 5.0
+    pair_row_us: float = 0.1
+    pair_peer_us: float = 0.3
+    torch_op_us: float = 11.0
+    view_op_us: float = 4.0
+    eager_gap_us: float = 5.0
+    provenance: str = "derived"
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["reduce_ops"] = {k: asdict(v) for k, v in self.reduce_ops.items()}
+        return out
+
+
+_FLOAT_FIELDS = ("hbm_gbps", "reduce_gbps", "value_us", "wave_us", "global_reduce_us", "small_us", "small_row_us",
+                 "copy_floor_us", "pair_base_us", "pair_row_us", "pair_peer_us", "torch_op_us", "view_op_us",
+                 "eager_gap_us")
+
+
+def model_from_dict(obj: Any, where: str = "kernels.model") -> GpuKernelModel:
+    """Validate a profile's `kernels.model` object (one-line InputError naming the field)."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+
+    def num(key: str, value: Any, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0 \
+                or (positive and value == 0):
+            raise InputError(f"{where}.{key}: expected a finite number {'> 0' if positive else '>= 0'}, "
+                             f"got {value!r}")
+        return float(value)
+
+    kw: dict[str, Any] = {}
+    for key in ("gpu", "provenance", "source"):
+        if key in obj:
+            if not isinstance(obj[key], str):
+                raise InputError(f"{where}.{key}: expected a string")
+            kw[key] = obj[key]
+    for key in ("sm_count", "max_threads_per_sm"):
+        value = obj.get(key)
+        if key == "sm_count" or value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+                raise InputError(f"{where}.{key}: expected an integer in 1..100000, got {value!r}")
+            kw[key] = value
+    for key in _FLOAT_FIELDS:
+        if key in obj:
+            kw[key] = num(key, obj[key], positive=key in ("hbm_gbps", "reduce_gbps"))
+        elif key == "hbm_gbps":
+            raise InputError(f"{where}.hbm_gbps: missing")
+    if "reduce_ops" in obj:
+        ops = obj["reduce_ops"]
+        if not isinstance(ops, dict) or set(ops) != {"max", "argmax"}:
+            raise InputError(f"{where}.reduce_ops: expected an object with 'max' and 'argmax'")
+        kw["reduce_ops"] = {k: ReduceOp(num(f"reduce_ops.{k}.floor_us", v.get("floor_us") if isinstance(v, dict)
+                                            else None),
+                                        num(f"reduce_ops.{k}.elems_per_us", v.get("elems_per_us"), positive=True))
+                            for k, v in ops.items()}
+    if "copy_gbps" in obj:
+        copy = obj["copy_gbps"]
+        if not isinstance(copy, dict) or not copy:
+            raise InputError(f"{where}.copy_gbps: expected an object dtype -> GB/s")
+        kw["copy_gbps"] = {k: num(f"copy_gbps.{k}", v, positive=True) for k, v in copy.items()}
+    kw.setdefault("gpu", "")
+    return GpuKernelModel(**kw)
+
+
+# -- pricing -------------------------------------------------------------------------------------------------
+def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> np.ndarray:
+    """Graph-mode time of one last-dim reduction kernel (`kind` "max" or "argmax"), module-doc formula."""
+    op = model.reduce_ops[kind]
+    launch = reduce_launch(rows, cols, model.sm_count, model.max_threads_per_sm)
+    rate = np.minimum(op.elems_per_us, model.reduce_gbps * 1e3 / np.asarray(elem_bytes, dtype=float))
+    lat = launch.values_per_thread * model.value_us
+    per_block = launch.threads * launch.values_per_thread / rate
+    full = np.floor(launch.blocks / launch.target_grid)
+    rest = launch.blocks - full * launch.target_grid
+    waves = (full * (model.wave_us + np.maximum(lat, launch.target_grid * per_block))
+             + (rest > 0) * (model.wave_us + np.maximum(lat, rest * per_block)))
+    return op.floor_us + model.global_reduce_us * (launch.ctas_per_output > 1) + waves
+
+
+def small_us(model: GpuKernelModel, rows) -> np.ndarray:
+    """One small elementwise launch over `rows` rows (graph mode)."""
+    return model.small_us + np.asarray(rows, dtype=float) * model.small_row_us
+
+
+def _copy_gbps(model: GpuKernelModel, dtype) -> np.ndarray:
+    names = np.asarray(dtype).astype(str)
+    out = np.full(names.shape, max(model.copy_gbps.values()))
+    for k, v in model.copy_gbps.items():
+        out = np.where(names == k, v, out)
+    return out
+
+
+def relayout_copy_us(model: GpuKernelModel, rows, cols, world_size, elem_bytes, dtype) -> np.ndarray:
+    """0 when rows == 1 or p == 1 (a view), else copy_floor + 2*R*p*s*e / copy_gbps[dtype]."""
+    r = np.asarray(rows, dtype=float)
+    p = np.asarray(world_size, dtype=float)
+    nbytes = 2 * r * p * np.asarray(cols, dtype=float) * np.asarray(elem_bytes, dtype=float)
+    t = model.copy_floor_us + nbytes / _copy_gbps(model, dtype) * 1e-3
+    return np.where((r > 1) & (p > 1), t, 0.0)
+
+
+def pair_reduce_us(model: GpuKernelModel, rows, world_size) -> np.ndarray:
+    """pair_base + pair_row * sqrt(R) + pair_peer * log2(p) (empirical shape, see the module doc)."""
+    r = np.asarray(rows, dtype=float)
+    return (model.pair_base_us + model.pair_row_us * np.sqrt(r)
+            + model.pair_peer_us * np.log2(np.maximum(np.asarray(world_size, dtype=float), 1.0)))
+
+
+def graph_time_us(model: GpuKernelModel, op: str, *, rows, cols, world_size=1, elem_bytes=2, dtype="bf16",
+                  padded=False, draft_cols=0) -> np.ndarray:
+    """CUDA-graph time of one engine op (composition table in the module doc)."""
+    r = np.asarray(rows, dtype=float)
+    s = np.asarray(cols, dtype=float)
+    p = np.asarray(world_size, dtype=float)
+    e = np.asarray(elem_bytes, dtype=float)
+    if op == "local_max":
+        return reduce_time_us(model, "max", r, s, e)
+    if op == "local_pack":
+        return reduce_time_us(model, "max", r, s, e) + PACK_SMALL * small_us(model, r)
+    if op == "local_argmax":
+        return (reduce_time_us(model, "max", r, s, e)
+                + (PACK_SMALL + 1 + np.asarray(padded, dtype=float)) * small_us(model, r))
+    if op == "key_pack":
+        return (reduce_time_us(model, "max", r, s, e)
+                + (1 + KEY_PACK_SMALL + np.asarray(padded, dtype=float)) * small_us(model, r))
+    if op == "argmax":
+        return reduce_time_us(model, "argmax", r, s, e)
+    if op == "relayout_copy":
+        return relayout_copy_us(model, r, s, p, e, dtype)
+    if op == "relayout_argmax":
+        return relayout_copy_us(model, r, s, p, e, dtype) + reduce_time_us(model, "argmax", r, p * s, e)
+    if op == "chunked_argmax":
+        return reduce_time_us(model, "max", p * r, s, e) + CHUNKED_SMALL * small_us(model, r)
+    if op == "pair_reduce":
+        return pair_reduce_us(model, r, p)
+    if op in ("key_unpack", "d2t_lookup"):
+        return 2 * small_us(model, r) + 0 * s
+    if op == "d2t_scatter":
+        vd = np.asarray(draft_cols, dtype=float)
+        nbytes = r * s * e + 2 * r * vd * e
+        return model.copy_floor_us + nbytes / _copy_gbps(model, dtype) * 1e-3 + D2T_SCATTER_SMALL * small_us(model, r)
+    raise InputError(f"the GPU kernel model has no op {op!r}")
+
+
+def launches_per_call(op: str, rows, world_size) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel-launching torch ops, view ops) of one call; the relayout reshape is a view at R == 1 or p == 1."""
+    launching, views = HOST_OPS[op]
+    shape = np.broadcast_shapes(np.shape(rows), np.shape(world_size))
+    launching = np.full(shape, float(launching))
+    views = np.full(shape, float(views))
+    if op in ("relayout_copy", "relayout_argmax"):
+        view = ~((np.asarray(rows) > 1) & (np.asarray(world_size) > 1))
+        launching = launching - view
+        views = views + view
+    return launching, views
+
+
+def eager_time_us(model: GpuKernelModel, op: str, graph_us, *, rows, world_size=1) -> np.ndarray:
+    """max(host launch time, GPU time + per-kernel eager gaps) (module doc)."""
+    launching, views = launches_per_call(op, rows, world_size)
+    host = launching * model.torch_op_us + views * model.view_op_us
+    return np.maximum(host, np.asarray(graph_us, dtype=float) + launching * model.eager_gap_us)
+
+
+def model_time_us(model: GpuKernelModel, op: str, *, rows, cols, world_size=1, elem_bytes=2, dtype="bf16",
+                  eager=False, padded=False, draft_cols=0) -> np.ndarray:
+    """Time of one engine op in graph or eager mode (`eager` may be a boolean array)."""
+    g = graph_time_us(model, op, rows=rows, cols=cols, world_size=world_size, elem_bytes=elem_bytes, dtype=dtype,
+                      padded=padded, draft_cols=draft_cols)
+    eager = np.asarray(eager, dtype=bool)
+    if not eager.any():
+        return g
+    return np.where(eager, eager_time_us(model, op, g, rows=rows, world_size=world_size), g)
