@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .engines import ENGINES, PLANS, host_costs
 from .errors import InputError, OneLineParser, first_line
 from .points import predict_points
 from .predict import Prediction, crossover, predict
@@ -110,7 +111,12 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
     p.add_argument("--drafting", default="serial", help="serial (K calls of B rows) | parallel (1 call of B*K rows)"
                    + many)
     p.add_argument("--dtype", default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
-    p.add_argument("--mode", default="graph", help="graph (CUDA-graph replay) | eager" + many)
+    p.add_argument("--engine", default=None,
+                   help="vllm | sglang | trtllm: price each component as that engine runs it (CUDA graph or host "
+                        "launches, syncs; costmodel/engines.py)" + many)
+    p.add_argument("--mode", default=None,
+                   help="graph (CUDA-graph replay) | eager (host launches every op), for every component; "
+                        "default graph; not with --engine" + many)
     p.add_argument("--impl", default="torch", help="torch | fused (local strategies' kernels)" + many)
 
 
@@ -157,9 +163,19 @@ def _grid(args: argparse.Namespace) -> dict[str, list]:
         "num_spec_tokens": parse_int_list(args.num_spec_tokens, "num-spec-tokens"),
         "drafting": parse_choice_list(args.drafting, "drafting", ("serial", "parallel")),
         "dtype": parse_choice_list(args.dtype, "dtype", tuple(DTYPES)),
-        "mode": parse_choice_list(args.mode, "mode", ("graph", "eager")),
+        **_execution(args),
         "impl": parse_choice_list(args.impl, "impl", ("torch", "fused")),
     }
+
+
+def _execution(args: argparse.Namespace) -> dict[str, list]:
+    """--engine (an engine's per-component plan) or --mode (one mode for every component), not both."""
+    engine, mode = getattr(args, "engine", None), getattr(args, "mode", None)
+    if engine is not None and mode is not None:
+        raise InputError("--engine: give --engine or --mode, not both (--mode sets every component's execution)")
+    if engine is not None:
+        return {"engine": parse_choice_list(engine, "engine", ENGINES[1:]), "mode": ["graph"]}
+    return {"engine": ["none"], "mode": parse_choice_list(mode or "graph", "mode", ("graph", "eager"))}
 
 
 def _single(values: list, flag: str) -> Any:
@@ -207,11 +223,30 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
                     "source": prof.provenance.source, "gpu": prof.provenance.gpu},
         "scenario": sc.describe(),
+        "engine": engine_dict(pred),
         "baseline": BASELINE,
         "best": str(pred.best()),
         "crossover_batch": strategies[HEADLINE]["crossover_batch"],
         "strategies": strategies,
     }
+
+
+def engine_dict(pred: Prediction) -> dict[str, Any]:
+    """How the step was executed: the engine's plan (with its source) or one mode for every component."""
+    sc, hc = pred.scenario.item(0), host_costs(pred.profile)
+    name = str(sc.engine)
+    out: dict[str, Any] = {"name": name, "host_torch_op_us": hc.torch_op_us, "host_c10d_call_us": hc.c10d_call_us,
+                           "host_source": hc.source}
+    if name == "none":
+        out.update(execution=f"--mode {sc.mode} for every component", source="user (--mode)")
+    else:
+        plan = PLANS[name]
+        captured = ("every component in a CUDA graph" if plan.is_captured("*")
+                    else "every component launched by the host")
+        out.update(execution=f"{captured}; host syncs: {', '.join(sorted(plan.sync_after)) or 'none'}"
+                   + ("; head start: the lm_head GEMM" if plan.head_start else ""),
+                   source=plan.source, notes=list(plan.notes), engine_default_strategy=plan.default_strategy)
+    return out
 
 
 def _format_table(result: dict[str, Any]) -> str:
@@ -220,7 +255,8 @@ def _format_table(result: dict[str, Any]) -> str:
         f"profile {result['profile']['name']} ({result['profile']['kind']}: {result['profile']['gpu']})",
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
         f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
-        f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} impl {sc['impl']}",
+        f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
+        _engine_line(result),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
     ]
@@ -245,6 +281,15 @@ def _format_table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
     return "\n".join(lines)
+
+
+def _engine_line(result: dict[str, Any]) -> str:
+    eng = result.get("engine") or {}
+    if not eng:
+        return f"mode {result['scenario']['mode']}"
+    who = "engine none" if eng["name"] == "none" else f"engine {eng['name']} ({eng['source']})"
+    return (f"{who}: {eng['execution']}; host per torch op {eng['host_torch_op_us']:g} us, "
+            f"per c10d call {eng['host_c10d_call_us']:g} us")
 
 
 def check_impact_args(args: argparse.Namespace) -> None:
@@ -382,7 +427,7 @@ def cmd_predict_points(args: argparse.Namespace) -> int:
 
 # -- validate / profiles / presets -------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .validate import format_validation, load_reference, reference_files, summary, validate
+    from .validate import format_table_errors, format_validation, load_reference, reference_files, summary, validate
 
     paths = args.reference or reference_files()
     table = validate(load_reference(paths), args.profile)
@@ -391,6 +436,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(summ.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     else:
         print(format_validation(table, summ))
+    print()
+    print(format_table_errors(table))
     if args.out:
         table.to_csv(args.out, index=False)
         print(f"wrote {len(table)} rows to {args.out}", file=sys.stderr)
@@ -519,12 +566,19 @@ def app_path() -> Path:
     return path
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def launch(command: str, argv: Sequence[str]) -> int:
     """Run a launcher's module as `__main__` in this process (so torchrun's environment reaches it)."""
     module, needs_torch, _ = LAUNCHERS[command]
-    if needs_torch and importlib.util.find_spec("torch") is None:
+    if needs_torch and not _installed("torch"):
         raise InputError(f"{command}: needs torch - install the calibrate extra: pip install 'argmax-tp[calibrate]'")
-    if importlib.util.find_spec(module.split(".")[0]) is None:
+    if not _installed(module.split(".")[0]):
         raise InputError(f"{command}: module {module} is not installed")
     if command == "dashboard":
         sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]

@@ -47,7 +47,9 @@ from .errors import InputError
 from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, profile_json_schema
 
 SCHEMA_VERSION = 1
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+# an installed package carries data/ as costmodel/data (pyproject.toml); a checkout has it at the repository root
+_PACKAGE_DIR = Path(__file__).resolve().parent
+DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data" / "profiles").is_dir() else _PACKAGE_DIR.parent / "data"
 PROFILE_DIR = DATA_DIR / "profiles"
 DEFAULT_PROFILE = "h200-sxm-nvlink"
 MAX_PROFILE_BYTES = 20 * 1024 * 1024

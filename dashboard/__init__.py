@@ -12,6 +12,7 @@ Modules (one concept each):
 Nothing here imports torch.
 """
 
-from pathlib import Path
+from costmodel.profile import DATA_DIR
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# the folder holding data/: the repository root, or site-packages/costmodel when installed
+REPO_ROOT = DATA_DIR.parent
