@@ -40,6 +40,14 @@ reproduced exactly up to the op's own eager-graph gap mismatch (I_e - I_g - L de
 (CPU): delta = 0 so graph_kernel_us = eager_launch_us; graph-only data keeps the base profile's delta.
 Complete measured (rows x cols) grids are stored as kernels.tables (cols 0 -> [1]).
 
+Input limits (bounded cost): at most MAX_FIT_ROWS input rows; repeated rows of one point (every column but
+the times equal) are binned to at most MAX_REPEATS_PER_POINT rows - the order statistics at ranks
+floor((j + 1/2) c / R) of its c times, j < R, so the point's median and spread survive - so n <= R x points;
+a curve with more than MAX_GROUP_SIZES distinct sizes and a kernel op with more than MAX_KERNEL_SHAPES shapes
+are skipped (reported). Binning is one hash group-by and one sort (O(rows log rows)); then the fit holds
+O(B n + B k^2) floats per group (B <= 200 replicates, k <= 256 sizes): below ~0.5 GB at the limits
+(scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload).
+
 Everything not measured comes from the base profile (default: the bundled default profile); provenance.kind is
 "measured" only when nothing of the base profile remains reachable, else "mixed".
 """
@@ -72,6 +80,7 @@ from costmodel.profile import (
     profile_from_dict,
     save_profile,
 )
+from costmodel.safe_io import check_rows
 from costmodel.schema import (
     COLLECTIVE_OPS,
     D2T_DRAFT_COLS,
@@ -80,6 +89,7 @@ from costmodel.schema import (
     FUSED_KERNEL_OPS,
     KERNEL_OPS,
     MODES,
+    TIME_COLUMNS,
     read_measurements,
     validate_measurements,
 )
@@ -89,6 +99,10 @@ from .segmented import best_split, bic, polish, range_fits, solve_bounded
 BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
 BETA_MIN = 1.0 / BW_MAX_GBPS
 MIN_GROUP_SIZES = 3  # distinct sizes a group needs to be fitted at all
+MAX_GROUP_SIZES = 256  # distinct sizes per curve (memory ~ B k^2, see "Input limits" in the module doc)
+MAX_KERNEL_SHAPES = 1024  # distinct (rows, cols, world_size) shapes per kernel op (leave-one-shape-out)
+MAX_REPEATS_PER_POINT = 16  # rows kept per measured point (evenly spaced order statistics of its times)
+MAX_FIT_ROWS = 2_000_000  # input rows before binning
 MIN_REGIME_SIZES = 3  # distinct sizes per regime when choosing K
 MIN_REFIT_SIZES = 2  # distinct sizes per regime in bootstrap / cross-validation refits
 MAX_STORED_REPLICATES = 100
@@ -207,12 +221,31 @@ def _err_stats(err: np.ndarray) -> tuple[float | None, float | None]:
     return _num(np.median(err)), _num(np.percentile(err, 90))
 
 
+def bin_repeats(frame: pd.DataFrame, max_repeats: int = MAX_REPEATS_PER_POINT) -> pd.DataFrame:
+    """`frame` with every point measured more than `max_repeats` times (rows equal in every column but the
+    times) cut to `max_repeats` rows: the order statistics at ranks floor((j + 1/2) c / R), j < R, of its
+    c median_us values (module doc, "Input limits"). Other rows are kept as they are, in their order."""
+    keys = [c for c in frame.columns if c not in TIME_COLUMNS and not c.startswith("_")]
+    codes = frame.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    counts = np.bincount(codes)
+    if counts.max(initial=0) <= max_repeats:
+        return frame
+    order = np.lexsort((frame["median_us"].to_numpy(float), codes))
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    c = counts[codes[order]]
+    rank = np.arange(len(order)) - start[codes[order]]
+    keep = (c <= max_repeats) | (rank == ((rank * max_repeats // c) * 2 + 1) * c // (2 * max_repeats))
+    return frame.iloc[np.sort(order[keep])].reset_index(drop=True)
+
+
 def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
     """Segmented fit, K by BIC, leave-one-size-out CV and bootstrap of one group (see module doc)."""
     sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
     k, n = len(sizes), len(rows.time_us)
     if k < MIN_GROUP_SIZES:
         raise _Skip(f"{k} distinct size(s); needs >= {MIN_GROUP_SIZES}")
+    if k > MAX_GROUP_SIZES:
+        raise _Skip(f"{k} distinct sizes, more than the limit of {MAX_GROUP_SIZES} per curve")
     if rows.generic and len(np.unique(rows.p)) < 2:
         raise _Skip("generic curve needs >= 2 world sizes")
     a, lower = rows.design(), rows.lower()
@@ -359,6 +392,9 @@ def _fit_kernel_op(op: str, sub: pd.DataFrame) -> _KernelFit:
     nbytes = _kernel_nbytes(op, sub)
     if len(np.unique(nbytes)) < 2:
         raise _Skip("roofline needs >= 2 distinct byte counts")
+    n_shapes = len(sub[["rows", "cols", "world_size"]].drop_duplicates())
+    if n_shapes > MAX_KERNEL_SHAPES:
+        raise _Skip(f"{n_shapes} distinct shapes, more than the limit of {MAX_KERNEL_SHAPES} per op")
     t = sub["median_us"].to_numpy(float)
     mode = sub["mode"].to_numpy(str)
     z = np.stack([(mode == m).astype(float) for m in modes] + [nbytes * 1e-3], axis=1)
@@ -598,7 +634,7 @@ def _gpus_per_node(found: dict[str, Any]) -> int | None:
 
 
 def _gpu(frame: pd.DataFrame) -> str:
-    values = sorted({str(v).strip() for v in frame["gpu"].dropna()} - {"unknown", "", "nan"})
+    values = sorted(set(frame["gpu"].dropna().astype(str).str.strip().unique().tolist()) - {"unknown", "", "nan"})
     if len(values) > 1:
         raise InputError(f"column gpu: mixed GPU types in one fit ({', '.join(values)}); fit each GPU separately")
     return values[0] if values else "unknown"
@@ -621,7 +657,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         raise InputError("--name must be a non-empty string")
     if len(frame) == 0:
         raise InputError("measurements: no rows")
-    frame = validate_measurements(frame, source=", ".join(files) or "measurements")
+    check_rows(len(frame), limit_rows=MAX_FIT_ROWS, source=", ".join(files) or "measurements")
+    frame = bin_repeats(validate_measurements(frame, source=", ".join(files) or "measurements"))
     gpu = _gpu(frame)
     base = base_profile if base_profile is not None else default_profile()
     files = list(files)

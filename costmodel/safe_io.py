@@ -24,7 +24,6 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +109,13 @@ def _no_constant(name: str) -> Any:
     raise InputError(f"{name} is not a JSON number")
 
 
-def _path(parts: Iterable[Any]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+def _path(link: tuple | None) -> str:
+    """The ".a[0].b" path of a (key, parent link) chain."""
+    parts = []
+    while link is not None:
+        parts.append(link[0])
+        link = link[1]
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(parts))
 
 
 def _check_string(text: str, where: str) -> None:
@@ -126,29 +130,37 @@ def _check_string(text: str, where: str) -> None:
 def check_tree(data: Any, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Iteratively check a decoded document: depth <= max_depth, string keys, UTF-8 encodable strings
     without NUL, integers in int64, finite floats (InputError naming the first offending path)."""
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    stack: list[tuple[Any, int, tuple | None]] = [(data, 0, None)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, parts = stack.pop()
-        if len(parts) > max_depth:
-            raise InputError(f"{source}: nested deeper than {max_depth} levels")
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if not isinstance(key, str):
-                    raise InputError(f"{source}{_path(parts)}: key {key!r} is not a string")
-                _check_string(key, f"{source}{_path(parts)} key")
-                stack.append((value, parts + (key,)))
-        elif isinstance(node, (list, tuple)):
-            stack.extend((v, parts + (i,)) for i, v in enumerate(node))
-        elif isinstance(node, str):
-            _check_string(node, f"{source}{_path(parts)}")
-        elif isinstance(node, bool) or node is None:
-            continue
-        elif isinstance(node, int):
-            if not INT64_MIN <= node <= INT64_MAX:
-                raise InputError(f"{source}{_path(parts)}: integer outside the int64 range")
-        elif isinstance(node, float):
+        node, depth, link = pop()
+        kind = type(node)
+        if kind is dict or kind is list or isinstance(node, (dict, list, tuple)):
+            if depth >= max_depth:
+                raise InputError(f"{source}: nested deeper than {max_depth} levels")
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if type(key) is not str:
+                        raise InputError(f"{source}{_path(link)}: key {key!r} is not a string")
+                    _check_string(key, f"{source}{_path(link)} key")
+                    push((value, depth + 1, (key, link)))
+            else:
+                for i, value in enumerate(node):
+                    push((value, depth + 1, (i, link)))
+        elif kind is str:
+            _check_string(node, f"{source}{_path(link)}")
+        elif kind is float:
             if not math.isfinite(node):
-                raise InputError(f"{source}{_path(parts)}: {node} is not a finite number")
+                raise InputError(f"{source}{_path(link)}: {node} is not a finite number")
+        elif kind is int:
+            if not INT64_MIN <= node <= INT64_MAX:
+                raise InputError(f"{source}{_path(link)}: integer outside the int64 range")
+        elif isinstance(node, str):
+            _check_string(node, f"{source}{_path(link)}")
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise InputError(f"{source}{_path(link)}: {node} is not a finite number")
+        elif isinstance(node, int) and not isinstance(node, bool) and not INT64_MIN <= node <= INT64_MAX:
+            raise InputError(f"{source}{_path(link)}: integer outside the int64 range")
 
 
 def loads_json(text: str | bytes, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

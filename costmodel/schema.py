@@ -66,31 +66,68 @@ D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width: [rows,
 MODES: tuple[str, ...] = ("graph", "eager")
 
 _INT_COLUMNS = ("world_size", "nodes", "bytes_per_rank", "rows", "cols", "iters")
-_TIME_COLUMNS = ("median_us", "p10_us", "p90_us", "min_us", "max_us")
+TIME_COLUMNS = ("median_us", "p10_us", "p90_us", "min_us", "max_us")
+_TIME_COLUMNS = TIME_COLUMNS
 _REQUIRED = ("op", "mode", "world_size", "median_us")
+
+
+MAX_MEASUREMENT_BYTES = 64 * 2**20  # a measurement CSV file (uploads: dashboard.uploads, 20 MiB)
+MAX_MEASUREMENT_ROWS = 2_000_000
+MAX_TIME_US = 1e8  # a measured call above 100 s is refused as implausible
+MAX_WORLD_SIZE = 1 << 20
+INT64_MAX = 2**63 - 1
+_INT_LIMITS = {"world_size": MAX_WORLD_SIZE, "nodes": MAX_WORLD_SIZE}
+_TEXT_COLUMNS = ("op", "backend", "device", "gpu", "dtype", "mode")
+
+
+def parse_measurement_csv(data: str | bytes, source: str, *, require_times: bool = True) -> pd.DataFrame:
+    """Parse measurement CSV text or bytes and validate it (`validate_measurements`); InputError names the
+    problem (a row with more fields than the header is refused, not shifted into an index)."""
+    import io
+    import warnings
+
+    buffer = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else io.StringIO(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(buffer, index_col=False, on_bad_lines="error", low_memory=False)
+    except pd.errors.ParserWarning:
+        raise InputError(f"{source}: a row has more fields than the header") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{source}: not a readable CSV ({first_line(exc)})") from None
+    return validate_measurements(frame, source=source, require_times=require_times)
 
 
 def read_measurements(path: str | Path, *, require_times: bool = True) -> pd.DataFrame:
     """Read and validate a measurement CSV; raise `InputError` naming the problem.
 
-    Missing optional columns are filled with defaults (nodes=1, bytes_per_rank=0,
-    rows=0, cols=0, dtype="fp32", backend/device/gpu="unknown"). With
+    The file is stat-ed and read with a bound (costmodel.safe_io: FIFOs, devices and files over
+    MAX_MEASUREMENT_BYTES are refused). Missing optional columns are filled with defaults (nodes=1,
+    bytes_per_rank=0, rows=0, cols=0, dtype="fp32", backend/device/gpu="unknown"). With
     `require_times=False` (predict-points input) the time columns may be absent.
     """
-    path = Path(path)
-    try:
-        frame = pd.read_csv(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable CSV ({first_line(exc)})") from None
-    return validate_measurements(frame, source=str(path), require_times=require_times)
+    from .safe_io import read_bytes
+
+    data = read_bytes(path, limit_bytes=MAX_MEASUREMENT_BYTES)
+    return parse_measurement_csv(data, str(path), require_times=require_times)
+
+
+def _bad_row(source: str, column: str, frame: pd.DataFrame, bad: np.ndarray, rule: str) -> InputError:
+    row = int(np.flatnonzero(bad)[0])
+    return InputError(f"{source}: column {column} row {row + 2} is {frame[column].iloc[row]!r}; {rule}")
 
 
 def validate_measurements(
     frame: pd.DataFrame, *, source: str = "measurements", require_times: bool = True
 ) -> pd.DataFrame:
-    """Validate an in-memory measurement table (see `read_measurements`)."""
+    """Validate an in-memory measurement table (see `read_measurements`).
+
+    At most MAX_MEASUREMENT_ROWS rows; integer columns are non-negative integers below 2^63 (world_size
+    and nodes <= 2^20); times finite, > 0 (median_us) and <= MAX_TIME_US; text cells UTF-8 strings.
+    """
+    from .safe_io import check_rows
+
+    check_rows(len(frame), limit_rows=MAX_MEASUREMENT_ROWS, source=source)
     required = _REQUIRED if require_times else _REQUIRED[:-1]
     missing = [c for c in required if c not in frame.columns]
     if missing:
@@ -101,23 +138,24 @@ def validate_measurements(
     for column, value in defaults.items():
         if column not in frame.columns:
             frame[column] = value
-    frame["op"] = frame["op"].astype(str).str.strip()
-    bad_ops = sorted(set(frame["op"]) - set(ALL_OPS))
-    if bad_ops:
-        raise InputError(f"{source}: unknown op {bad_ops[0]!r} (known: {', '.join(ALL_OPS)})")
-    frame["mode"] = frame["mode"].astype(str).str.strip()
-    bad_modes = sorted(set(frame["mode"]) - set(MODES))
-    if bad_modes:
-        raise InputError(f"{source}: column mode has {bad_modes[0]!r}; expected graph or eager")
-    frame["dtype"] = frame["dtype"].fillna("fp32").astype(str).str.strip()
-    bad_dtypes = sorted(set(frame["dtype"]) - set(ELEM_BYTES))
-    if bad_dtypes:
-        raise InputError(f"{source}: column dtype has {bad_dtypes[0]!r}; expected one of {', '.join(ELEM_BYTES)}")
+    for column in _TEXT_COLUMNS:
+        fill = defaults.get(column, "")
+        frame[column] = frame[column].fillna(fill).astype(str).str.strip()
+    allowed = {"op": (ALL_OPS, "unknown op {!r} (known: " + ", ".join(ALL_OPS) + ")"),
+               "mode": (MODES, "column mode has {!r}; expected graph or eager"),
+               "dtype": (tuple(ELEM_BYTES), "column dtype has {!r}; expected one of " + ", ".join(ELEM_BYTES))}
+    for column, (values, message) in allowed.items():
+        bad = sorted(set(frame[column].unique().tolist()) - set(values))
+        if bad:
+            raise InputError(f"{source}: " + message.format(bad[0]))
     for column in _INT_COLUMNS:
-        values = pd.to_numeric(frame[column], errors="coerce")
-        if values.isna().any() or (values < 0).any() or (values != np.floor(values)).any():
-            row = int(np.flatnonzero(values.isna() | (values < 0) | (values != np.floor(values)))[0])
-            raise InputError(f"{source}: column {column} row {row + 2} is not a non-negative integer")
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        limit = _INT_LIMITS.get(column, INT64_MAX)
+        v = values.to_numpy()
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(v) | (v < 0) | (v != np.floor(v)) | (v > limit)
+        if bad.any():
+            raise _bad_row(source, column, frame, bad, f"expected an integer in 0..{limit}")
         frame[column] = values.astype(np.int64)
     if (frame["world_size"] < 1).any():
         raise InputError(f"{source}: column world_size must be >= 1")
@@ -131,15 +169,18 @@ def validate_measurements(
             if column == "median_us" and require_times:
                 raise InputError(f"{source}: missing column median_us")
             continue
-        values = pd.to_numeric(frame[column], errors="coerce")
-        if require_times and column == "median_us":
-            bad = values.isna() | ~np.isfinite(values) | (values <= 0)
-            if bad.any():
-                row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise InputError(
-                    f"{source}: column median_us row {row + 2} is {frame[column].iloc[row]!r}; "
-                    "times must be finite and > 0"
-                )
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        v = values.to_numpy()
+        median = column == "median_us"
+        with np.errstate(invalid="ignore"):
+            out_of_range = ((v <= 0) if median else (v < 0)) | (v > MAX_TIME_US) | np.isinf(v)
+        if require_times and median:
+            bad = np.isnan(v) | out_of_range
+        else:  # optional statistics: empty is fine, a number must be plausible
+            bad = out_of_range | (np.isnan(v) & frame[column].notna().to_numpy())
+        if bad.any():
+            rule = f"times must be finite, {'> 0' if median else '>= 0'} and <= {MAX_TIME_US:g} us"
+            raise _bad_row(source, column, frame, bad, rule)
         frame[column] = values
     return frame
 
@@ -153,7 +194,6 @@ def validate_measurements(
 BANDWIDTH_GBPS = (1e-6, 1e6)  # 1 kB/s .. 1 PB/s: calibration.fit's ceiling BW_MAX_GBPS marks a latency-only regime
 LATENCY_US = (0.0, 1e6)  # 0 .. 1 s
 TABLE_TIME_US = (0.0, 1e8)  # exclusive low: (0, 100 s]
-MAX_WORLD_SIZE = 1 << 20
 MAX_STRING = 100_000
 PROFILE_SCHEMA_ID = "https://github.com/argmax-tp/costmodel/data/profiles/schema.json"
 

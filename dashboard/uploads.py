@@ -6,11 +6,14 @@
 
 The calibration modules are imported lazily: without them the dashboard still runs and a measurement
 upload answers "fitting uploads needs calibration.fit". Every problem is an InputError with one line.
+
+Limits: MAX_UPLOAD_BYTES (20 MiB, as server.maxUploadSize) and MAX_UPLOAD_ROWS measurement rows; repeated
+rows of one point are binned before the fit (calibration.fit.bin_repeats), so a 19.75 MiB, 1M-row CSV is
+fitted in ~4 s and < 0.6 GB (scripts/bench_limits.py). A file name is only ever used as a label.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -18,11 +21,14 @@ from pathlib import PurePath
 import pandas as pd
 
 from costmodel import InputError, Profile, parse_profile
-from costmodel.schema import validate_measurements
+from costmodel.safe_io import check_rows, check_size, csv_text
+from costmodel.schema import parse_measurement_csv, validate_measurements
 
 from .state import UPLOAD_PREFIX
 
 MAX_UPLOAD_BYTES = 20 * 2**20  # keep in step with server.maxUploadSize in .streamlit/config.toml
+MAX_UPLOAD_ROWS = 1_500_000  # measurement rows per upload (20 MiB holds at most ~1.3M of the shortest rows)
+MAX_FILE_NAME = 255
 UPLOAD_TYPES = ("json", "csv", "txt", "log")
 NEEDS_FIT = "fitting uploads needs calibration.fit"
 
@@ -51,32 +57,44 @@ def _decode(file_name: str, data: bytes) -> str:
 def _fit(frame: pd.DataFrame, file_name: str) -> tuple[str, str]:
     """(profile JSON text, measurement CSV text) for a validated measurement frame."""
     try:
-        from calibration.fit import fit_measurements
+        from calibration.fit import bin_repeats, fit_measurements
     except ImportError:
         raise InputError(NEEDS_FIT) from None
-    name = PurePath(file_name).stem or "upload"
+    check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=file_name)
+    frame = bin_repeats(frame)  # the points the fit uses; also what the Calibration tab plots
+    name = PurePath(file_name).stem.strip() or "upload"
     try:
         profile = fit_measurements(frame, name=name)
     except InputError:
         raise
-    except (ValueError, KeyError, RuntimeError) as exc:  # a fit that cannot run on these points
+    except (ValueError, KeyError, RuntimeError, ArithmeticError) as exc:  # a fit that cannot run on these points
         raise InputError(f"{file_name}: cannot fit these measurements ({' '.join(str(exc).split())})") from None
-    return json.dumps(profile, allow_nan=False), frame.to_csv(index=False)
+    return json.dumps(profile, allow_nan=False), csv_text(frame)
 
 
 def read_measurement_csv(text: str, source: str) -> pd.DataFrame:
     """Parse and validate measurement CSV text (costmodel.schema)."""
+    return parse_measurement_csv(text, source)
+
+
+def _check_name(file_name: str) -> str:
+    """The upload's name as a one-line label: UTF-8 encodable, no control characters, at most 255 chars."""
+    name = str(file_name)
     try:
-        frame = pd.read_csv(io.StringIO(text))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{source}: not a readable CSV ({str(exc).splitlines()[0]})") from None
-    return validate_measurements(frame, source=source)
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("upload: the file name is not UTF-8 encodable") from None
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InputError("upload: the file name contains control characters")
+    if not name.strip() or len(name) > MAX_FILE_NAME:
+        raise InputError(f"upload: the file name must be 1..{MAX_FILE_NAME} characters")
+    return name
 
 
 def parse_upload(file_name: str, data: bytes) -> UploadedProfile:
     """Validate one uploaded file and return the profile it gives; InputError names the problem."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise InputError(f"{file_name}: larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+    file_name = _check_name(file_name)
+    check_size(len(data), limit_bytes=MAX_UPLOAD_BYTES, source=file_name)
     if not data.strip():
         raise InputError(f"{file_name}: empty file")
     suffix = PurePath(file_name).suffix.lower().lstrip(".")
