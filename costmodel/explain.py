@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, chosen_regime, collective_time_us, total_bytes
+from .engines import host_costs
 from .kernels import DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
 from .predict import Prediction
 from .profile import Profile
@@ -94,14 +95,35 @@ def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_si
 
 
 def _explain_call(pred: Prediction, call: Call) -> tuple[float, str]:
+    """GPU time of a collective / kernel / element-wise call (graph-mode pricing), or the step model's host term."""
     sc = pred.scenario
-    mode = str(sc.mode)
     if call.kind == "collective":
         return explain_collective(pred.profile, call.op, float(call.args["bytes_per_rank"]), int(sc.tp),
-                                  int(sc.nodes), mode)
+                                  int(sc.nodes), "graph")
+    if call.kind == "elementwise":
+        a = call.args
+        cols = float(np.asarray(a["cols"]))
+        e = float(a.get("elem_bytes", sc.elem_bytes))
+        per = pred.profile.graph_kernel_us + 2.0 * float(sc.rows) * cols * e / a["bw_gbps"] * 1e-3
+        if call.op == "pad_mask":
+            per = pred.profile.graph_kernel_us + float(sc.rows) * cols * e / a["bw_gbps"] * 1e-3
+        value = a["kernels"] * per
+        return value, (f"{call.op}: {a['kernels']} element-wise kernel(s) x ({pred.profile.graph_kernel_us:g} us + "
+                       f"bytes over [{_n(float(sc.rows))}, {_n(cols)}] / {a['bw_gbps']:g} GB/s) = {value:.3f} us")
+    if call.kind == "host":
+        a = call.args
+        host, gpu, head = (float(np.asarray(a[k])) for k in ("host_us", "gpu_us", "head_start_us"))
+        engine = str(sc.engine)
+        plan = engine if engine != "none" else f"--mode {sc.mode}"
+        hc = host_costs(pred.profile)
+        value = float(np.asarray(a.get("exposed", 0.0)))
+        return value, (f"step model ({plan}): the host launches {host:.3f} us of ops (torch op {hc.torch_op_us:g} us, "
+                       f"c10d call {hc.c10d_call_us:g} us; {hc.source}), the GPU runs {gpu:.3f} us, head start "
+                       f"{head:.3f} us; step = pipeline completion (engines.step_time_us), the GPU waits "
+                       f"{value:.3f} us for launches = {value:.3f} us")
     return explain_kernel(pred.profile, call.op, float(sc.rows), float(np.asarray(call.args["cols"])),
-                          int(np.asarray(call.args["world_size"])), str(sc.dtype), int(sc.elem_bytes), mode,
-                          float(np.asarray(call.args["draft_cols"])))
+                          int(np.asarray(call.args["world_size"])), str(sc.dtype), int(sc.elem_bytes),
+                          call.args.get("mode", "graph"), float(np.asarray(call.args["draft_cols"])))
 
 
 def explain(pred: Prediction) -> list[Explained]:

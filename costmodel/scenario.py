@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .engines import ENGINES
 from .errors import InputError
 from .schema import DTYPES
 
@@ -60,6 +61,12 @@ class Scenario:
     mode: "graph" (CUDA-graph replay) or "eager".
     impl: "torch" (the torch ops engines ship) or "fused" (fused kernels; the
         profile must carry fused kernel parameters).
+    engine: "none" (every component as `mode` says) or "vllm" | "sglang" |
+        "trtllm": what that engine captures in a CUDA graph and where it syncs,
+        per component (costmodel/engines.py; `mode` is then not used).
+    softcap: the model applies a final logit soft-cap cap * tanh(x / cap)
+        (3 element-wise kernels over the logits the strategy reads).
+    logit_scale: the model multiplies the logits by a scale (1 kernel).
     """
 
     vocab: Any = 202048
@@ -74,6 +81,9 @@ class Scenario:
     drafting: Any = "serial"
     mode: Any = "graph"
     impl: Any = "torch"
+    engine: Any = "none"
+    softcap: Any = False
+    logit_scale: Any = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -91,6 +101,9 @@ class Scenario:
         set_(self, "drafting", _categorical("drafting", self.drafting, ("serial", "parallel")))
         set_(self, "mode", _categorical("mode", self.mode, ("graph", "eager")))
         set_(self, "impl", _categorical("impl", self.impl, ("torch", "fused")))
+        set_(self, "engine", _categorical("engine", self.engine, ENGINES))
+        set_(self, "softcap", _as_array(self.softcap, bool))
+        set_(self, "logit_scale", _as_array(self.logit_scale, bool))
         set_(self, "_shape", np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)
                                                    if getattr(self, f.name) is not None)))
         self._validate()
@@ -158,6 +171,11 @@ class Scenario:
     def rows(self) -> np.ndarray:
         """Rows per draft call: B (serial) or B*K (parallel)."""
         return np.where(self.parallel, self.batch * self.num_spec_tokens, self.batch)
+
+    @property
+    def padding(self) -> np.ndarray:
+        """V_pad - V_draft: padded lm_head rows the last shard must mask (0: no mask kernel)."""
+        return self.padded_draft_vocab - self.draft_vocab
 
     @property
     def calls_per_decode_step(self) -> np.ndarray:

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import collective_time_us
+from .engines import Stage, captured_mask, host_costs, step_time_us, sync_mask
+from .errors import InputError
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_time_us
 from .profile import Profile
 from .scenario import Scenario
@@ -71,7 +73,7 @@ DESCRIPTIONS: dict[str, str] = {
 class Call:
     """What a component priced: a collective or kernel op and its arguments (for explanations)."""
 
-    kind: str  # "collective" | "kernel"
+    kind: str  # "collective" | "kernel" | "elementwise"
     op: str
     args: dict
     when: np.ndarray | bool = True
@@ -79,16 +81,45 @@ class Call:
 
 @dataclass(frozen=True)
 class Component:
-    """One named step of a strategy: its time and, for collectives, bytes sent per rank."""
+    """One named step of a strategy.
+
+    time_us: GPU time (the component's kernels as they execute, priced in graph mode);
+    host_us: host launch time when the host launches it (0 when a CUDA graph replays it);
+    ops: torch ops / c10d calls it launches (the step model's granularity);
+    wire_bytes_per_rank: bytes each rank sends (collectives).
+    """
 
     time_us: np.ndarray
     wire_bytes_per_rank: np.ndarray | float = 0.0
     extrapolated: np.ndarray | bool = False
     calls: tuple[Call, ...] = ()
+    host_us: np.ndarray | float = 0.0
+    ops: np.ndarray | float = 1.0
+
+
+# Torch ops each component issues as the reference implementations (calibration/reference.py) and
+# vLLM run them - the host launches this many ops in eager execution:
+TORCH_OPS: dict[str, int] = {
+    "relayout_copy": 1,    # reshape(p, R, s).movedim(0, -2).reshape(R, p*s): views + one copy (a view at R = 1)
+    "argmax": 1,           # logits[..., :V] (view) .argmax(-1)
+    "chunked_argmax": 6,   # view, max over chunks, argmax over p, gather id, id + win*s (2)
+    "local_argmax": 4,     # max(-1), vals.float(), ids.float(), stack  (local_argmax_pack)
+    "pad_mask": 1,         # logits[..., -num_pad:] = -inf, only when V_pad > V
+    "rank_offset": 1,      # idx + rank * s, only when p > 1
+    "pair_reduce": 5,      # relayout of [p*R, 2] (copy), argmax of the value column, gather, squeeze, .long()
+    "key_pack": 14,        # max + order_key_hi (float, isnan, full_like, where, ==, zeros_like, where, >>, &, ^,
+                           # long) + make_keys (*, -, +)
+    "key_unpack": 2,       # key & 0xFFFFFFFF, 2^32 - 1 - x
+    "d2t_scatter": 4,      # new_full(-inf), arange, + d2t, index_put
+    "d2t_lookup": 4,       # d2t[ids], +, (value == -inf), masked_fill
+    "softcap": 3,          # x / cap, tanh, * cap
+    "logit_scale": 1,      # x * scale
+    "fused": 1,            # one Triton launch
+}
 
 
 class _Ctx:
-    """Per-evaluation cache of the scenario's derived arrays."""
+    """Per-evaluation cache of the scenario's derived arrays, the engine plan and host costs."""
 
     def __init__(self, scenario: Scenario, profile: Profile):
         self.sc, self.profile = scenario, profile
@@ -98,31 +129,106 @@ class _Ctx:
         self.e = scenario.elem_bytes
         self.multi = self.p > 1
         self.fused = scenario.impl == "fused"
-        self.eager = scenario.mode == "eager"
+        self.host = host_costs(profile)
+        self._captured: dict[str, np.ndarray] = {}
+        self.any_host = bool(np.any(~captured_mask("*", scenario.engine, scenario.mode)))
+        self._eager_only = {op for op in {t.op for t in profile.kernel_tables}
+                            if not any(t.op == op and t.mode == "graph" for t in profile.kernel_tables)}
 
-    def collective(self, op: str, bytes_per_rank) -> Component:
+    def captured(self, component: str) -> np.ndarray:
+        hit = self._captured.get(component)
+        if hit is None:
+            hit = self._captured[component] = captured_mask(component, self.sc.engine, self.sc.mode)
+        return hit
+
+    def _host(self, component: str, per_call_us: float, calls, when) -> np.ndarray | float:
+        if not self.any_host:
+            return 0.0
+        return np.where(self.captured(component) | ~np.asarray(when, dtype=bool), 0.0, per_call_us * calls)
+
+    def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
         sc = self.sc
-        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, self.eager)
+        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
-                         calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),))
+                         calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),),
+                         host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
-    def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False) -> Component:
-        """A kernel component; with fusable=True, `<op>_fused` prices the scenarios whose impl is "fused"."""
-        args = {"cols": cols, "world_size": world_size, "draft_cols": draft_cols}
+    def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False,
+               component: str | None = None, torch_ops: int | None = None) -> Component:
+        """A kernel component (GPU time in graph mode; host = its torch ops when the host launches it).
+
+        With fusable=True, `<op>_fused` prices the scenarios whose impl is "fused" (one launch).
+        An op the profile measured only eagerly (e.g. a CPU calibration) is priced from its eager table,
+        which already contains the launches, so it adds no separate host time.
+        """
+        measured_eager = op in self._eager_only
+        mode = "eager" if measured_eager else "graph"
+        args = {"cols": cols, "world_size": world_size, "draft_cols": draft_cols, "mode": mode}
 
         def estimate(name: str):
             return kernel_time_us(self.profile, name, rows=self.rows, cols=cols, world_size=world_size,
-                                  dtype=self.sc.dtype, elem_bytes=self.e, mode=self.eager, draft_cols=draft_cols)
+                                  dtype=self.sc.dtype, elem_bytes=self.e, mode=mode, draft_cols=draft_cols)
 
         est = estimate(op)
         t, x = est.time_us, est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
+        n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
+        ops = n_ops
         if fusable and np.any(self.fused):
             fused = estimate(f"{op}_fused")
             t = np.where(self.fused, fused.time_us, t)
             x = np.where(self.fused, fused.extrapolated, x)
             calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
-        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls)
+            ops = np.where(self.fused, TORCH_OPS["fused"], n_ops)
+        host = 0.0 if measured_eager else self._host(component or op, self.host.torch_op_us, ops, when)
+        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls, host, ops)
+
+    def elementwise(self, name: str, cols, kernels: int, *, when=True, copies=1) -> Component:
+        """`kernels` element-wise passes over [rows, cols] (read + write each), at the copy rate.
+
+        T = kernels * (graph_kernel_us + 2 * rows * cols * e / copy_bw); copy_bw = the profile's
+        relayout_copy bandwidth (an element-wise pass moves the bytes a copy moves).
+        """
+        when = np.asarray(when, dtype=bool)
+        bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
+        nbytes = 2.0 * self.rows * np.asarray(cols, dtype=float) * self.e * copies
+        t = kernels * (self.profile.graph_kernel_us + nbytes / bw * 1e-3)
+        call = Call("elementwise", name, {"cols": cols, "kernels": kernels, "bw_gbps": bw}, when)
+        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+                         self._host(name, self.host.torch_op_us, kernels, when), kernels)
+
+    def prestep(self, cols) -> dict[str, Component]:
+        """Soft-cap (3 kernels) and logit scale (1 kernel) over [rows, cols], where the model has them."""
+        out = {}
+        if np.any(self.sc.softcap):
+            out["softcap"] = self.elementwise("softcap", cols, TORCH_OPS["softcap"], when=self.sc.softcap)
+        if np.any(self.sc.logit_scale):
+            out["logit_scale"] = self.elementwise("logit_scale", cols, TORCH_OPS["logit_scale"],
+                                                  when=self.sc.logit_scale)
+        return out
+
+    def local_fixups(self, *, fusable: bool) -> dict[str, Component]:
+        """The padding mask (only where V_pad > V) and the rank offset (only at p > 1) of the torch local step.
+
+        Each is one small kernel (graph_kernel_us + its bytes); the fused kernel does both inside its launch.
+        """
+        torch_path = ~self.fused if fusable else True
+        pad = self.sc.padding
+        mask_when = (pad > 0) & self.multi & torch_path
+        offset_when = self.multi & torch_path
+        return {
+            "pad_mask": self.elementwise("pad_mask", pad, TORCH_OPS["pad_mask"], when=mask_when, copies=0.5),
+            "rank_offset": self._small("rank_offset", offset_when),
+        }
+
+    def _small(self, name: str, when) -> Component:
+        """One launch over R int64 values: graph_kernel_us + 2 * R * 8 bytes / copy_bw."""
+        when = np.asarray(when, dtype=bool)
+        bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
+        t = self.profile.graph_kernel_us + 2.0 * self.rows * ID_BYTES / bw * 1e-3
+        call = Call("elementwise", name, {"cols": 1, "kernels": 1, "bw_gbps": bw, "elem_bytes": ID_BYTES}, when)
+        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+                         self._host(name, self.host.torch_op_us, 1, when), 1)
 
     def argmax_full(self) -> Component:
         return self.kernel("argmax", self.sc.argmax_vocab)
@@ -134,11 +240,17 @@ class _Ctx:
     def d2t_lookup(self) -> Component:
         return self.kernel("d2t_lookup", 0, when=self.sc.d2t)
 
+    def relayout(self) -> Component:
+        """The relayout copy - a view (0 us on the GPU) at p = 1 or when a call has one row."""
+        return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & (self.rows > 1),
+                           torch_ops=TORCH_OPS["relayout_copy"])
+
 
 def full_all_gather(c: _Ctx) -> dict[str, Component]:
     return {
         "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
-        "relayout_copy": c.kernel("relayout_copy", c.shard, world_size=c.p, when=c.multi),
+        "relayout_copy": c.relayout(),
+        **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
         "argmax": c.argmax_full(),
     }
@@ -149,8 +261,10 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
     return {
         "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
+        **c.prestep(c.sc.padded_draft_vocab),
         "chunked_argmax": Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
-                                    chunked.calls + plain.calls),
+                                    chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
+                                    np.where(c.multi, chunked.ops, plain.ops)),
         "d2t_lookup": c.d2t_lookup(),
     }
 
@@ -158,29 +272,40 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
 def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
     return {
         "gather": c.collective("gather", c.rows * c.shard * c.e),
-        "relayout_copy": c.kernel("relayout_copy", c.shard, world_size=c.p, when=c.multi),
+        "relayout_copy": c.relayout(),
+        **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
         "argmax": c.argmax_full(),
         "broadcast": c.collective("broadcast", c.rows * ID_BYTES),
     }
 
 
-def local_argmax_pairs(c: _Ctx) -> dict[str, Component]:
+def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, reduce_cols) -> dict[str, Component]:
+    """The local paths: [prestep] + local op (a plain argmax at p = 1) + fix-ups + collective + reduce + [d2t]."""
+    local = c.kernel(op, c.shard, fusable=True, when=c.multi)
+    plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
     return {
-        "local_argmax": c.kernel("local_argmax", c.shard, fusable=True),
-        "all_gather": c.collective("all_gather", c.rows * PAIR_BYTES),
-        "pair_reduce": c.kernel("pair_reduce", 0, world_size=c.p, when=c.multi, fusable=True),
+        **c.prestep(c.shard),
+        op: Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
+                      local.calls + plain.calls, _add(local.host_us, plain.host_us),
+                      np.where(c.multi, local.ops, plain.ops)),
+        **c.local_fixups(fusable=True),
+        collective: c.collective(collective, c.rows * wire_bytes),
+        reduce_op: c.kernel(reduce_op, 0, world_size=reduce_cols, when=c.multi, fusable=True),
         "d2t_lookup": c.d2t_lookup(),
     }
+
+
+def local_argmax_pairs(c: _Ctx) -> dict[str, Component]:
+    return _local(c, "local_argmax", "all_gather", PAIR_BYTES, "pair_reduce", c.p)
 
 
 def packed_allreduce_max(c: _Ctx) -> dict[str, Component]:
-    return {
-        "key_pack": c.kernel("key_pack", c.shard, fusable=True),
-        "all_reduce": c.collective("all_reduce", c.rows * ID_BYTES),
-        "key_unpack": c.kernel("key_unpack", 0, when=c.multi, fusable=True),
-        "d2t_lookup": c.d2t_lookup(),
-    }
+    return _local(c, "key_pack", "all_reduce", ID_BYTES, "key_unpack", 1)
+
+
+def _add(a, b):
+    return np.asarray(a) + np.asarray(b)
 
 
 BUILDERS: dict[str, Callable[[_Ctx], dict[str, Component]]] = {
@@ -204,4 +329,41 @@ def build_components(scenario: Scenario, profile: Profile,
                      strategies: tuple[str, ...] = STRATEGIES) -> dict[str, dict[str, Component]]:
     """{strategy: {component: Component}} for a (vectorized) scenario."""
     ctx = _Ctx(scenario, profile)
-    return {name: BUILDERS[name](ctx) for name in strategies}
+    out = {}
+    for name in strategies:
+        comps = BUILDERS[name](ctx)
+        if ctx.any_host:
+            comps["host_exposed"] = _host_exposed(ctx, comps)
+        out[name] = comps
+    return out
+
+
+def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:
+    """Step time (engines.step_time_us) minus the GPU time: the host launch time the GPU waits for."""
+    sc = ctx.sc
+    stages = [Stage(c.host_us, c.time_us, c.ops, sync_mask(k, sc.engine)) for k, c in comps.items()]
+    head = np.where(sc.engine == "vllm", lm_head_us(ctx.profile, sc), 0.0)
+    step = step_time_us(stages, head)
+    gpu = sum((np.asarray(c.time_us, dtype=float) for c in comps.values()), np.zeros(()))
+    host_total = sum((np.asarray(c.host_us, dtype=float) for c in comps.values()), np.zeros(()))
+    exposed = np.maximum(step - gpu, 0.0)
+    return Component(exposed, 0.0, False, (Call("host", "host_exposed", {"host_us": host_total, "gpu_us": gpu,
+                                                                          "head_start_us": head, "exposed": exposed},
+                                                     exposed > 0),))
+
+
+def lm_head_us(profile: Profile, scenario: Scenario) -> np.ndarray | float:
+    """GPU time of the draft lm_head GEMM queued right before the chain (vLLM's head start), or 0.
+
+    Uses the profile's lm_head model (`costmodel.kernels.lm_head_time_us`) when it has one and the
+    scenario knows the hidden size; otherwise 0 (no head start: the host's launches are fully exposed).
+    """
+    from . import kernels as kmod
+
+    fn = getattr(kmod, "lm_head_time_us", None)
+    if fn is None or scenario.hidden is None:
+        return 0.0
+    try:
+        return np.asarray(fn(profile, scenario.rows, scenario.hidden, scenario.shard), dtype=float)
+    except (InputError, KeyError, ValueError, TypeError):
+        return 0.0

@@ -1,0 +1,177 @@
+"""Engine execution model: what the host launches, what a CUDA graph replays, and the step time.
+
+Every component of a strategy (a collective or a kernel op) has a GPU time `g` (its kernels as
+they execute, priced in graph mode) and a host time `h` (the host's cost to launch it: torch ops x
+`torch_op_us`, c10d calls x `c10d_call_us`; 0 when a CUDA graph replays it). The host launches the
+components in order; the GPU runs each op once the host has launched it and the previous op is
+done (a two-stage pipeline). With components c = 1..m of n_c equal ops each, cumulative host time
+A_<c before c and GPU time G_>=c from c on, the last op finishes at
+
+    E = max( S + G,                                              (GPU-bound: GPU never waits)
+             max_c A_<c + h_c / n_c + G_>=c,                     (first op of c launched late)
+             max_c A_<c + h_c + g_c / n_c + G_>c )               (last op of c launched late)
+
+and the step time is E - S, where S is GPU work already queued when the host starts the chain
+(the head start; 0 unless the engine launches the lm_head GEMM right before it). So
+max(H, G) <= E - S <= H + G: the step behaves like max(host, GPU) when the host runs ahead and
+approaches host + GPU when every op must wait for its launch. A host sync after a component
+(`sync_after`) ends a segment: the host waits until the GPU is done, and the next segment starts
+with an idle GPU, so segments add. `graph` mode (every component captured): E = G.
+
+Per engine, from each engine's current source (read 2026-12-01; file and function cited):
+
+vllm   - `vllm/v1/spec_decode/eagle.py`, `EagleProposer.propose`: the draft model's forward runs
+         inside `with set_forward_context(..., cudagraph_runtime_mode=...)` (where vLLM dispatches
+         its CUDA graphs); `self.model.compute_logits(...)` (lm_head GEMM + the logits all-gather in
+         `LogitsProcessor`) and `logits.argmax(dim=-1)` (or `get_top_tokens` with
+         `use_local_argmax_reduction`) run after that block, eagerly, in every draft step; the loop
+         over `num_speculative_tokens` has no `.item()` / `.cpu()` / `.tolist()`, so the host does
+         not sync between draft steps. Plan: every component eager, no sync, head start = the
+         lm_head GEMM's GPU time (queued just before; 0 when the profile cannot price it).
+sglang - `python/sglang/srt/speculative/eagle_worker.py`, `EAGLEWorker.draft`: when
+         `self.cuda_graph_runner.can_run(forward_batch)` it calls `cuda_graph_runner.replay`
+         (`EAGLEDraftCudaGraphRunner` captures `draft_forward`: every draft step's forward, its
+         logits (`LogitsProcessor`, which all-gathers the vocab-parallel logits) and the
+         `fast_topk` selection); otherwise it runs `draft_forward` eagerly. The host syncs once
+         before (`torch.sum(batch.seq_lens).item()` in `_draft_preprocess_decode`), not inside
+         the chain. Plan: every component captured (batches above SGLang's
+         `cuda_graph_max_bs` run eagerly: use --mode eager for them).
+trtllm - `tensorrt_llm/_torch/speculative/mtp.py`, `MTPWorker.draft_sampler`: at TP > 1 without
+         attention DP it runs `get_local_max_and_combined` (local max, id + tp_rank * shard,
+         fp32 (id, value) pairs), `allgather(combined, ...)` and `get_draft_tokens_from_gathered`
+         - local argmax pairs by default - inside the model's forward (`MTPWorker.forward`,
+         `MTPEagleWorker.forward`), which the PyTorch backend captures in its CUDA graph for
+         generation batches. Plan: every component captured. TensorRT-LLM's own default is
+         `local_argmax_pairs` (`DEFAULT_STRATEGY`).
+
+`engine = "none"` keeps the user's `mode` for every component (graph: all captured; eager: all
+launched by the host, no sync) - for users who know better than these plans.
+
+Host costs come from the profile's `kernels.host` object when present ({"torch_op_us": ..,
+"c10d_call_us": .., "graph_launch_us": ..}); otherwise from `DEFAULT_HOST` below, whose figures
+are the H200 measurements of 2026-11-30 (../shared/measurements/h200-2026-11-30/):
+c10d_call_us = 44.4 us, the median of `nccl_world1_eager.csv` (an eager
+`all_gather_into_tensor` at world size 1: 28-46 us up to 32 MiB, no communication), and
+torch_op_us = 8.0 us per torch op, what the same run's eager-minus-graph gaps imply per op
+(`local_pack_eager_us` 45-64 us vs 13-14 us graph for about 5 torch ops at small batch) and
+inside the 5-20 us cited for eager launches from Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ENGINES: tuple[str, ...] = ("none", "vllm", "sglang", "trtllm")
+
+DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "c10d_call_us": 44.4}
+HOST_SOURCE = ("defaults from the H200 run of 2026-11-30: c10d_call_us = median of nccl_world1_eager.csv; "
+               "torch_op_us from its eager-minus-graph kernel timings")
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """What an engine captures in a CUDA graph and where its host syncs, per strategy component.
+
+    captured: components replayed by a CUDA graph ("*" = all); sync_after: components after which
+    the host waits for the GPU; head_start: GPU work queued right before the chain ("lm_head" or "").
+    """
+
+    name: str
+    captured: frozenset[str]
+    sync_after: frozenset[str] = frozenset()
+    head_start: str = ""
+    source: str = ""
+    default_strategy: str = "full_all_gather"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def is_captured(self, component: str) -> bool:
+        return "*" in self.captured or component in self.captured
+
+
+PLANS: dict[str, EnginePlan] = {
+    "vllm": EnginePlan("vllm", frozenset(), head_start="lm_head",
+                       source="vllm/v1/spec_decode/eagle.py EagleProposer.propose",
+                       notes=("draft forward in the CUDA-graph context; compute_logits + argmax / get_top_tokens "
+                              "eager after it; no host sync between draft steps",)),
+    "sglang": EnginePlan("sglang", frozenset({"*"}),
+                         source="python/sglang/srt/speculative/eagle_worker.py EAGLEWorker.draft",
+                         notes=("EAGLEDraftCudaGraphRunner replays every draft step (forward, logits "
+                                "all-gather, top-k) as one CUDA graph when can_run",)),
+    "trtllm": EnginePlan("trtllm", frozenset({"*"}), default_strategy="local_argmax_pairs",
+                         source="tensorrt_llm/_torch/speculative/mtp.py MTPWorker.draft_sampler",
+                         notes=("local max + (id, value) all-gather inside the model forward, captured in "
+                                "the PyTorch backend's CUDA graph",)),
+}
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    torch_op_us: float
+    c10d_call_us: float
+    source: str
+
+
+def host_costs(profile: Any) -> HostCosts:
+    """Per-op host launch costs: the profile's `kernels.host` where present, else `DEFAULT_HOST`."""
+    raw = getattr(profile, "raw", {}) or {}
+    host = (raw.get("kernels") or {}).get("host") or {}
+    values = {}
+    for key, default in DEFAULT_HOST.items():
+        value = host.get(key)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value >= 0
+        values[key] = float(value) if ok else default
+    source = str(host.get("source") or ("profile kernels.host" if host else HOST_SOURCE))
+    return HostCosts(values["torch_op_us"], values["c10d_call_us"], source)
+
+
+def captured_mask(component: str, engine: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """True where `component` is replayed by a CUDA graph: the engine's plan, or `mode` for engine "none"."""
+    out = (engine == "none") & (mode == "graph")
+    for name, plan in PLANS.items():
+        if plan.is_captured(component):
+            out = out | (engine == name)
+    return out
+
+
+def sync_mask(component: str, engine: np.ndarray) -> np.ndarray:
+    """True where the host syncs with the GPU after `component`."""
+    out = np.zeros(np.shape(engine), dtype=bool)
+    for name, plan in PLANS.items():
+        if component in plan.sync_after:
+            out = out | (engine == name)
+    return out
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One component as the step model sees it: host time, GPU time, ops it launches, sync after."""
+
+    host_us: Any
+    gpu_us: Any
+    ops: Any = 1
+    sync_after: Any = False
+
+
+def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarray:
+    """E - S of the two-stage pipeline in the module doc, vectorized over scenarios.
+
+    Stage by stage with host clock H and GPU clock F (start: H = 0, F = S), a stage of n equal ops
+    (host a = h/n, GPU b = g/n each) ends its GPU work at F' = max(F + g, H + a + g, H + h + b) (the
+    endpoints of max_k H + k a + (n - k + 1) b); the host clock becomes H + h, and max(H + h, F')
+    after a sync.
+    """
+    host = np.zeros(())
+    head = np.asarray(head_start_us, dtype=float)
+    gpu = head
+    for s in stages:
+        h = np.asarray(s.host_us, dtype=float)
+        g = np.asarray(s.gpu_us, dtype=float)
+        n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
+        gpu = np.maximum(np.maximum(gpu + g, host + h / n + g), host + h + g / n)
+        host = host + h
+        host = np.where(s.sync_after, np.maximum(host, gpu), host)
+    return gpu - head
