@@ -12,6 +12,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import math
 import runpy
 import sys
 from collections.abc import Sequence
@@ -25,9 +26,10 @@ from .engines import ENGINES, PLANS, host_costs
 from .errors import InputError, OneLineParser, first_line
 from .points import predict_points
 from .predict import Prediction, crossover, predict
-from .presets import preset, presets
+from .presets import preset, preset_logit_ops, presets
 from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
 from .recommend import impact_change
+from .safe_io import write_csv
 from .scenario import Scenario
 from .schema import DTYPES, read_measurements
 from .strategies import BASELINE, DESCRIPTIONS
@@ -49,41 +51,99 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 # -- value parsing ---------------------------------------------------------------
+# Largest value each integer flag takes (the smallest is 1): beyond these the model's int64 arithmetic
+# would overflow (--vocab 2^63 gave negative times); MAX_LIST_VALUES bounds one flag's list or range.
+INT_FLAG_MAX: dict[str, int] = {"vocab": 2**31 - 1, "draft-vocab": 2**31 - 1, "hidden": 2**20, "tp": 2**16,
+                                "nodes": 2**16, "batch": 2**24, "num-spec-tokens": 1024}
+MAX_LIST_VALUES = 100_000
+MAX_SWEEP_SCENARIOS = 2_000_000  # sweep refuses a larger grid (~1 KB of memory per scenario)
+
+
 def parse_int_list(text: str, name: str) -> list[int]:
-    """'8' | '1,2,4' | 'a:b' (every integer) | 'a:b:s' (step s) | 'a:b@n' (n log-spaced integers)."""
+    """'8' | '1,2,4' | 'a:b' (every integer) | 'a:b:s' (step s) | 'a:b@n' (n log-spaced integers).
+
+    Every value must lie in 1..INT_FLAG_MAX[name]; at most MAX_LIST_VALUES values; duplicates are dropped
+    (first occurrence kept)."""
+    hi_limit = INT_FLAG_MAX.get(name, 2**62)
+    usage = f"--{name}: cannot parse {text!r} (use 8, 1,2,4, 1:4096, 1:4096:8 or 1:4096@64)"
     out: list[int] = []
+
+    def bounded(values: Sequence[int]) -> None:
+        for v in values:
+            if not 1 <= v <= hi_limit:
+                raise InputError(f"--{name}: {v} is outside 1..{hi_limit}")
+
     try:
         for part in str(text).split(","):
             part = part.strip()
             if "@" in part:
                 span, n = part.split("@")
                 lo, hi = (int(x) for x in span.split(":"))
-                if lo < 1 or hi < lo or int(n) < 1:
+                bounded((lo, hi))
+                if hi < lo or not 1 <= int(n) <= MAX_LIST_VALUES:
                     raise ValueError
-                out += sorted(set(np.unique(np.round(np.geomspace(lo, hi, int(n))).astype(int)).tolist()))
+                out += sorted(set(np.unique(np.round(np.geomspace(lo, hi, int(n))).astype(np.int64)).tolist()))
             elif ":" in part:
                 pieces = [int(x) for x in part.split(":")]
                 if len(pieces) not in (2, 3):
                     raise ValueError
                 step = pieces[2] if len(pieces) == 3 else 1
+                bounded(pieces[:2])
                 if pieces[1] < pieces[0] or step < 1:
                     raise ValueError
+                if (pieces[1] - pieces[0]) // step + 1 + len(out) > MAX_LIST_VALUES:
+                    raise InputError(f"--{name}: {text!r} has more than {MAX_LIST_VALUES} values "
+                                     "(use a step a:b:s or log spacing a:b@n)")
                 out += list(range(pieces[0], pieces[1] + 1, step))
             else:
-                out.append(int(part))
+                value = int(part)
+                bounded((value,))
+                out.append(value)
+            if len(out) > MAX_LIST_VALUES:
+                raise InputError(f"--{name}: more than {MAX_LIST_VALUES} values")
     except ValueError:
-        raise InputError(f"--{name}: cannot parse {text!r} (use 8, 1,2,4, 1:4096, 1:4096:8 or 1:4096@64)") from None
+        raise InputError(usage) from None
     if not out:
         raise InputError(f"--{name}: empty")
-    return out
+    return list(dict.fromkeys(out))
 
 
 def parse_choice_list(text: str, name: str, allowed: Sequence[str]) -> list[str]:
+    """A comma list of `allowed` values, duplicates dropped (first occurrence kept)."""
     values = [v.strip() for v in str(text).split(",") if v.strip()]
     bad = [v for v in values if v not in allowed]
     if bad or not values:
         raise InputError(f"--{name}: {bad[0] if bad else text!r} is not one of {', '.join(allowed)}")
-    return values
+    return list(dict.fromkeys(values))
+
+
+def bounded_float(lo: float, hi: float, *, low_open: bool = False) -> Any:
+    """argparse `type=` for a finite float in [lo, hi] ((lo, hi] with low_open): nan / inf are refused."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value > hi or value < lo or (low_open and value == lo):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number in {'(' if low_open else '['}"
+                                             f"{lo:g}, {hi:g}]")
+        return value
+
+    return parse
+
+
+def bounded_int(lo: int, hi: int = 2**63 - 1) -> Any:
+    """argparse `type=` for an integer in [lo, hi] (one value: '1,2' is refused)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
+        return value
+
+    return parse
 
 
 def _bool_list(text: str, name: str) -> list[bool]:
@@ -127,15 +187,15 @@ def _model_fields(args: argparse.Namespace) -> list[dict[str, Any]]:
     with d2t off the draft shares the target head (draft vocab = vocab).
     """
     if args.preset:
-        seeds = [preset(n.strip()) for n in args.preset.split(",")]
+        seeds = [{**preset(n.strip()), **preset_logit_ops(n.strip())} for n in args.preset.split(",")]
     elif args.vocab or args.draft_vocab:
         seeds = [{"vocab": 202048, "draft_vocab": None, "d2t": False, "hidden": None}]
     else:
-        seeds = [preset(DEFAULT_PRESET)]
+        seeds = [{**preset(DEFAULT_PRESET), **preset_logit_ops(DEFAULT_PRESET)}]
     vocabs = parse_int_list(args.vocab, "vocab") if args.vocab else [None]
     drafts = parse_int_list(args.draft_vocab, "draft-vocab") if args.draft_vocab else [None]
     d2ts = _bool_list(args.d2t, "d2t") if args.d2t else [None]
-    hidden = parse_int_list(args.hidden, "hidden")[0] if args.hidden else None
+    hidden = _single(parse_int_list(args.hidden, "hidden"), "hidden", "takes one value") if args.hidden else None
     out = []
     for seed, v, dv, d in itertools.product(seeds, vocabs, drafts, d2ts):
         m = dict(seed)
@@ -178,9 +238,9 @@ def _execution(args: argparse.Namespace) -> dict[str, list]:
     return {"engine": ["none"], "mode": parse_choice_list(mode or "graph", "mode", ("graph", "eager"))}
 
 
-def _single(values: list, flag: str) -> Any:
+def _single(values: list, flag: str, why: str = "predict takes one value (use sweep for lists)") -> Any:
     if len(values) != 1:
-        raise InputError(f"--{flag}: predict takes one value (use sweep for lists)")
+        raise InputError(f"--{flag}: {why}")
     return values[0]
 
 
@@ -400,18 +460,28 @@ def sweep_frame(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
     fields = dict(zip(grid, flat[1:], strict=True))
     hidden = model_col("hidden", 0)
     scenario = Scenario(vocab=model_col("vocab", 0), draft_vocab=model_col("draft_vocab", 0),
-                        d2t=model_col("d2t", False), hidden=None if (hidden <= 0).any() else hidden, **fields)
+                        d2t=model_col("d2t", False), hidden=None if (hidden <= 0).any() else hidden,
+                        softcap=model_col("softcap", False), **fields)
     return predict(scenario, profile).to_frame()
+
+
+def write_table(frame: pd.DataFrame, out: str | None) -> None:
+    """Formula-safe CSV (costmodel.safe_io) to `out`, or to stdout when out is None or "-"."""
+    if out in (None, "-"):
+        write_csv(frame, sys.stdout)
+    else:
+        write_csv(frame, out)
+        print(f"wrote {len(frame)} rows to {out}", file=sys.stderr)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    frame = sweep_frame(_model_fields(args), _grid(args), profile)
-    if args.out in (None, "-"):
-        frame.to_csv(sys.stdout, index=False)
-    else:
-        frame.to_csv(args.out, index=False)
-        print(f"wrote {len(frame)} rows to {args.out}", file=sys.stderr)
+    models, grid = _model_fields(args), _grid(args)
+    n = len(models) * math.prod(len(v) for v in grid.values())
+    if n > MAX_SWEEP_SCENARIOS:
+        raise InputError(f"sweep: {n} scenarios, more than the limit of {MAX_SWEEP_SCENARIOS} "
+                         "(split the grid into several runs)")
+    write_table(sweep_frame(models, grid, profile), args.out)
     return 0
 
 
@@ -420,8 +490,10 @@ def cmd_predict_points(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     frame = read_measurements(args.input, require_times=False)
     out = predict_points(frame, profile)
-    out.to_csv(args.out, index=False)
-    print(f"wrote {len(out)} rows to {args.out}", file=sys.stderr)
+    bad = ~np.isfinite(out["predicted_us"].to_numpy(float))
+    if bad.any():
+        raise InputError(f"{args.input}: row {int(np.flatnonzero(bad)[0]) + 2} has no finite prediction")
+    write_table(out, args.out)
     return 0
 
 
@@ -439,8 +511,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print()
     print(format_table_errors(table))
     if args.out:
-        table.to_csv(args.out, index=False)
-        print(f"wrote {len(table)} rows to {args.out}", file=sys.stderr)
+        write_table(table, args.out)
     if args.max_error is not None:
         rows = table if not args.held_out_only else table[~table["used_in_profile"]]
         worst = rows["rel_error"].abs().max()
@@ -470,17 +541,22 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+ITL_MS = bounded_float(0.0, 1e6, low_open=True)  # ms per decode step: (0, 1000 s]
+ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (checked against K later)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="argmax-tp", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("predict", help="price every strategy for one scenario", formatter_class=Formatter)
     _add_scenario_args(p, lists=False)
-    p.add_argument("--itl-ms", type=float, default=None,
+    p.add_argument("--itl-ms", type=ITL_MS, default=None,
                    help="baseline ITL, ms per decode step, for the impact (needs --acceptance-length)")
-    p.add_argument("--acceptance-length", type=float, default=None,
+    p.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
                    help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
-    p.add_argument("--max-batch", type=float, default=65536.0, help="upper end of the crossover search, rows")
+    p.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
+                   help="upper end of the crossover search, rows")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--explain", action="store_true", help="print every component's formula with numbers")
     p.add_argument("--sensitivity", action="store_true",
@@ -495,9 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workload-kind", default="auto", choices=("auto", "csv", "vllm-metrics", "vllm-bench"),
                    help="how to read --workload (auto: JSON object = bench, Prometheus text = metrics, else CSV)")
     _add_scenario_args(r, lists=False, batch=False)
-    r.add_argument("--itl-ms", type=float, default=None,
+    r.add_argument("--itl-ms", type=ITL_MS, default=None,
                    help="baseline ITL at this workload, ms per decode step (needs --acceptance-length)")
-    r.add_argument("--acceptance-length", type=float, default=None,
+    r.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
                    help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
     r.add_argument("--method", default=None,
                    help="vLLM speculative method in the pasted config (default: mtp / eagle3 / eagle from the preset)")
@@ -522,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
     v.add_argument("--reference", nargs="*", default=None, help="reference CSVs (default data/reference/*.csv)")
     v.add_argument("--out", default=None, help="write the full table as CSV")
-    v.add_argument("--max-error", type=float, default=None, help="exit 1 if any |relative error| exceeds this")
+    v.add_argument("--max-error", type=bounded_float(0.0, 1e6), default=None,
+                   help="exit 1 if any |relative error| exceeds this")
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
     v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
     v.set_defaults(func=cmd_validate)
@@ -605,6 +682,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as exc:  # e.g. --out in a folder that does not exist
         print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except (MemoryError, RecursionError):
+        print("error: out of memory (the input is too large; see README 'Limits and safety')", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: still one line, never a traceback (tests assert this never happens)
+        print(f"error: internal error ({type(exc).__name__}: {first_line(exc)}); please report it", file=sys.stderr)
         return 2
 
 

@@ -17,6 +17,8 @@ def presets() -> pd.DataFrame:
     """All presets, indexed by `preset` id."""
     frame = pd.read_csv(PRESETS_CSV, dtype={"d2t": str})
     frame["d2t"] = frame["d2t"].str.lower().eq("true")
+    if "softcap" in frame.columns:
+        frame["softcap"] = frame["softcap"].astype(str).str.lower().eq("true")
     return frame.set_index("preset")
 
 
@@ -28,3 +30,10 @@ def preset(name: str) -> dict:
     row = table.loc[name]
     return {"vocab": int(row["vocab"]), "draft_vocab": int(row["draft_vocab"]), "d2t": bool(row["d2t"]),
             "hidden": int(row["hidden"])}
+
+
+def preset_logit_ops(name: str) -> dict:
+    """Element-wise logit ops of a preset's model: {"softcap": bool} (the final logit soft-cap)."""
+    preset(name)  # validates the name
+    row = presets().loc[name]
+    return {"softcap": bool(row["softcap"]) if "softcap" in row.index else False}
