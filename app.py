@@ -89,7 +89,7 @@ with st.sidebar:
              help="serial: K draft calls of B rows; parallel: one call of B*K rows")
     st.radio("Mode", MODES, key="mode", horizontal=True, format_func={"graph": "CUDA graph", "eager": "eager"}.get)
     st.radio("Kernels", IMPLS, key="impl", horizontal=True, help="fused prices the profile's fused-kernel parameters")
-    st.number_input("Batch (rows per draft step)", min_value=1, max_value=BATCH_LIMIT, step=1, key="batch")
+    st.number_input("Batch (sequences per decode step)", min_value=1, max_value=BATCH_LIMIT, step=1, key="batch")
     st.select_slider("Batch range for the charts", options=BATCH_STEPS, key="batch_range", value=ss["_batch_range0"])
     st.subheader("Impact (optional)")
     st.number_input("Baseline ITL (ms)", min_value=0.001, step=1.0, format="%.3f", key="itl_ms",

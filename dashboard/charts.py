@@ -1,7 +1,9 @@
 """Altair charts of the dashboard; each reads one tidy frame from `dashboard.tables` / `dashboard.data`.
 
-Strategies keep one colour everywhere (STRATEGY_COLORS); savings use a diverging scale centred at 0
-(blue: the local argmax path is faster, red: the full all-gather is faster).
+Strategies keep one colour everywhere (STRATEGY_COLORS); components have their own fixed palette
+(COMPONENT_COLORS, no strategy colour reused, the same in every scenario); savings use a diverging scale
+centred at 0 (blue: the local argmax path is faster, red: the full all-gather is faster).
+Savings are baseline time - strategy time: positive = faster than the baseline, as in the CLI.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
+from costmodel.formatting import format_batch, format_pct, format_us
 
 from .data import FOCUS
 
@@ -22,6 +25,18 @@ STRATEGY_COLORS: dict[str, str] = {
     "packed_allreduce_max": "#54a24b",
 }
 STRATEGY_SCALE = alt.Scale(domain=list(STRATEGIES), range=[STRATEGY_COLORS[s] for s in STRATEGIES])
+# line widths: local_argmax_pairs is drawn wide underneath, packed_allreduce_max thin and dashed on top, so
+# both stay visible where they coincide
+STRATEGY_WIDTHS: dict[str, float] = {s: (6.0 if s == "local_argmax_pairs" else 2.0 if s == "packed_allreduce_max"
+                                         else 2.5) for s in STRATEGIES}
+COMPONENT_COLORS: dict[str, str] = {
+    "all_gather": "#17becf", "gather": "#0f7b8a", "all_reduce": "#393b79", "broadcast": "#8c6d31",
+    "relayout_copy": "#e7ba52", "argmax": "#7f7f7f", "chunked_argmax": "#c7c7c7", "d2t_scatter": "#843c39",
+    "d2t_lookup": "#e7969c", "local_argmax": "#bcbd22", "pair_reduce": "#637939", "key_pack": "#ce6dbd",
+    "key_unpack": "#de9ed6",
+}
+EXTRA_COMPONENT_COLORS = ("#9c9ede", "#cedb9c", "#e7cb94", "#fdd0a2", "#6b6ecf", "#b5cf6b", "#e6550d", "#31a354")
+MARKER_COLOR = "#333333"  # the chosen batch
 SAVING_SCALE = alt.Scale(scheme="redblue", domainMid=0)
 LOG_BATCH = alt.Scale(type="log", base=2)
 
@@ -29,6 +44,20 @@ LOG_BATCH = alt.Scale(type="log", base=2)
 def _strategy_color(legend: bool = True) -> alt.Color:
     return alt.Color("strategy:N", scale=STRATEGY_SCALE, sort=list(STRATEGIES),
                      legend=alt.Legend(orient="bottom", columns=3, title=None, labelLimit=400) if legend else None)
+
+
+def component_scale(components) -> alt.Scale:
+    """Fixed colours for the known components; unknown ones (sorted by name) take the extra colours."""
+    extra = sorted(set(components) - set(COMPONENT_COLORS))
+    domain = list(COMPONENT_COLORS) + extra
+    colors = list(COMPONENT_COLORS.values()) + [EXTRA_COMPONENT_COLORS[i % len(EXTRA_COMPONENT_COLORS)]
+                                                for i in range(len(extra))]
+    return alt.Scale(domain=domain, range=colors)
+
+
+def _strategy_width() -> alt.StrokeWidth:
+    return alt.StrokeWidth("strategy:N", legend=None, scale=alt.Scale(domain=list(STRATEGIES),
+                                                                      range=[STRATEGY_WIDTHS[s] for s in STRATEGIES]))
 
 
 def _strategy_dash() -> alt.StrokeDash:
@@ -45,8 +74,9 @@ def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300)),
         x=alt.X("sum(time_us):Q", title="time per draft step (us)"),
-        color=alt.Color("component:N", scale=alt.Scale(scheme="tableau20"),
-                        legend=alt.Legend(orient="bottom", columns=6, labelLimit=200)),
+        color=alt.Color("component:N", scale=component_scale(table["component"].unique()),
+                        legend=alt.Legend(orient="bottom", columns=6, labelLimit=200,
+                                          values=sorted(set(table["component"])))),
         order=alt.Order("component:N"),
         tooltip=["strategy:N", "component:N", alt.Tooltip("time_us:Q", format=".2f", title="time (us)"),
                  alt.Tooltip("share_pct:Q", format=".1f", title="share (%)")],
@@ -56,65 +86,159 @@ def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
         color=_strategy_color(legend=False), tooltip=["strategy:N"])
     totals = alt.Chart(table).mark_text(align="left", dx=4).encode(
         y=alt.Y("strategy:N", sort=order), x="max(strategy_total_us):Q",
-        text=alt.Text("max(strategy_total_us):Q", format=".1f"))
+        text=alt.Text("max(strategy_total_us):Q", format=",.3~r"))
     return alt.layer(bars, totals, marks).resolve_scale(color="independent").properties(height=60 * len(order) + 40)
 
 
-def sweep_chart(table: pd.DataFrame, crossover_batch: float | None) -> alt.LayerChart:
-    """Time per draft step vs batch (log-log) per strategy; the FOCUS crossover as a rule."""
-    pick = alt.selection_point(fields=["strategy"], bind="legend")
-    base = alt.Chart(table).encode(
-        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch (rows per draft step)"),
-        y=alt.Y("time_per_draft_step_us:Q", scale=alt.Scale(type="log"), title="time per draft step (us)"),
-        color=_strategy_color(),
-    )
-    lines = base.mark_line(strokeWidth=2.5).encode(
-        strokeDash=_strategy_dash(), opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15))).add_params(pick)
-    hover = base.mark_point(size=40, filled=True).encode(opacity=alt.value(0),
-        tooltip=[alt.Tooltip("batch:Q", format=".4g"), "strategy:N",
-                 alt.Tooltip("time_per_draft_step_us:Q", format=".2f", title="time (us)"),
-                 alt.Tooltip("saving_per_draft_step_us:Q", format=".2f", title="saving vs baseline (us)"),
-                 alt.Tooltip("saving_pct:Q", format=".1f", title="saving (%)")])
-    layers = [lines, hover]
+def _crossover_layers(crossover_batch: float | None, band: tuple[float, float] | None) -> list:
+    """The FOCUS crossover as a rule with a label and its interval as a shaded band."""
+    layers = []
+    if band is not None:
+        frame = pd.DataFrame({"low": [band[0]], "high": [band[1]]})
+        layers.append(alt.Chart(frame).mark_rect(color=STRATEGY_COLORS[FOCUS], opacity=0.15).encode(
+            x="low:Q", x2="high:Q",
+            tooltip=[alt.Tooltip("low:Q", format=",.3~r", title=f"{FOCUS} crossover interval from"),
+                     alt.Tooltip("high:Q", format=",.3~r", title="to")]))
     if crossover_batch is not None:
-        cross = pd.DataFrame({"batch": [crossover_batch], "label": [f"crossover {crossover_batch:.1f}"]})
-        base = alt.Chart(cross).encode(x="batch:Q", tooltip=[alt.Tooltip("batch:Q", format=".2f",
+        cross = pd.DataFrame({"batch": [crossover_batch], "label": [f"crossover {format_batch(crossover_batch)}"]})
+        base = alt.Chart(cross).encode(x="batch:Q", tooltip=[alt.Tooltip("batch:Q", format=",.3~r",
                                                                          title=f"{FOCUS} crossover batch")])
         layers += [base.mark_rule(color=STRATEGY_COLORS[FOCUS], strokeWidth=2),
-                   base.mark_text(align="left", dx=5, dy=-5, color=STRATEGY_COLORS[FOCUS]).encode(
+                   base.mark_text(align="left", dx=5, dy=-5, color=STRATEGY_COLORS[FOCUS], fontWeight="bold").encode(
                        text="label:N", y=alt.value(12))]
-    return alt.layer(*layers).properties(height=420)
+    return layers
 
 
-def saving_chart(table: pd.DataFrame) -> alt.LayerChart:
-    """Saving per decode step vs the baseline for each alternative strategy; 0 marked."""
-    data = table[table["strategy"] != BASELINE]
-    lines = alt.Chart(data).mark_line().encode(
-        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch"),
-        y=alt.Y("saving_per_decode_step_us:Q", scale=alt.Scale(type="symlog"), title="saving / decode step (us)",
-                axis=alt.Axis(values=[-(10**k) for k in range(5, 0, -1)] + [0] + [10**k for k in range(1, 6)],
-                              format=",.0f", labelOverlap=True)),
-        color=_strategy_color(), strokeDash=_strategy_dash(),
-        tooltip=[alt.Tooltip("batch:Q", format=".4g"), "strategy:N",
-                 alt.Tooltip("saving_per_decode_step_us:Q", format=".2f", title="saving / decode step (us)")],
+def _spread(values: np.ndarray, gap: float) -> np.ndarray:
+    """Positions as close to `values` (sorted ascending) as possible with at least `gap` between neighbours."""
+    out = values.astype(float).copy()
+    for i in range(1, len(out)):
+        out[i] = max(out[i], out[i - 1] + gap)
+    shift = (out - values).mean() if len(out) else 0.0  # centre the moved group on the lines
+    return out - shift
+
+
+def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool = False) -> alt.Chart:
+    """Direct labels at the right end of each strategy's line, spread vertically (>= 16 px apart) so lines
+    that end together (local_argmax_pairs / packed_allreduce_max) keep readable labels."""
+    last = data.loc[data.groupby("strategy")["batch"].idxmax()].copy()
+    last = last[np.isfinite(last[field].astype(float))].sort_values(field)
+    values = data[field].astype(float).to_numpy()
+    values = values[np.isfinite(values)]
+    if symlog:  # Vega's symlog, constant 1
+        fwd, inv = (lambda v: np.sign(v) * np.log1p(np.abs(v))), (lambda t: np.sign(t) * np.expm1(np.abs(t)))
+    else:
+        values = values[values > 0]
+        last = last[last[field] > 0]
+        fwd, inv = np.log10, (lambda t: 10.0 ** t)
+    if len(last) and len(values):
+        span = float(fwd(values.max()) - fwd(values.min())) or 1.0
+        last["label_y"] = inv(_spread(fwd(last[field].to_numpy(dtype=float)), 16.0 * span / height_px))
+    else:
+        last["label_y"] = last[field]
+    return alt.Chart(last).mark_text(align="left", dx=6, fontSize=11).encode(
+        x="batch:Q", y="label_y:Q", text="strategy:N", color=_strategy_color(legend=False))
+
+
+def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
+                band: tuple[float, float] | None = None) -> alt.LayerChart:
+    """Time per draft step vs batch (log-log) per strategy; the FOCUS crossover as a rule, its interval a band."""
+    pick = alt.selection_point(fields=["strategy"], bind="legend")
+    base = alt.Chart(table).encode(
+        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch (sequences per decode step)"),
+        y=alt.Y("time_per_draft_step_us:Q", scale=alt.Scale(type="log"), title="time per draft step (µs)",
+                axis=alt.Axis(format=",.3~r")),
+        color=_strategy_color(),
     )
+    lines = base.mark_line().encode(
+        strokeDash=_strategy_dash(), strokeWidth=_strategy_width(),
+        opacity=alt.condition(pick, alt.value(0.9), alt.value(0.15))).add_params(pick)
+    hover = base.mark_point(size=40, filled=True).encode(opacity=alt.value(0),
+        tooltip=[alt.Tooltip("batch:Q", format=",.4~r"), "strategy:N",
+                 alt.Tooltip("time_per_draft_step_us:Q", format=",.3~r", title="time (µs)"),
+                 alt.Tooltip("saving_per_draft_step_us:Q", format="+,.3~r", title="saving vs baseline (µs)"),
+                 alt.Tooltip("saving_pct:Q", format="+.1f", title="saving (%)")])
+    layers = [*_crossover_layers(crossover_batch, band), lines, hover,
+              _end_labels(table, "time_per_draft_step_us", 420)]
+    return alt.layer(*layers).properties(height=420, padding={"right": 190})
+
+
+def symlog_ticks(values) -> list[float]:
+    """Round ticks for a symlog axis: 0 and +-10, 100, 1,000, ... up to the data's magnitude, each sign only where
+    the data reach it (+-1 is left out: its label would sit on the 0)."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    ticks = [0.0]
+    if not len(values):
+        return ticks
+    for sign, extreme in ((1.0, values.max()), (-1.0, values.min())):
+        if sign * extreme > 0:
+            top = max(1, int(np.ceil(np.log10(max(sign * extreme, 1.0)))))
+            ticks += [sign * 10.0 ** k for k in range(1, top + 1)]
+    return sorted(ticks)
+
+
+def saving_chart(table: pd.DataFrame, crossover_batch: float | None = None,
+                 band: tuple[float, float] | None = None) -> alt.LayerChart:
+    """Saving per decode step vs the baseline for each alternative strategy (symlog, round ticks, 0 marked)."""
+    data = table[table["strategy"] != BASELINE]
+    ticks = symlog_ticks(data["saving_per_decode_step_us"])
+    base = alt.Chart(data).encode(
+        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch (sequences per decode step)"),
+        y=alt.Y("saving_per_decode_step_us:Q", scale=alt.Scale(type="symlog"),
+                title="saving / decode step (µs)",
+                axis=alt.Axis(values=ticks, format=",.0f", labelOverlap=False)),
+        color=_strategy_color())
+    lines = base.mark_line().encode(
+        strokeDash=_strategy_dash(), strokeWidth=_strategy_width(), opacity=alt.value(0.9),
+        tooltip=[alt.Tooltip("batch:Q", format=",.4~r"), "strategy:N",
+                 alt.Tooltip("saving_per_decode_step_us:Q", format="+,.3~r", title="saving / decode step (µs)")])
     zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="black").encode(y="y:Q")
-    return alt.layer(lines, zero).properties(height=280)
+    layers = [*_crossover_layers(crossover_batch, band), zero, lines,
+              _end_labels(data, "saving_per_decode_step_us", 340, symlog=True)]
+    return alt.layer(*layers).properties(height=340, padding={"right": 190})
 
 
-def heatmap(table: pd.DataFrame, field: str, title: str) -> alt.LayerChart:
+def with_batch_marker(spec: dict, batch: float) -> dict:
+    """A copy of a (cached) sweep-chart spec with the chosen batch as a dashed rule and label.
+
+    Added to the finished Vega-Lite dict so a batch edit does not rebuild (and re-validate) the chart.
+    """
+    label = f"batch {int(batch):,}" if float(batch).is_integer() else f"batch {format_batch(batch)}"
+    marker = {
+        "data": {"values": [{"batch": float(batch), "label": label}]},
+        "layer": [
+            {"mark": {"type": "rule", "color": MARKER_COLOR, "strokeDash": [4, 3], "strokeWidth": 1.5},
+             "encoding": {"x": {"field": "batch", "type": "quantitative"}}},
+            {"mark": {"type": "text", "align": "left", "dx": 5, "dy": 10, "color": MARKER_COLOR},
+             "encoding": {"x": {"field": "batch", "type": "quantitative"}, "y": {"value": 24},
+                          "text": {"field": "label", "type": "nominal"}}},
+        ],
+    }
+    return {**spec, "layer": [*spec["layer"], marker]}
+
+
+def heat_bound(*tables: pd.DataFrame) -> float:
+    """The largest |saving per decode step| over all heatmaps: one colour scale for all of them."""
+    values = [float(t["saving_per_decode_step_us"].abs().max()) for t in tables if len(t)]
+    bound = max(values, default=0.0)
+    return bound if np.isfinite(bound) and bound > 0 else 1.0
+
+
+def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = None) -> alt.LayerChart:
     """Saving of FOCUS vs the baseline per decode step over batch x `field`.
 
-    Diverging colours centred at 0 on a symmetric symlog scale, so both signs stay visible when the
-    gains reach thousands of microseconds and the losses tens.
+    Diverging colours centred at 0 on a symmetric symlog scale over [-bound, bound] (`heat_bound` of every
+    heatmap shown, so equal colours mean equal savings), so both signs stay visible when the gains reach
+    thousands of microseconds and the losses tens. Every row is labelled.
     """
     values = table["saving_per_decode_step_us"].abs()
-    bound = float(values.max()) if len(values) and values.max() > 0 else 1.0
+    bound = heat_bound(table) if bound is None else float(bound)
     data = table.assign(dark=np.log1p(values) > 0.6 * np.log1p(bound))
     order = sorted(table[field].unique(), reverse=True)
     base = alt.Chart(data).encode(
         x=alt.X("batch:O", title="batch", sort="ascending", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y(f"{field}:O", title=title, sort=order),
+        y=alt.Y(f"{field}:O", title=title, sort=order, axis=alt.Axis(labelOverlap=False, format=",d")),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("saving_per_decode_step_us:Q",
@@ -154,7 +278,7 @@ def calibration_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.FacetCh
 
 
 def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
-    """Residuals (measured - predicted) / predicted in % per point, faceted by mode and world size."""
+    """Relative error (predicted - measured) / measured in % per point, faceted by mode and world size."""
     base = alt.Chart().encode(x=alt.X("bytes_per_rank:Q", scale=alt.Scale(type="log"), title="bytes per rank"))
     dots = base.mark_point(filled=True, size=30).encode(
         y=alt.Y("rel_error_pct:Q", title="(predicted - measured) / measured (%)"),
@@ -167,44 +291,52 @@ def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
     return layer.facet(column=alt.Column("world_size:O", title="world size"), row=alt.Row("mode:N", title=None))
 
 
-def impact_chart(table: pd.DataFrame) -> alt.FacetChart:
-    """ITL and TPOT before / after switching from the baseline, per strategy."""
-    rows = []
-    for _, r in table.iterrows():
-        for metric in ("itl", "tpot"):
-            rows.append({"strategy": r["strategy"], "metric": metric.upper(), "when": "before",
-                         "ms": r[f"{metric}_before_ms"]})
-            rows.append({"strategy": r["strategy"], "metric": metric.upper(), "when": "after",
-                         "ms": r[f"{metric}_after_ms"]})
-    data = pd.DataFrame(rows)
-    bars = alt.Chart().mark_bar().encode(
-        y=alt.Y("when:N", sort=["before", "after"], title=None),
-        x=alt.X("ms:Q", title="ms"),
-        color=alt.Color("when:N", scale=alt.Scale(domain=["before", "after"], range=["#bab0ac", "#4c78a8"]),
-                        legend=None),
-        tooltip=["strategy:N", "metric:N", "when:N", alt.Tooltip("ms:Q", format=".4f")],
-    )
-    text = alt.Chart().mark_text(align="left", dx=3).encode(
-        y=alt.Y("when:N", sort=["before", "after"]), x="ms:Q", text=alt.Text("ms:Q", format=".3f"))
-    return alt.layer(bars, text, data=data).properties(width=320, height=70).facet(
-        row=alt.Row("strategy:N", title=None), column=alt.Column("metric:N", title=None)
-    ).resolve_scale(x="independent")
+def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
+    """Output-throughput gain (%) per strategy with its 90% interval as an error bar; positive = faster."""
+    order = [s for s in STRATEGIES if s in set(table["strategy"])]
+    data = table.assign(label=[format_pct(v) for v in table["output_throughput_gain_pct"]])
+    y = alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300))
+    bars = alt.Chart(data).mark_bar(height=22).encode(
+        y=y, x=alt.X("output_throughput_gain_pct:Q", title="output throughput gain (%, positive = faster)"),
+        color=_strategy_color(legend=False),
+        tooltip=["strategy:N", alt.Tooltip("output_throughput_gain_pct:Q", format="+.2f", title="gain (%)"),
+                 alt.Tooltip("itl_reduction_pct:Q", format="+.2f", title="ITL reduction (%)"),
+                 alt.Tooltip("itl_after_ms:Q", format=".3f", title="ITL after (ms)")])
+    whiskers = alt.Chart(data).mark_rule(color=MARKER_COLOR, strokeWidth=1.5).encode(
+        y=y, x="output_throughput_gain_low_pct:Q", x2="output_throughput_gain_high_pct:Q")
+    text = alt.Chart(data).mark_text(align="left", dx=4, dy=-14, fontSize=11).encode(
+        y=y, x="output_throughput_gain_pct:Q", text="label:N")
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
+    return alt.layer(bars, whiskers, text, zero).properties(height=50 * len(order) + 30)
 
 
 def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
-    """Horizontal bars: elasticity of the saving per parameter (the rows of `table`, in their order).
+    """Horizontal bars: change of the saving (us per draft step) for +10% of each parameter, in the rows' order.
 
-    Blue: raising the parameter raises the saving; red: it lowers it. Tooltip: the saving change for +10%.
+    The colour follows the sign of that saving change (blue: raising the parameter raises the saving, red: it
+    lowers it) - not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
+    labelled with its parameter (axis) and its value (text at the bar's end).
     """
-    data = table.assign(effect=np.where(table["elasticity"] >= 0, "raises the saving", "lowers the saving"))
+    data = table.assign(effect=np.where(table["saving_change_us_per_10pct"] >= 0, "raises the saving",
+                                        "lowers the saving"),
+                        label=[format_us(v, sign=True) for v in table["saving_change_us_per_10pct"]],
+                        align=np.where(table["saving_change_us_per_10pct"] >= 0, "left", "right"))
+    y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
+              axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
     bars = alt.Chart(data).mark_bar().encode(
-        y=alt.Y("parameter:N", sort=list(data["parameter"]), title=None, axis=alt.Axis(labelLimit=420)),
-        x=alt.X("elasticity:Q", title="elasticity of the saving (% change per 1% change of the parameter)"),
+        y=y,
+        x=alt.X("saving_change_us_per_10pct:Q", title="change of the saving per draft step for +10% (µs)"),
         color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
                                                     range=["#4c78a8", "#e45756"]),
                         legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=["parameter:N", alt.Tooltip("elasticity:Q", format=".3f"),
-                 alt.Tooltip("saving_change_us_per_10pct:Q", format="+.3f", title="saving change for +10% (us)")],
+        tooltip=["parameter:N", alt.Tooltip("saving_change_us_per_10pct:Q", format="+,.3~r",
+                                            title="saving change for +10% (µs)"),
+                 alt.Tooltip("elasticity:Q", format="+.3f", title="elasticity")],
     )
+    right = alt.Chart(data[data["align"] == "left"]).mark_text(align="left", dx=3, fontSize=11).encode(
+        y=y, x="saving_change_us_per_10pct:Q", text="label:N")
+    left = alt.Chart(data[data["align"] == "right"]).mark_text(align="right", dx=-3, fontSize=11).encode(
+        y=y, x="saving_change_us_per_10pct:Q", text="label:N")
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
-    return alt.layer(bars, zero).properties(height=24 * len(data) + 40)
+    return alt.layer(bars, right, left, zero).properties(height=26 * len(data) + 50, padding={"right": 60,
+                                                                                              "left": 10})

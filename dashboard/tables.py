@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from costmodel import DESCRIPTIONS, Profile
+from costmodel.formatting import MISSING, column_formatter, format_number
 
 SCENARIO_COLUMNS = ("profile", "vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "batch", "num_spec_tokens",
                     "drafting", "mode", "impl", "calls_per_decode_step")
@@ -26,6 +27,55 @@ def component_columns(frame: pd.DataFrame) -> list[str]:
     start = list(frame.columns).index("strategy") + 1
     end = list(frame.columns).index("total_us")
     return list(frame.columns[start:end])
+
+
+def display(frame: pd.DataFrame, formats: dict[str, Any] | None = None) -> Any:
+    """`frame` styled for people (a pandas Styler; the data, and so sorting and the CSV, keep raw values).
+
+    Each column is formatted by the unit in its name (costmodel.formatting.column_formatter), other floats with
+    3 significant digits and thousands separators, integers with separators; missing values show as MISSING,
+    never "None" / "nan". `formats` overrides per column.
+    """
+    rules: dict[str, Any] = {}
+    for column in frame.columns:
+        rule = column_formatter(str(column))
+        if rule is None and pd.api.types.is_bool_dtype(frame[column]):
+            continue
+        if rule is None and pd.api.types.is_integer_dtype(frame[column]):
+            rule = "{:,}".format
+        elif rule is None and pd.api.types.is_float_dtype(frame[column]):
+            rule = format_number
+        elif rule is None and frame[column].dtype == object:
+            rule = _text
+        if rule is not None:
+            rules[column] = rule
+    rules.update(formats or {})
+    return frame.style.format(rules, na_rep=MISSING)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return MISSING
+    if isinstance(value, float):
+        return format_number(value)
+    return str(value)
+
+
+def column_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """Readable headers: `saving_per_decode_step_us` -> 'saving per decode step (µs)'."""
+    units = {"_us_per_10pct": " for +10% (µs)", "_us": " (µs)", "_ms": " (ms)", "_pct": " (%)",
+             "_gbps": " (GB/s)"}
+    out = {}
+    for column in frame.columns:
+        text = str(column)
+        suffix = ""
+        for unit, label in units.items():
+            if text.endswith(unit):
+                text, suffix = text[: -len(unit)], label
+                break
+        words = ["ITL" if w == "itl" else "TPOT" if w == "tpot" else w for w in text.split("_")]
+        out[str(column)] = " ".join(words) + suffix
+    return out
 
 
 # -- CSV tables -------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
+from costmodel.formatting import format_batch, format_interval_us, format_pct, format_us
 from costmodel.uncertainty import StrategyUncertainty
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
@@ -53,10 +54,11 @@ class Verdict:
         return text
 
     def comparison(self) -> str:
-        """One sentence: FOCUS against the baseline at this batch."""
+        """One sentence: FOCUS against the baseline at this batch (savings: baseline time - strategy time)."""
         word = "faster" if self.focus_faster else "slower"
-        text = (f"{FOCUS} is {word} than {BASELINE} by {abs(self.focus_saving_us):.2f} µs per draft step "
-                f"({abs(self.focus_saving_pct):.1f}%) and {abs(self.focus_saving_decode_us):.2f} µs per decode step.")
+        text = (f"{FOCUS} is {word} than {BASELINE} by {format_us(abs(self.focus_saving_us))} per draft step "
+                f"({format_pct(abs(self.focus_saving_pct), sign=False)}) and "
+                f"{format_us(abs(self.focus_saving_decode_us))} per decode step.")
         if self.uncertain:
             text += " That is the point estimate; within the profile's uncertainty either side may win."
         return text
@@ -67,22 +69,27 @@ class Verdict:
         if u is None:
             return None
         pct = f"{u.saving_us.level:.0%}"
-        draft = f"{pct} interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs"
-        decode = f"{pct} interval: {u.saving_per_decode_step_us.low:+.2f} to {u.saving_per_decode_step_us.high:+.2f} µs"
+        draft = f"{pct} interval: {format_interval_us(u.saving_us.low, u.saving_us.high)}"
+        per_decode = u.saving_per_decode_step_us
+        decode = f"{pct} interval: {format_interval_us(per_decode.low, per_decode.high)}"
         if u.crossover_batch is None:
-            cross = "no replicate crosses in batch 1-65536"
+            cross = "no replicate crosses in batch 1-65,536"
         else:
-            cross = f"{pct} interval: {u.crossover_batch.low:.1f} to {u.crossover_batch.high:.1f}"
+            cross = f"{pct} interval: {format_batch(u.crossover_batch.low)} to {format_batch(u.crossover_batch.high)}"
             if u.crossover_found_fraction < 1:
                 cross += f" ({u.crossover_found_fraction:.0%} of replicates cross)"
         return draft, decode, cross
 
+    def crossover_value(self) -> str:
+        """The crossover tile's value: the batch, or 'none' (no sign change in batch 1-65,536)."""
+        return "none" if self.crossover_batch is None else format_batch(self.crossover_batch)
+
     def crossover_text(self) -> str:
+        """Short enough for a tile: where FOCUS wins."""
         if self.crossover_batch is None:
-            where = "wins at every batch" if self.crossover_status == "wins_everywhere" else "loses at every batch"
-            return f"no crossover in batch 1-65536: {FOCUS} {where}"
+            return "wins at every batch" if self.crossover_status == "wins_everywhere" else "loses at every batch"
         side = "above" if self.crossover_direction == "wins_above" else "below"
-        return f"{FOCUS} wins {side} batch {self.crossover_batch:.1f}"
+        return f"wins {side} batch {format_batch(self.crossover_batch)}"
 
 
 def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: StrategyUncertainty | None = None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
+from costmodel.formatting import format_ms, format_number, format_pct, format_us, status_text
 
 from . import charts
 from .data import (
@@ -21,10 +23,20 @@ from .data import (
     impact_frame,
     impl_crossover_frame,
     measured_points,
+    strategy_intervals,
     sweep_frame,
 )
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
-from .tables import breakdown_table, csv_bytes, provenance_table, records_table, sweep_table, verdict_table
+from .tables import (
+    breakdown_table,
+    column_labels,
+    csv_bytes,
+    display,
+    provenance_table,
+    records_table,
+    sweep_table,
+    verdict_table,
+)
 from .verdict import Evaluation, bootstrap_method, fused_provenance, provenance_line
 
 PROGRESS_AFTER_S = 0.05
@@ -37,8 +49,22 @@ def chart_spec(name: str, *args) -> dict:
     return getattr(charts, name)(*args).to_dict()
 
 
-def chart(name: str, *args, stretch: bool = True) -> None:
-    st.vega_lite_chart(spec=chart_spec(name, *args), width="stretch" if stretch else "content")
+def chart(name: str, *args, stretch: bool = True, batch: float | None = None) -> dict:
+    """Draw charts.<name>(*args) (with the chosen `batch` marked, when given); returns the spec drawn."""
+    spec = chart_spec(name, *args)
+    if batch is not None:
+        spec = charts.with_batch_marker(spec, batch)
+    st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content")
+    return spec
+
+
+def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidden: tuple[str, ...] = (),
+          styler=None) -> None:
+    """st.dataframe of `frame` formatted for people (dashboard.tables.display; the CSV keeps raw values)."""
+    config: dict = {name: st.column_config.Column(label) for name, label in column_labels(frame).items()}
+    config |= {name: None for name in hidden if name in frame.columns}
+    st.dataframe(display(frame) if styler is None else styler, hide_index=True, column_config=config,
+                 column_order=column_order)
 
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
@@ -54,30 +80,37 @@ def provenance_badge(profile: Profile) -> None:
 
 # -- header ---------------------------------------------------------------------------------------------
 def verdict(ev: Evaluation) -> None:
-    """Metric tiles: winner, FOCUS saving per draft / decode step, crossover batch."""
+    """Metric tiles, each naming its strategy: FOCUS saving per draft / decode step, its crossover batch, and
+    the fastest strategy's saving. Savings are baseline time - strategy time (positive: faster), as in the CLI."""
     v = ev.verdict
     provenance_badge(ev.profile)
     st.subheader(v.headline())
-    st.caption(f"{v.fastest}: {DESCRIPTIONS[v.fastest]}. Tiles: {FOCUS} vs {BASELINE}, per rank.")
-    tiles = st.columns(4)
-    calls = int(ev.point["calls_per_decode_step"].iloc[0])
-    tiles[0].metric("Saving / draft step", f"{v.focus_saving_us:+.2f} µs", f"{v.focus_saving_pct:+.1f}%",
-                    border=True, help=f"{BASELINE} time minus {FOCUS} time for one draft call "
-                                      f"(positive: {FOCUS} is faster)")
-    tiles[1].metric("Saving / decode step", f"{v.focus_saving_decode_us:+.2f} µs", f"{calls} draft calls",
-                    delta_color="off", delta_arrow="off", border=True,
+    st.caption(f"{v.fastest}: {DESCRIPTIONS[v.fastest]}. Savings are {BASELINE} time minus the strategy's time, "
+               "per rank (positive: the strategy is faster).")
+    columns = st.columns(4)
+    tiles = [column.container(border=True) for column in columns]
+    for tile, name in zip(tiles, [FOCUS, FOCUS, FOCUS, f"fastest: {v.fastest}"]):
+        tile.caption(name)  # every tile names its strategy
+    tiles[0].metric("Saving / draft step", format_us(v.focus_saving_us, sign=True),
+                    format_pct(v.focus_saving_pct),
+                    help=f"{BASELINE} time minus {FOCUS} time for one draft call (positive: {FOCUS} is faster)")
+    tiles[1].metric("Saving / decode step", format_us(v.focus_saving_decode_us, sign=True),
+                    calls_text(ev.point), delta_color="off", delta_arrow="off",
                     help=f"{FOCUS} saving per draft call x draft calls per decode step")
-    cross = "none" if v.crossover_batch is None else f"{v.crossover_batch:.1f}"
-    tiles[2].metric("Crossover batch", cross, v.crossover_text().removeprefix(f"{FOCUS} "), delta_color="off",
-                    delta_arrow="off", border=True,
-                    help=f"costmodel.crossover of {FOCUS} vs {BASELINE} over batch 1-65536, other inputs fixed")
-    tiles[3].metric("Fastest: saving / decode step", f"{v.best_saving_decode_us:+.2f} µs",
-                    f"{v.best_saving_pct:+.1f}% per draft step", border=True,
-                    help=f"{v.fastest} vs {BASELINE}")
+    tiles[2].metric("Crossover batch", v.crossover_value(), v.crossover_text(), delta_color="off",
+                    delta_arrow="off",
+                    help=f"costmodel.crossover of {FOCUS} vs {BASELINE} over batch 1-65,536, other inputs fixed")
+    if v.fastest == BASELINE:  # nothing beats the baseline: no green "+0"
+        tiles[3].metric("Best saving / decode step", "baseline", "keep the default", delta_color="off",
+                        delta_arrow="off", help=f"no strategy is faster than {BASELINE} here")
+    else:
+        tiles[3].metric("Best saving / decode step", format_us(v.best_saving_decode_us, sign=True),
+                        f"{format_pct(v.best_saving_pct)} per draft step",
+                        help=f"{v.fastest} vs {BASELINE}, saving per decode step")
     intervals = v.interval_texts()
     if intervals is not None:
-        for tile, text in zip(tiles, intervals):
-            tile.caption(text)
+        for column, text in zip(columns, intervals):
+            column.caption(text)
     st.markdown(v.comparison())
     if v.interval is not None:
         st.caption(f"Intervals: the central {v.interval.saving_us.level:.0%} of {len(ev.profile.bootstrap)} "
@@ -86,42 +119,63 @@ def verdict(ev: Evaluation) -> None:
         st.caption(ev.interval_note)
     if not v.focus_valid:
         st.warning(f"{FOCUS} packs ids into fp32, exact only below 2^24 ids: it is not valid for this vocab.")
+    per_node = ev.inputs.tp // max(ev.inputs.nodes, 1)
+    gpus = ev.profile.provenance.gpus_per_node
+    if gpus and per_node > gpus:
+        st.warning(f"TP {ev.inputs.tp} on {ev.inputs.nodes} node(s) puts {per_node} ranks on a node, but the "
+                   f"profile {ev.profile.name} describes nodes of {gpus} GPUs: the intra-node figures are "
+                   "extrapolated. Raise Nodes, or use a profile measured on such nodes.")
     extrapolated = ev.point.loc[ev.point["extrapolated"], "strategy"].tolist()
     if extrapolated:
         st.caption(f"Outside the measured kernel tables (roofline used): {', '.join(extrapolated)}")
+
+
+def calls_text(point: pd.DataFrame) -> str:
+    """Draft calls per decode step and rows per call: '3 draft calls of 64 rows' / '1 draft call of 64x3 rows'."""
+    first = point.iloc[0]
+    calls, rows = int(first["calls_per_decode_step"]), int(first["rows_per_call"])
+    if first["drafting"] == "parallel":
+        return f"1 draft call of {int(first['batch']):,}×{int(first['num_spec_tokens'])} = {rows:,} rows"
+    return f"{calls} draft call{'s' if calls != 1 else ''} of {rows:,} rows"
 
 
 # -- tabs -------------------------------------------------------------------------------------------------
 def sweep_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
     table = sweep_table(sweep_frame(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max))
+    cross, band = ev.verdict.crossover_batch, crossover_band(ev)
+    marks = f"dashed line: batch {inputs.batch:,}; solid line: the {FOCUS} crossover" + (
+        f", shaded: its {ev.verdict.interval.saving_us.level:.0%} interval" if band else "")
     st.markdown(f"**Time per draft step vs batch** (log-log; click a legend entry to highlight), batch "
-                f"{inputs.batch_min}-{inputs.batch_max}; the vertical line is the {FOCUS} crossover.")
-    # the chosen batch is not drawn: a chart that changes with every batch edit costs ~1 s of browser redraw
-    chart("sweep_chart", table, ev.verdict.crossover_batch)
+                f"{inputs.batch_min:,}-{inputs.batch_max:,}; {marks}.")
+    chart("sweep_chart", table, cross, band, batch=inputs.batch)
     st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
-                "baseline)")
-    chart("saving_chart", table)
+                f"baseline); {marks}.")
+    chart("saving_chart", table, cross, band, batch=inputs.batch)
     download(table, "time_vs_batch")
     with st.expander("Crossover batches of every strategy vs the baseline"):
-        st.dataframe(ev.crossovers, hide_index=True)
+        show_table(ev.crossovers)
         download(ev.crossovers, "crossovers")
     fused_panel(ev)
 
 
+def crossover_band(ev: Evaluation) -> tuple[float, float] | None:
+    """(low, high) of the FOCUS crossover interval, or None."""
+    u = ev.verdict.interval
+    if u is None or u.crossover_batch is None:
+        return None
+    return float(u.crossover_batch.low), float(u.crossover_batch.high)
+
+
 def fused_panel(ev: Evaluation) -> None:
     """Crossover batch vs the baseline with the torch ops and with the fused Triton kernels, side by side."""
-    table = impl_crossover_frame(ev.profile_text, ev.inputs.spec)
+    frame = impl_crossover_frame(ev.profile_text, ev.inputs.spec)
     st.markdown(f"**Fused kernels**: crossover batch vs {BASELINE} with torch ops and with the fused Triton "
                 "kernels (other inputs as in the sidebar)")
-    st.dataframe(table, hide_index=True, column_config={
-        "crossover_batch_torch": st.column_config.NumberColumn("crossover batch (torch)", format="%.1f"),
-        "crossover_batch_fused": st.column_config.NumberColumn("crossover batch (fused)", format="%.1f"),
-        "status_torch": st.column_config.TextColumn("status (torch)"),
-        "status_fused": st.column_config.TextColumn("status (fused)"),
-        "shift_pct": st.column_config.NumberColumn("shift (%)", format="%+.1f")})
-    st.caption(f"{fused_provenance(ev.profile)}. Empty crossover: no sign change in batch 1-65536 (see status).")
-    download(table, "crossovers_torch_vs_fused")
+    show_table(frame, styler=display(frame, {f"status_{impl}": status_text for impl in ("torch", "fused")}))
+    st.caption(f"{fused_provenance(ev.profile)}. No crossover batch: no sign change in batch 1-65,536 (see the "
+               "status).")
+    download(frame, "crossovers_torch_vs_fused")
 
 
 def breakdown_tab(ev: Evaluation) -> None:
@@ -130,14 +184,14 @@ def breakdown_tab(ev: Evaluation) -> None:
     shown = ["strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct",
              "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
              "crossover_status", "description"]
-    st.dataframe(verdict, hide_index=True, column_order=shown)  # the CSV also carries the scenario columns
+    show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
     download(verdict, "verdict")
     table = breakdown_table(ev.point)
     st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
     chart("breakdown_chart", table)
     download(table, "breakdown")
     with st.expander("Full prediction table (Prediction.to_frame())"):
-        st.dataframe(ev.point, hide_index=True)
+        show_table(ev.point)
         download(ev.point, "prediction")
 
 
@@ -156,10 +210,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
         st.info("No profile parameter changes this saving.")
     elif table is not None:
         chart("sensitivity_chart", table.head(SENSITIVITY_TOP))
-        st.dataframe(table, hide_index=True, column_config={
-            "elasticity": st.column_config.NumberColumn(format="%+.3f"),
-            "saving_change_us_per_10pct": st.column_config.NumberColumn(format="%+.3f"),
-            "saving_us": st.column_config.NumberColumn(format="%.3f")})
+        show_table(table, styler=display(table, {"elasticity": lambda v: format_number(v, sign=True)}))
         download(table, "sensitivity")
     with st.expander("How is this computed?"):
         st.markdown(f"Every priced call of every strategy at batch {inputs.batch}, its formula with the numbers "
@@ -192,21 +243,23 @@ def heatmaps_tab(ev: Evaluation) -> None:
     inputs, text = ev.inputs, ev.profile_text
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
     st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)**: blue = {FOCUS} faster, "
-                f"red = {BASELINE} faster.")
-    _heatmap("draft vocab", heat_vocabs(inputs.spec), lambda v: heat_vocab_row(text, inputs.spec, v, batches),
-             f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)", "draft_vocab",
-             "draft vocab", "saving_batch_x_draft_vocab")
-    _heatmap("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches),
-             f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})", "tp", "TP size",
-             "saving_batch_x_tp")
+                f"red = {BASELINE} faster; both heatmaps share one colour scale.")
+    vocab, vocab_skipped = _heat_rows("draft vocab", heat_vocabs(inputs.spec),
+                                      lambda v: heat_vocab_row(text, inputs.spec, v, batches))
+    tp, tp_skipped = _heat_rows("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches))
+    bound = charts.heat_bound(vocab, tp)
+    _heatmap(vocab, vocab_skipped, f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)",
+             "draft_vocab", "draft vocab", "saving_batch_x_draft_vocab", bound)
+    _heatmap(tp, tp_skipped, f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})", "tp",
+             "TP size", "saving_batch_x_tp", bound)
 
 
-def _heatmap(kind: str, values: tuple[int, ...], compute, caption: str, field: str, title: str, name: str) -> None:
-    """One heatmap of the FOCUS saving: rows from `compute(value)`, its CSV, and the rows the model rejected."""
-    frame, skipped = _heat_rows(kind, values, compute)
+def _heatmap(frame: pd.DataFrame, skipped: list[str], caption: str, field: str, title: str, name: str,
+             bound: float) -> None:
+    """One heatmap of the FOCUS saving, its CSV, and the rows the model rejected."""
     st.markdown(caption)
     if not frame.empty:
-        chart("heatmap", frame, field, title)
+        chart("heatmap", frame, field, title, bound)
         download(frame, name)
     for line in skipped:
         st.caption(line)
@@ -232,31 +285,24 @@ def provenance_section(profile: Profile) -> None:
     parts = provenance_table(profile)
     colors = {"measured": "background-color: #d4edda", "derived": "background-color: #fff3cd",
               "mixed": "background-color: #e2d9f3"}
-    st.dataframe(parts.style.map(lambda v: colors.get(v, ""), subset=["provenance"]), hide_index=True)
+    show_table(parts, styler=display(parts).map(lambda v: colors.get(v, ""), subset=["provenance"]))
     download(parts, "provenance")
     if profile.fit_report:
         st.markdown("**Fit report**")
         report = records_table(profile.fit_report)
-        st.dataframe(report, hide_index=True)
+        show_table(report)
         download(report, "fit_report")
 
 
-VALIDATION_CONFIG = {
-    "measured_us": st.column_config.NumberColumn("measured (us)", format="%.2f"),
-    "predicted_us": st.column_config.NumberColumn("predicted (us)", format="%.2f"),
-    "rel_error_pct": st.column_config.NumberColumn("relative error (%)", format="%+.1f"),
-    "median_abs_rel_error": None, "p90_abs_rel_error": None,
-    "median_abs_rel_error_pct": st.column_config.NumberColumn("median |rel. error| (%)", format="%.1f"),
-    "p90_abs_rel_error_pct": st.column_config.NumberColumn("p90 |rel. error| (%)", format="%.1f"),
-}
+VALIDATION_HIDDEN = ("median_abs_rel_error", "p90_abs_rel_error")  # shown in % instead
 
 
 def _validation_tables(name: str | None) -> None:
     rows, summ = validation(name)
-    st.dataframe(rows, hide_index=True, column_config=VALIDATION_CONFIG)
+    show_table(rows, hidden=VALIDATION_HIDDEN)
     download(rows, "validation")
     st.markdown("**Per source**: median and p90 |relative error| (the `all` row: held-out rows only)")
-    st.dataframe(summ, hide_index=True, column_config=VALIDATION_CONFIG)
+    show_table(summ, hidden=VALIDATION_HIDDEN)
     download(summ, "validation_summary")
 
 
@@ -291,7 +337,8 @@ def measured_section(ev: Evaluation, measurements_csv: str | None) -> None:
     st.markdown("**Measured vs fitted** (points: measured medians; lines: the profile's collective model)")
     chart("calibration_chart", points, curves, stretch=False)
     download(curves, "fitted_curves", "Download the fitted curves (CSV)")
-    st.markdown("**Residuals** (measured - predicted) / predicted")
+    st.markdown("**Relative error** (predicted - measured) / measured, in % (above 0: the model is slower than "
+                "the measurement)")
     chart("residual_chart", points, stretch=False)
     download(points, "measured_vs_fitted", "Download the measured points and residuals (CSV)")
 
@@ -303,17 +350,33 @@ def impact_tab(ev: Evaluation) -> None:
                 "before and after.")
         return
     try:
-        table = impact_frame(ev.point, inputs.itl_ms, inputs.acceptance_length)
+        intervals = strategy_intervals(ev.profile_text, inputs.spec, float(inputs.batch))
+        frame = impact_frame(ev.point, inputs.itl_ms, inputs.acceptance_length, intervals)
     except InputError as exc:
         st.error(str(exc))
         return
+    st.markdown(f"**Impact of switching from {BASELINE}** at batch {inputs.batch:,}, baseline ITL "
+                f"{format_ms(inputs.itl_ms)}, {inputs.acceptance_length:g} tokens per decode step. ITL reduction = "
+                "1 - ITL after / ITL before; output throughput gain = ITL before / ITL after - 1; positive = "
+                "faster (the CLI's convention).")
+    shown = [FOCUS] + [s for s in ev.point.loc[ev.point["fastest"], "strategy"] if s not in (FOCUS, BASELINE)]
     cols = st.columns(4)
-    for i, (_, row) in enumerate(table.iterrows()):
-        for j, metric in enumerate(("itl", "tpot")):
-            before, after = row[f"{metric}_before_ms"], row[f"{metric}_after_ms"]
-            cols[(2 * i + j) % 4].metric(f"{metric.upper()} with {row['strategy']}", f"{after:.3f} ms",
-                                         f"{after - before:+.3f} ms ({-row['speedup_pct']:+.2f}%)",
-                                         delta_color="inverse", border=True)
-    chart("impact_chart", table, stretch=False)
-    st.dataframe(table, hide_index=True)
-    download(table, "impact")
+    for i, name in enumerate(shown):
+        row = frame.set_index("strategy").loc[name]
+        box = cols[2 * i].container(border=True)
+        box.caption(name)
+        box.metric("ITL after", format_ms(row["itl_after_ms"], decimals=3),
+                   f"{format_pct(row['itl_reduction_pct'])} ITL reduction",
+                   help=f"baseline {format_ms(row['itl_before_ms'], decimals=3)}")
+        box = cols[2 * i + 1].container(border=True)
+        box.caption(name)
+        box.metric("Output throughput", format_pct(row["output_throughput_gain_pct"]),
+                   f"TPOT {format_ms(row['tpot_after_ms'], decimals=3)}", delta_color="off", delta_arrow="off",
+                   help="tokens/s at the same batch scale with 1 / ITL")
+        if np.isfinite(row["output_throughput_gain_low_pct"]):
+            cols[2 * i + 1].caption(f"90% interval: {format_pct(row['output_throughput_gain_low_pct'])} to "
+                                    f"{format_pct(row['output_throughput_gain_high_pct'])}")
+    st.markdown("**Output throughput gain per strategy** (bars; whiskers: the 90% interval)")
+    chart("impact_chart", frame)
+    show_table(frame)
+    download(frame, "impact")

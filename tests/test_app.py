@@ -24,14 +24,16 @@ from costmodel import (
     Scenario,
     collective_time_us,
     crossover,
-    impact,
     load_profile,
     predict,
 )
 from costmodel.explain import format_explanation
+from costmodel.formatting import format_batch, format_interval_us, format_ms, format_us
 from costmodel.presets import preset, presets
+from costmodel.recommend import impact_change
 from costmodel.sensitivity import elasticities
 from costmodel.uncertainty import propagate
+from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.verdict import evaluate
 
@@ -90,10 +92,10 @@ def test_defaults_run_clean_and_match_costmodel():
     profile = load_profile(at.session_state["profile"])
     pred = predict(sc, profile)
     assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {pred.best().item()}"
-    assert metric(at, "Saving / draft step") == f"{pred.saving_us(FOCUS).item():+.2f} µs"
-    assert metric(at, "Saving / decode step") == f"{pred.saving_per_decode_step_us(FOCUS).item():+.2f} µs"
+    assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
+    assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
     cross = crossover(sc, FOCUS, profile)
-    assert metric(at, "Crossover batch") == f"{cross.batch:.1f}"
+    assert metric(at, "Crossover batch") == format_batch(cross.batch)
     # the provenance of the bundled (derived) profile is stated plainly
     assert any("derived from public figures, not measured" in m.value for m in at.markdown)
     # the state is mirrored in the URL
@@ -127,10 +129,10 @@ def test_default_verdict_shows_the_intervals_of_the_derived_ensemble():
     profile = load_profile(at.session_state["profile"])
     u = propagate(sc, profile, level=0.9)[FOCUS]
     shown = captions(at)
-    assert f"90% interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs" in shown
+    assert f"90% interval: {format_interval_us(u.saving_us.low, u.saving_us.high)}" in shown
     decode = u.saving_per_decode_step_us
-    assert f"90% interval: {decode.low:+.2f} to {decode.high:+.2f} µs" in shown
-    assert f"90% interval: {u.crossover_batch.low:.1f} to {u.crossover_batch.high:.1f}" in shown
+    assert f"90% interval: {format_interval_us(decode.low, decode.high)}" in shown
+    assert f"90% interval: {format_batch(u.crossover_batch.low)} to {format_batch(u.crossover_batch.high)}" in shown
     method = profile.raw["bootstrap_method"]
     assert method.startswith("derived ensemble")
     assert any(method in c and f"{len(profile.bootstrap)} replicates" in c for c in shown)
@@ -148,7 +150,7 @@ def test_near_the_crossover_the_verdict_is_uncertain():
     at.number_input(key="batch").set_value(batch).run()
     assert not at.exception and not at.error
     assert headline(at).endswith(f" - uncertain: the 90% interval of the {FOCUS} saving spans 0")
-    assert f"90% interval: {u.saving_us.low:+.2f} to {u.saving_us.high:+.2f} µs" in captions(at)
+    assert f"90% interval: {format_interval_us(u.saving_us.low, u.saving_us.high)}" in captions(at)
     assert "either side may win" in comparison(at)
 
 
@@ -227,7 +229,7 @@ def test_fused_panel_shows_both_crossovers():
     after = frame_with(at, "crossover_batch_fused").set_index("strategy")
     pd.testing.assert_frame_equal(after, panel)
     cross = crossover(sc.with_(impl="fused"), FOCUS, profile)
-    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else f"{cross.batch:.1f}")
+    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else format_batch(cross.batch))
 
 
 def test_query_params_restore_the_view():
@@ -253,10 +255,10 @@ def test_query_params_restore_the_view():
                   drafting="parallel", mode="eager", batch=300)
     pred = predict(sc, load_profile())
     assert headline(at) == f"Fastest at batch 300: {pred.best().item()}"
-    assert metric(at, "Saving / decode step") == f"{pred.saving_per_decode_step_us(FOCUS).item():+.2f} µs"
-    # the Impact tab is open and uses costmodel.impact with the restored ITL / acceptance length
-    expected = impact(pred.saving_per_decode_step_us(FOCUS).item(), 20.0, 3.5, FOCUS)
-    assert metric(at, f"ITL with {FOCUS}") == f"{expected.itl_after_ms:.3f} ms"
+    assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
+    # the Impact tab is open and uses costmodel.recommend.impact_change with the restored ITL / acceptance length
+    expected = impact_change(pred.saving_per_decode_step_us(FOCUS).item(), 20.0, 3.5, FOCUS)
+    assert metric(at, "ITL after") == format_ms(expected.itl_after_ms, decimals=3)
     # and the URL written back is the one we came with
     written = {k: at.query_params[k] for k in query}
     assert written == query
@@ -560,12 +562,44 @@ def test_heatmap_csvs(ev):
 
 def test_impact_csv(ev):
     out = parse_csv(data.impact_frame(ev.point, 12.0, 2.0))
+    assert list(out["strategy"]) == list(STRATEGIES[1:])  # every alternative strategy
     saving = predict(ev.inputs.spec.scenario(96), ev.profile).saving_per_decode_step_us(FOCUS).item()
     row = out[out["strategy"] == FOCUS].iloc[0]
     assert row["itl_after_ms"] == pytest.approx(12.0 - saving / 1000)
     assert row["tpot_before_ms"] == pytest.approx(6.0)
-    with pytest.raises(InputError, match="acceptance-length"):
-        data.impact_frame(ev.point, 12.0, 0.5)
+    assert row["itl_reduction_pct"] == pytest.approx(100 * (saving / 1000) / 12.0)
+    assert row["output_throughput_gain_pct"] == pytest.approx(100 * (12.0 / (12.0 - saving / 1000) - 1))
+    for bad in (0.5, 4.01):  # K = 3: 1..4 tokens per decode step
+        with pytest.raises(InputError, match=r"acceptance length: must be in 1..K\+1 = 1..4"):
+            data.impact_frame(ev.point, 12.0, bad)
+    assert len(data.impact_frame(ev.point, 12.0, 4.0)) == 4  # K + 1 itself is allowed
+
+
+def test_impact_names_the_itl_reduction_and_the_speed_up():
+    """25 -> 22.3 ms (a saving of 2,700 us per decode step) is a 10.8% ITL reduction and a 12.1% speed-up."""
+    point = pd.DataFrame({"strategy": [BASELINE, FOCUS], "saving_per_decode_step_us": [0.0, 2700.0],
+                          "num_spec_tokens": [3, 3]})
+    row = data.impact_frame(point, 25.0, 2.0).iloc[0]
+    assert row["itl_after_ms"] == pytest.approx(22.3)
+    assert round(row["itl_reduction_pct"], 1) == 10.8
+    assert round(row["output_throughput_gain_pct"], 1) == 12.1
+    assert math.isnan(row["output_throughput_gain_low_pct"])  # no interval given: none invented
+
+
+def test_impact_tab_shows_every_strategy_with_intervals_and_bounds_the_acceptance_length():
+    at = run_app({"tab": "Impact", "itl": "25", "accept": "3", "k": "3"})
+    assert not at.error
+    shown = frame_with(at, "output_throughput_gain_pct")
+    assert list(shown["strategy"]) == list(STRATEGIES[1:])
+    u = propagate(shown_scenario(at), load_profile(at.session_state["profile"]), level=0.9, with_crossover=False)
+    focus = shown.set_index("strategy").loc[FOCUS]
+    assert focus["saving_low_us"] == pytest.approx(u[FOCUS].saving_per_decode_step_us.low)
+    assert focus["output_throughput_gain_low_pct"] < focus["output_throughput_gain_pct"] \
+        < focus["output_throughput_gain_high_pct"]
+    at.number_input(key="acceptance_length").set_value(4.5).run()  # above K + 1 = 4
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "acceptance length: must be in 1..K+1 = 1..4 tokens per decode step with K = 3, got 4.5"]
 
 
 def test_calibration_points_and_residuals(tmp_path):
@@ -599,3 +633,92 @@ def test_provenance_and_fit_report_tables():
     assert len(prov) == len(profile.collectives) + len(profile.kernel_ops) + len(profile.kernel_tables)
     report = parse_csv(tables.records_table([{"op": "all_gather", "n_points": 3, "breakpoints_bytes": [10, 20]}]))
     assert report.iloc[0]["breakpoints_bytes"] == "[10, 20]" and report.iloc[0]["n_points"] == 3
+
+
+# -- issue 12: right at a glance -------------------------------------------------------------------------
+def test_tiles_name_their_strategy_and_a_baseline_win_is_not_a_green_zero():
+    at = run_app({"batch": "2"})
+    assert not at.error
+    sc = shown_scenario(at)
+    pred = predict(sc, load_profile(at.session_state["profile"]))
+    best = pred.best().item()
+    assert best == BASELINE  # batch 2: the full all-gather wins, the case the issue reports
+    shown = captions(at)
+    assert shown.count(FOCUS) == 3 and f"fastest: {BASELINE}" in shown
+    tile = next(m for m in at.metric if m.label == "Best saving / decode step")
+    assert tile.value == "baseline" and tile.delta == "keep the default"
+    assert tile.proto.color == at.metric[1].proto.color  # the same 'off' colour as the neutral tiles
+    assert not any(m.value.startswith("+0") for m in at.metric)
+    # a large saving is shown in ms, with separators, not cut off
+    at.number_input(key="batch").set_value(65536).run()
+    saving = predict(sc.with_(batch=65536), load_profile(at.session_state["profile"])).saving_per_decode_step_us(FOCUS)
+    assert saving.item() > 1000
+    assert metric(at, "Saving / decode step") == format_us(saving.item(), sign=True)
+    assert metric(at, "Saving / decode step").endswith(" ms") and len(metric(at, "Saving / decode step")) <= 12
+
+
+def test_sensitivity_colour_follows_the_sign_of_the_saving_change():
+    at = run_app({"tab": "Sensitivity", "batch": "2"})
+    assert not at.error
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    assert predict(sc, profile).saving_us(FOCUS).item() < 0  # negative saving: elasticity and change signs differ
+    table = elasticities(sc, profile, FOCUS).head(12)
+    drawn = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert drawn["layer"][0]["encoding"]["y"]["sort"] == list(table["parameter"])  # the app draws this table
+    spec = dashboard_charts.sensitivity_chart(table).to_dict()
+    bars = spec["layer"][0]
+    assert bars["encoding"]["color"]["field"] == "effect"
+    rows = spec["datasets"][bars["data"]["name"]]
+    assert len(rows) == len(table)
+    for row in rows:
+        assert row["effect"] == ("raises the saving" if row["saving_change_us_per_10pct"] >= 0 else
+                                 "lowers the saving")
+    assert any(r["elasticity"] > 0 > r["saving_change_us_per_10pct"] for r in rows)  # the case the issue reports
+    # every bar labelled: the axis keeps every parameter, and each bar carries its value
+    assert bars["encoding"]["y"]["axis"]["labelOverlap"] is False
+    labelled = sum(len(spec["datasets"][layer["data"]["name"]]) for layer in spec["layer"][1:3])
+    assert labelled == len(rows)
+
+
+def test_tables_are_formatted_for_people_and_the_csv_keeps_raw_values():
+    frame = pd.DataFrame({"strategy": ["a", "b"], "saving_per_decode_step_us": [51090.19, -0.5],
+                          "crossover_batch": [5.634, None], "status": ["wins_everywhere", "crossover"],
+                          "wire_bytes_per_rank": [3229696.0, 512.0]})
+    shown = tables.display(frame).to_html()
+    for text in ("+51.1 ms", "-0.50 µs", "5.6", "wins at every batch", "crosses over", "3.08 MiB", "512 B"):
+        assert text in shown
+    assert "None" not in shown and "nan" not in shown and "wins_everywhere" not in shown
+    assert parse_csv(frame)["saving_per_decode_step_us"].tolist() == [51090.19, -0.5]
+    assert tables.column_labels(frame)["saving_per_decode_step_us"] == "saving per decode step (µs)"
+
+
+def test_tp_above_the_gpus_per_node_warns():
+    at = run_app({"tp": "16"})
+    assert any("puts 16 ranks on a node" in w.value and "nodes of 8 GPUs" in w.value for w in at.warning)
+    at.number_input(key="nodes").set_value(2).run()
+    assert not any("ranks on a node" in w.value for w in at.warning)
+
+
+def test_parallel_drafting_labels():
+    at = run_app({"drafting": "parallel", "k": "4", "batch": "16"})
+    tile = next(m for m in at.metric if m.label == "Saving / decode step")
+    assert tile.delta == "1 draft call of 16×4 = 64 rows"
+    at.radio(key="drafting").set_value("serial").run()
+    tile = next(m for m in at.metric if m.label == "Saving / decode step")
+    assert tile.delta == "4 draft calls of 16 rows"
+
+
+def test_sweep_charts_mark_the_batch_the_crossover_and_its_band():
+    at = run_app({"batch": "100"})
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")[:2]]
+    for spec in specs:
+        marker = spec["layer"][-1]
+        assert marker["data"]["values"] == [{"batch": 100.0, "label": "batch 100"}]
+        marks = [layer["mark"] for layer in spec["layer"] if "mark" in layer]
+        types = [m["type"] if isinstance(m, dict) else m for m in marks]
+        assert "rect" in types and "rule" in types  # the crossover interval band and the crossover rule
+    saving_axis = next(layer["encoding"]["y"]["axis"] for layer in specs[1]["layer"]
+                       if "axis" in layer.get("encoding", {}).get("y", {}))
+    assert 0.0 in saving_axis["values"] and all(v == 0 or math.log10(abs(v)).is_integer()
+                                                for v in saving_axis["values"])
