@@ -1,0 +1,115 @@
+"""Several uploaded files at once -> the profiles they give (parsed as JSON / CSV / text only, never executed).
+
+* every ``*.json`` is a complete profile of its own (dashboard.uploads.parse_upload);
+* every measurement file - collective or kernel CSVs (costmodel.schema) and nccl-tests logs - is read and
+  validated on its own (errors name the file), then all of them are fitted TOGETHER into ONE profile
+  (calibration.fit.fit_measurements), so a collectives CSV and a kernels CSV of the same cluster make one
+  profile instead of two that are each completed from a default;
+* what the measurements do not cover comes from an explicitly chosen base profile, and
+  `base_parameters(profile)` lists those parameters so the page can say so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import PurePath
+
+import pandas as pd
+
+from costmodel import InputError, Profile, parse_profile
+from costmodel.safe_io import check_rows, check_size, csv_text
+from costmodel.schema import validate_measurements
+
+from .tables import provenance_table
+from .uploads import (
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_ROWS,
+    NEEDS_FIT,
+    UPLOAD_TYPES,
+    UploadedProfile,
+    _check_name,
+    _decode,
+    parse_upload,
+    read_measurement_csv,
+)
+
+MAX_FILES = 16
+MAX_NAME = 60
+
+
+def read_measurement_file(file_name: str, data: bytes) -> pd.DataFrame:
+    """The validated measurement rows of one .csv (costmodel.schema) or nccl-tests .txt / .log file."""
+    file_name = _check_name(file_name)
+    check_size(len(data), limit_bytes=MAX_UPLOAD_BYTES, source=file_name)
+    if not data.strip():
+        raise InputError(f"{file_name}: empty file")
+    suffix = PurePath(file_name).suffix.lower().lstrip(".")
+    text = _decode(file_name, data)
+    if suffix == "csv":
+        return read_measurement_csv(text, file_name)
+    if suffix in ("txt", "log"):
+        try:
+            from calibration.import_nccl_tests import parse_nccl_tests_text
+        except ImportError:
+            raise InputError(NEEDS_FIT) from None
+        return validate_measurements(parse_nccl_tests_text(text, file_name), source=file_name)
+    raise InputError(f"{file_name}: expected a .csv of measurements or an nccl-tests .txt/.log")
+
+
+def combined_name(file_names: Sequence[str]) -> str:
+    """'ag8' for one file, 'collectives+kernels' for two, truncated to MAX_NAME characters."""
+    stems = [PurePath(n).stem.strip() or "upload" for n in file_names]
+    name = "+".join(dict.fromkeys(stems))
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 3] + "..."
+
+
+def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedProfile:
+    """One profile fitted from every measurement file, unmeasured parameters from `base`."""
+    try:
+        from calibration.fit import bin_repeats, fit_measurements
+    except ImportError:
+        raise InputError(NEEDS_FIT) from None
+    frames = [read_measurement_file(name, data) for name, data in files]
+    frame = pd.concat(frames, ignore_index=True)
+    names = [name for name, _ in files]
+    label = ", ".join(names)
+    check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=label)
+    frame = bin_repeats(frame)
+    name = combined_name(names)
+    try:
+        doc = fit_measurements(frame, name=name, base_profile=base,
+                               title=f"{name} (fitted from {label}; base {base.name})")
+    except InputError as exc:
+        raise InputError(f"{label}: {exc}") from None
+    except (ValueError, KeyError, RuntimeError, ArithmeticError) as exc:
+        raise InputError(f"{label}: cannot fit these measurements ({' '.join(str(exc).split())})") from None
+    text = json.dumps(doc, allow_nan=False)
+    return UploadedProfile(label, parse_profile(text, source=label), text, csv_text(frame))
+
+
+def parse_uploads(files: Sequence[tuple[str, bytes]], base: Profile) -> tuple[UploadedProfile, ...]:
+    """Profiles from a set of uploaded files: each JSON on its own, all measurement files fitted into one."""
+    if len(files) > MAX_FILES:
+        raise InputError(f"upload: at most {MAX_FILES} files at once, got {len(files)}")
+    out = []
+    measurements = []
+    for name, data in files:
+        suffix = PurePath(str(name)).suffix.lower().lstrip(".")
+        if suffix not in UPLOAD_TYPES:
+            raise InputError(f"{name}: expected a .json profile, a .csv of measurements or an nccl-tests .txt/.log")
+        if suffix == "json":
+            out.append(parse_upload(name, data))
+        else:
+            measurements.append((name, data))
+    if measurements:
+        out.append(fit_together(measurements, base))
+    return tuple(out)
+
+
+def base_parameters(profile: Profile) -> list[str]:
+    """The parameter groups of `profile` that were not measured (taken from the base profile when fitted)."""
+    parts = provenance_table(profile)
+    rows = parts[parts["provenance"] != "measured"]
+    return [f"{r['part']} {r['name']}" + (f" (world size {r['world_size']}, {r['mode']})" if r["part"] != "kernel"
+                                          else "") for _, r in rows.iterrows()]
