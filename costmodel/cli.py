@@ -401,7 +401,9 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
     from .uncertainty import propagate
 
     unc = propagate(pred.scenario, pred.profile, batch_range=(1.0, max_batch))
-    result["intervals"] = "bootstrap 90%" if unc else "none (the profile carries no bootstrap replicates)"
+    members = (f"{len(pred.profile.bootstrap)} bootstrap replicates" if pred.profile.bootstrap
+               else "the point profile (no replicates)")
+    result["intervals"] = f"90% prediction interval: {members} x per-op model discrepancy"
     for name, entry in result["strategies"].items():
         if name in unc:
             entry["interval"] = unc[name].to_dict()
@@ -493,6 +495,10 @@ def cmd_predict_points(args: argparse.Namespace) -> int:
     bad = ~np.isfinite(out["predicted_us"].to_numpy(float))
     if bad.any():
         raise InputError(f"{args.input}: row {int(np.flatnonzero(bad)[0]) + 2} has no finite prediction")
+    if getattr(args, "intervals", False):
+        from .uncertainty import point_intervals
+
+        out["predicted_p05_us"], out["predicted_p95_us"] = point_intervals(out, profile)
     write_table(out, args.out)
     return 0
 
@@ -510,6 +516,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(format_validation(table, summ))
     print()
     print(format_table_errors(table))
+    if not getattr(args, "no_coverage", False):
+        from .validate import coverage_summary, format_coverage, interval_coverage
+
+        table = interval_coverage(table)
+        print()
+        print(format_coverage(coverage_summary(table)))
     if args.out:
         write_table(table, args.out)
     if args.max_error is not None:
@@ -591,6 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--in", dest="input", required=True,
                     help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
     pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
+    pp.add_argument("--intervals", action="store_true",
+                    help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
+                         "per-op model discrepancy; costmodel/uncertainty.py)")
     pp.set_defaults(func=cmd_predict_points)
 
     v = sub.add_parser("validate", help="predict published/measured reference points and report the error",
@@ -601,6 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-error", type=bounded_float(0.0, 1e6), default=None,
                    help="exit 1 if any |relative error| exceeds this")
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
+    v.add_argument("--no-coverage", action="store_true", help="skip the 90%% interval coverage (faster)")
     v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
     v.set_defaults(func=cmd_validate)
 

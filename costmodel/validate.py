@@ -105,3 +105,62 @@ def format_validation(table: pd.DataFrame, summ: pd.DataFrame) -> str:
     lines = [view.to_string(index=False, float_format=lambda x: f"{x:.1f}"), "",
              summ.to_string(index=False, float_format=lambda x: f"{x:.3f}")]
     return "\n".join(lines)
+
+
+# -- interval coverage (costmodel.uncertainty) ------------------------------------------------------------------
+COVERAGE_TARGET = (0.80, 0.95)  # empirical coverage wanted of the nominal 90% intervals (issue 9)
+
+
+def reference_set(table: pd.DataFrame) -> pd.Series:
+    """The reference set of every row: its `table` where given (one nccl-tests table), else its file."""
+    if "table" not in table.columns:
+        return table["file"].astype(str)
+    named = table["table"].notna() & (table["table"].astype(str) != "")
+    return table["table"].astype(str).where(named, table["file"].astype(str))
+
+
+def interval_coverage(table: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
+    """`table` (a `validate` result) with `predicted_p05_us`, `predicted_p95_us` and `covered` per row.
+
+    The interval of a row in reference set R uses a discrepancy estimated without R's rows
+    (leave-one-set-out; `uncertainty.discrepancy`), so coverage is scored out of sample.
+    """
+    from .uncertainty import discrepancy, point_intervals
+
+    out = table.copy()
+    out["ref_set"] = reference_set(out)
+    lo = np.full(len(out), np.nan)
+    hi = np.full(len(out), np.nan)
+    for name in out["profile_used"].unique():
+        prof = load_profile(name)
+        mine = (out["profile_used"] == name).to_numpy()
+        ref = out[mine].assign(file=out.loc[mine, "ref_set"])  # exclude by reference set
+        for ref_name in ref["file"].unique():
+            sel = mine & (out["ref_set"] == ref_name).to_numpy()
+            rows = out[sel]
+            disc = discrepancy(prof, exclude_files=(ref_name,), reference=ref)
+            floor = (pd.to_numeric(rows["host_floor_us"], errors="coerce").to_numpy(float)
+                     if "host_floor_us" in rows.columns else None)
+            lo[sel], hi[sel] = point_intervals(rows, prof, level=level, disc=disc, floor_us=floor,
+                                               predicted_us=rows["predicted_us"].to_numpy(float))
+    out["predicted_p05_us"], out["predicted_p95_us"] = lo, hi
+    out["covered"] = (out["median_us"] >= lo) & (out["median_us"] <= hi)
+    return out
+
+
+def coverage_summary(covered: pd.DataFrame) -> pd.DataFrame:
+    """Per (reference set, in-sample/held-out): n and the empirical coverage of the 90% intervals."""
+    check = np.where(covered["used_in_profile"], "in-sample", "held-out")
+    rows = []
+    for (ref, chk), g in covered.assign(check=check).groupby(["ref_set", "check"], sort=True):
+        rows.append({"reference_set": ref, "profile": ", ".join(sorted(g["profile_used"].unique())), "check": chk,
+                     "n": len(g), "coverage_90": float(g["covered"].mean()),
+                     "median_width_ratio": float(np.median(g["predicted_p95_us"] / g["predicted_p05_us"]))})
+    return pd.DataFrame(rows, columns=["reference_set", "profile", "check", "n", "coverage_90", "median_width_ratio"])
+
+
+def format_coverage(summ: pd.DataFrame) -> str:
+    lo, hi = COVERAGE_TARGET
+    head = (f"90% prediction intervals: empirical coverage per reference set (target {lo:.0%}-{hi:.0%}; "
+            "discrepancy estimated without the set's own rows)")
+    return head + "\n" + summ.to_string(index=False, float_format=lambda x: f"{x:.3f}")
