@@ -7,12 +7,14 @@ URL's query parameters, so a copied link restores the view.
 
 import streamlit as st
 
-from costmodel import DESCRIPTIONS, InputError, bundled_profiles
+from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
 from costmodel.presets import preset, presets
 from costmodel.schema import DTYPES
 from dashboard import state, views
+from dashboard.data import bundled_profile_text, profile_from_text
+from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
-from dashboard.uploads import UPLOAD_TYPES, parse_upload
+from dashboard.uploads import UPLOAD_TYPES
 from dashboard.verdict import evaluate
 
 # no page_icon: a ":material/..." favicon is fetched from a font CDN, a console error on a closed network
@@ -28,8 +30,8 @@ if "_init" not in ss:  # first run of this session: restore the state from the U
     # a range slider is a range only when created with a (min, max) value, so it is seeded through `value`
     ss["_batch_range0"] = widgets.pop("batch_range")
     ss.update(widgets)
-    ss.update(_init=True, _warnings=warnings, _uploads={}, _measurements={}, _upload_error=None,
-              _last_good=Inputs())
+    ss.update(_init=True, _warnings=warnings, _uploads={}, _measurements={}, _base_notes={}, _upload_error=None,
+              _last_good=Inputs(), upload_base=restored.profile if restored.profile in PROFILES else DEFAULT_PROFILE)
 
 
 def on_preset() -> None:
@@ -42,37 +44,52 @@ def on_model_field() -> None:
 
 
 def on_upload() -> None:
-    file = ss.get("upload")
-    if file is None:
+    files = ss.get("upload") or []
+    if not files:
         return
+    base = profile_from_text(bundled_profile_text(ss["upload_base"]))
     try:
-        with st.spinner(f"reading {file.name} (measurements are fitted on the spot)"):
-            up = parse_upload(file.name, file.getvalue())
+        with st.spinner(f"reading {len(files)} file(s) (measurements are fitted on the spot, into one profile)"):
+            ups = parse_uploads([(f.name, f.getvalue()) for f in files], base)
     except InputError as exc:
         ss["_upload_error"] = str(exc)
         return
-    ss["_uploads"][up.label] = up.profile_text
-    ss["_measurements"][up.label] = up.measurements_csv
-    ss.update(profile=up.label, _upload_error=None)
+    for up in ups:
+        ss["_uploads"][up.label] = up.profile_text
+        ss["_measurements"][up.label] = up.measurements_csv
+        if up.measurements_csv is not None:
+            ss["_base_notes"][up.label] = (base.name, base_parameters(up.profile))
+    ss.update(profile=ups[-1].label, _upload_error=None)
 
 
 def preset_label(name: str) -> str:
     if name == CUSTOM:
         return "custom (set the numbers below)"
     row = PRESETS.loc[name]
-    return f"{row['model']} - {row['draft']}"
+    return f"{str(row['draft']).split()[0]} · {row['model']}"  # the draft kind first: it survives truncation
 
 
 with st.sidebar:
     st.header("Scenario")
     st.selectbox("Cluster profile", [*PROFILES, *ss["_uploads"]], key="profile")
-    st.file_uploader("...or upload a profile JSON, a measurement CSV or an nccl-tests log", type=list(UPLOAD_TYPES),
-                     key="upload", on_change=on_upload,
-                     help="Parsed as JSON / CSV / text only. CSVs and logs are fitted on the spot (calibration.fit).")
+    st.file_uploader("...or upload profile JSONs, measurement CSVs (collectives, kernels) and nccl-tests logs",
+                     type=list(UPLOAD_TYPES), key="upload", on_change=on_upload, accept_multiple_files=True,
+                     help="Parsed as JSON / CSV / text only. Every JSON is a profile of its own; all CSVs and logs "
+                          "are fitted together into ONE profile (calibration.fit), the rest taken from the base "
+                          "profile below.")
+    st.selectbox("Base profile for what the measurements do not cover", PROFILES, key="upload_base",
+                 help="the fit takes every parameter it cannot measure from this profile (and says which)")
     if ss["_upload_error"]:
         st.error(ss["_upload_error"])
+    if ss["profile"] in ss["_base_notes"]:
+        base_name, taken = ss["_base_notes"][ss["profile"]]
+        st.caption(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
+                   f"Every parameter was measured; nothing taken from {base_name}.")
     st.selectbox("Model preset", [CUSTOM, *PRESETS.index], key="preset", format_func=preset_label,
                  on_change=on_preset)
+    if ss["preset"] in PRESETS.index:  # the full name on its own line(s), never cut off
+        row = PRESETS.loc[ss["preset"]]
+        st.caption(f"{row['model']} - {row['draft']}")
     with st.expander("Model numbers", expanded=ss["preset"] == CUSTOM):
         st.number_input("Target vocab", min_value=1, step=1, key="vocab", on_change=on_model_field)
         st.number_input("Draft vocab", min_value=1, step=1, key="draft_vocab", on_change=on_model_field)
