@@ -9,6 +9,7 @@ import streamlit as st
 
 from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
 from costmodel.presets import preset, presets
+from costmodel.safe_io import escape_markdown as plain
 from costmodel.schema import DTYPES
 from dashboard import state, views
 from dashboard.data import bundled_profile_text, profile_from_text
@@ -80,7 +81,7 @@ with st.sidebar:
     st.selectbox("Base profile for what the measurements do not cover", PROFILES, key="upload_base",
                  help="the fit takes every parameter it cannot measure from this profile (and says which)")
     if ss["_upload_error"]:
-        st.error(ss["_upload_error"])
+        st.error(plain(ss["_upload_error"]))
     if ss["profile"] in ss["_base_notes"]:
         base_name, taken = ss["_base_notes"][ss["profile"]]
         st.caption(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
@@ -120,7 +121,7 @@ st.caption("Greedy draft token under tensor parallelism: all-gather the full log
 with st.expander("What the strategies do"):
     st.markdown("\n".join(f"- **{k}**: {v}" for k, v in DESCRIPTIONS.items()))
 for warning in ss["_warnings"]:
-    st.warning(warning)
+    st.warning(plain(warning))
 
 try:
     inputs = state.inputs_from_session(ss)
@@ -130,7 +131,7 @@ try:
     ev = evaluate(inputs, ss["_uploads"])
     ss["_last_good"] = inputs
 except InputError as exc:
-    st.error(str(exc))
+    st.error(plain(str(exc)))
     try:
         ev = evaluate(ss["_last_good"], ss["_uploads"])
     except InputError:

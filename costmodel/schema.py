@@ -114,7 +114,9 @@ def read_measurements(path: str | Path, *, require_times: bool = True) -> pd.Dat
 
 def _bad_row(source: str, column: str, frame: pd.DataFrame, bad: np.ndarray, rule: str) -> InputError:
     row = int(np.flatnonzero(bad)[0])
-    return InputError(f"{source}: column {column} row {row + 2} is {frame[column].iloc[row]!r}; {rule}")
+    value = frame[column].iloc[row]
+    value = value.item() if isinstance(value, np.generic) else value
+    return InputError(f"{source}: column {column} row {row + 2} is {value!r}; {rule}")
 
 
 def validate_measurements(

@@ -12,14 +12,15 @@ import pandas as pd
 
 from costmodel import DESCRIPTIONS, Profile
 from costmodel.formatting import MISSING, column_formatter, format_number
+from costmodel.safe_io import csv_text
 
 SCENARIO_COLUMNS = ("profile", "vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "batch", "num_spec_tokens",
                     "drafting", "mode", "impl", "calls_per_decode_step")
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:
-    """UTF-8 CSV without the index (what every download button serves)."""
-    return frame.to_csv(index=False).encode("utf-8")
+    """Formula-safe UTF-8 CSV without the index (what every download button serves; costmodel.safe_io)."""
+    return csv_text(frame).encode("utf-8")
 
 
 def component_columns(frame: pd.DataFrame) -> list[str]:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.formatting import format_ms, format_number, format_pct, format_us, status_text
+from costmodel.safe_io import escape_markdown as plain
 
 from . import charts
 from .data import (
@@ -75,7 +76,7 @@ def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> Non
 
 def provenance_badge(profile: Profile) -> None:
     color, sentence = provenance_line(profile)
-    st.markdown(f":{color}-badge[{profile.provenance.kind}] **{profile.title}** - {sentence}")
+    st.markdown(f":{color}-badge[{profile.provenance.kind}] **{plain(profile.title)}** - {plain(sentence)}")
 
 
 # -- header ---------------------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
         with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
             table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch))
     except InputError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         table = None
     if table is not None and table.empty:
         st.info("No profile parameter changes this saving.")
@@ -275,13 +276,13 @@ def provenance_section(profile: Profile) -> None:
     prov = profile.provenance
     st.markdown("**Provenance**")
     provenance_badge(profile)
-    st.markdown(f"{prov.source}")
+    st.markdown(plain(prov.source))
     facts = {"GPU": prov.gpu, "interconnect": prov.interconnect, "GPUs per node": prov.gpus_per_node,
              "date": prov.date, "software": ", ".join(f"{k} {v}" for k, v in prov.software.items())}
-    st.markdown("  \n".join(f"{k}: {v}" for k, v in facts.items() if v))
+    st.markdown("  \n".join(f"{k}: {plain(v)}" for k, v in facts.items() if v))
     if prov.citations:
         with st.expander(f"Citations ({len(prov.citations)})"):
-            st.markdown("\n".join(f"- {c}" for c in prov.citations))
+            st.markdown("\n".join(f"- {plain(c)}" for c in prov.citations))
     parts = provenance_table(profile)
     colors = {"measured": "background-color: #d4edda", "derived": "background-color: #fff3cd",
               "mixed": "background-color: #e2d9f3"}
@@ -314,21 +315,21 @@ def validation_section(name: str) -> None:
     try:
         counts = reference_profiles()
         if name in counts:
-            st.caption(f"{counts[name]} reference rows name {name}.")
+            st.caption(f"{counts[name]} reference rows name {plain(name)}.")
             _validation_tables(name)
             return
-        st.info(f"No reference row names the profile {name!r} (reference rows name: "
-                f"{', '.join(f'{k} ({v})' for k, v in counts.items())}).")
+        st.info(plain(f"No reference row names the profile {name!r} (reference rows name: "
+                      f"{', '.join(f'{k} ({v})' for k, v in counts.items())})."))
         with st.expander("Validation table for all bundled profiles named in data/reference"):
             _validation_tables(None)
     except InputError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
 
 
 def measured_section(ev: Evaluation, measurements_csv: str | None) -> None:
     points, notes = measured_points(ev.profile_text, measurements_csv)
     for note in notes:
-        st.caption(note)
+        st.caption(plain(note))
     if points.empty:
         st.info("No measured collective points for this profile (an uploaded measurement CSV / nccl-tests log, "
                 "or CSVs listed in provenance.files, are plotted here).")
@@ -353,7 +354,7 @@ def impact_tab(ev: Evaluation) -> None:
         intervals = strategy_intervals(ev.profile_text, inputs.spec, float(inputs.batch))
         frame = impact_frame(ev.point, inputs.itl_ms, inputs.acceptance_length, intervals)
     except InputError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     st.markdown(f"**Impact of switching from {BASELINE}** at batch {inputs.batch:,}, baseline ITL "
                 f"{format_ms(inputs.itl_ms)}, {inputs.acceptance_length:g} tokens per decode step. ITL reduction = "
