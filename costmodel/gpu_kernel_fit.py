@@ -165,3 +165,120 @@ def derive_model(model: GpuKernelModel, *, gpu: str, sm_count: int, hbm_gbps: fl
                    reduce_ops={k: ReduceOp(v.floor_us, v.elems_per_us * sm) for k, v in model.reduce_ops.items()},
                    copy_gbps={k: v * hbm for k, v in model.copy_gbps.items()},
                    provenance="derived", source=source)
+
+
+# -- bundled profiles: the H200 fit and the GPUs derived from it (scripts/derive_profiles.py) ------------------
+H200_DIR = H200_KERNELS_CSV.parent
+H200_PROVENANCE = "measured on one H200 by a standalone torch probe, 2026-11-30"
+H200_SOFTWARE = "torch 2.11.0+cu130, CUDA 13.0, NCCL 2.28.9"
+TABLE_OPS = ("local_max", "local_pack", "argmax", "relayout_argmax", "pair_reduce")
+# (SMs, HBM GB/s, SM boost clock MHz, dense bf16 tensor TFLOPs), from the vendors' datasheets / whitepapers
+GPU_SPECS: dict[str, tuple[int, float, float, float, str]] = {
+    "h200": (132, 4800.0, 1980.0, 989.0, "NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e, 989 TFLOPs dense BF16; "
+             "132 SMs (GH100, as H100 SXM5)"),
+    "h100": (132, 3350.0, 1980.0, 989.0, "NVIDIA H100 SXM5: 132 SMs, 1,980 MHz max boost (H100 whitepaper), "
+             "3.35 TB/s HBM3, 989 TFLOPs dense BF16 (datasheet)"),
+    "a100": (108, 2039.0, 1410.0, 312.0, "NVIDIA A100 SXM4 80GB: 108 SMs, 1,410 MHz boost (A100 whitepaper), "
+             "2,039 GB/s HBM2e, 312 TFLOPs dense BF16 (datasheet)"),
+}
+H200_BASE = GpuKernelModel(gpu="NVIDIA H200", sm_count=132, hbm_gbps=4800.0)
+
+
+def tables_from_frame(frame: pd.DataFrame, source: str) -> list[dict]:
+    """Profile kernel tables (complete rows x cols grids) per (op, dtype, mode, world_size) of TABLE_OPS.
+
+    argmax keeps the probe's p = 1 rows only (rows = B, cols = V): its other rows ([p*B, s]) do not form a grid.
+    pair_reduce (dtype fp32, read for every logits dtype) takes the median of its repeated shapes.
+    """
+    out = []
+    sub_all = frame[frame["op"].isin(TABLE_OPS)]
+    if "batch" in sub_all:
+        sub_all = sub_all[(sub_all["op"] != "argmax") | (sub_all["rows"] == sub_all["batch"])]
+    for (op, dtype, mode, ws), sub in sub_all.groupby(["op", "dtype", "mode", "world_size"], sort=True):
+        cols = sub["cols"].where(sub["cols"] > 0, 1)
+        grid = sub.assign(cols=cols).groupby(["rows", "cols"])["median_us"].median()
+        rows_ax = sorted({int(r) for r in grid.index.get_level_values(0)})
+        cols_ax = sorted({int(c) for c in grid.index.get_level_values(1)})
+        if len(grid) != len(rows_ax) * len(cols_ax):
+            continue
+        out.append({"op": op, "dtype": dtype, "mode": mode, "world_size": int(ws), "rows": rows_ax, "cols": cols_ax,
+                    "median_us": [[round(float(grid[(r, c)]), 4) for c in cols_ax] for r in rows_ax],
+                    "source": source})
+    return out
+
+
+def fit_lm_head(path: str | Path = H200_DIR / "lm_head.csv") -> tuple[dict, pd.DataFrame]:
+    """Least-squares LmHeadModel (costmodel.gpu_kernels) on the probe's lm_head table; (params, errors)."""
+    from .gpu_kernels import LmHeadModel, lm_head_gemm_us
+
+    d = pd.read_csv(path)
+    h, s, r, t = (d[c].to_numpy(float) for c in ("hidden", "cols", "rows", "median_us"))
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return np.log(lm_head_gemm_us(LmHeadModel(*np.exp(x)), r, h, s) / t)
+
+    x = np.exp(least_squares(resid, np.log([4.0, 4000.0, 700.0]), loss="soft_l1", f_scale=0.1).x)
+    err = np.abs(lm_head_gemm_us(LmHeadModel(*x), r, h, s) / t - 1)
+    params = {"floor_us": round(float(x[0]), 3), "weight_gbps": round(float(x[1]), 1), "tflops": round(float(x[2]), 1),
+              "provenance": "measured", "source": f"fitted on lm_head.csv ({H200_PROVENANCE}; median |error| "
+              f"{np.median(err):.1%}, p90 {np.quantile(err, 0.9):.1%})"}
+    return params, pd.DataFrame({"abs_rel_error": err})
+
+
+def c10d_call_us(path: str | Path = H200_DIR / "c10d_world1.csv", max_bytes: int = 32 * 2**20) -> dict:
+    """Median eager c10d all_gather at world size 1 up to `max_bytes` (no communication: a call's own cost)."""
+    d = read_measurements(path)
+    small = d[d["bytes_per_rank"] <= max_bytes]
+    return {"c10d_call_us": round(float(small["median_us"].median()), 2),
+            "c10d_table": {"bytes": [int(b) for b in d["bytes_per_rank"]],
+                           "median_us": [round(float(v), 3) for v in d["median_us"]]}}
+
+
+def _rounded(model: GpuKernelModel) -> dict:
+    out = model.to_dict()
+
+    def rnd(v):
+        return float(f"{v:.5g}") if isinstance(v, float) else v
+
+    return {k: ({kk: ({a: rnd(b) for a, b in vv.items()} if isinstance(vv, dict) else rnd(vv))
+                 for kk, vv in v.items()} if isinstance(v, dict) else rnd(v)) for k, v in out.items()}
+
+
+def kernel_sections(n_replicates: int = 100, seed: int = 0) -> dict[str, dict]:
+    """{"h200" | "h100" | "a100": {"model", "host", "lm_head", "tables", "replicates", "cv"}} for the profiles.
+
+    H200: fitted on the bundled probe tables; replicates = refits on case-bootstrap resamples of them.
+    H100 / A100: `derive_model` of the H200 fit (and of each replicate) with GPU_SPECS.
+    """
+    frame = load_kernel_frame()
+    fitted = fit_model(frame, H200_BASE)
+    rng = np.random.default_rng(seed)
+    reps = []
+    for _ in range(n_replicates):
+        idx = rng.integers(0, len(frame), len(frame))
+        reps.append(fit_model(frame.iloc[idx], H200_BASE, start=fitted))
+    lm, _ = fit_lm_head()
+    host = {"torch_op_us": round(fitted.torch_op_us, 2), "view_op_us": round(fitted.view_op_us, 2),
+            **c10d_call_us(), "source": f"{H200_PROVENANCE}: torch_op_us / view_op_us fitted on the eager columns "
+            "of kernels.csv (costmodel.gpu_kernel_fit); c10d_call_us = median of c10d_world1.csv up to 32 MiB"}
+    cv = pd.concat([cross_validate(frame, H200_BASE, by, full=fitted) for by in ("batch", "vocab")])
+    src = f"data/calibration/h200-2026-11-30 ({H200_PROVENANCE}; {H200_SOFTWARE})"
+    out = {"h200": {"model": _rounded(replace(fitted, provenance="measured",
+                                              source=f"fitted on {src} by costmodel.gpu_kernel_fit.fit_model")),
+                    "host": host, "lm_head": lm, "tables": tables_from_frame(frame, src),
+                    "replicates": [_rounded(m) for m in reps], "cv": cv}}
+    sm0, hbm0, clk0, tf0, _ = GPU_SPECS["h200"]
+    for key in ("h100", "a100"):
+        sm, hbm, clk, tf, cite = GPU_SPECS[key]
+        why = (f"derived from the H200 fit ({H200_PROVENANCE}): element rates x SMs x clock, byte rates x HBM "
+               f"bandwidth; {cite}")
+
+        def derive(m: GpuKernelModel, key=key, sm=sm, hbm=hbm, clk=clk, why=why) -> GpuKernelModel:
+            return derive_model(m, gpu=key.upper(), sm_count=sm, hbm_gbps=hbm, sm_clock_ratio=clk / clk0, source=why)
+
+        lm_d = {"floor_us": lm["floor_us"], "weight_gbps": round(lm["weight_gbps"] * hbm / hbm0, 1),
+                "tflops": round(lm["tflops"] * tf / tf0, 1), "provenance": "derived",
+                "source": f"the H200 lm_head fit scaled by HBM bandwidth and dense BF16 TFLOPs; {cite}"}
+        out[key] = {"model": _rounded(derive(fitted)), "host": {}, "lm_head": lm_d, "tables": [],
+                    "replicates": [_rounded(derive(m)) for m in reps], "cv": None}
+    return out

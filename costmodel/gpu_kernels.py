@@ -49,8 +49,9 @@ implementations (calibration/reference.py) and of vLLM's LogitsProcessor.get_top
 
     local_max       reduce_max(R, s)
     local_pack      reduce_max(R, s) + 3 small (vals.float(), ids.float(), stack)      (the H200 probe's op)
-    local_argmax    local_pack + 1 small (id + rank * s) [+ 1 small: padding fill, when V_pad > V]
-    key_pack        reduce_max(R, s) + 1 small (offset) + KEY_PACK_SMALL small (order key arithmetic)
+    local_argmax    local_pack (the rank offset and the padding mask are priced by costmodel.strategies as
+                    their own components, `local_fixups`; `padded=True` adds them here for a standalone price)
+    key_pack        reduce_max(R, s) + KEY_PACK_SMALL small (order key arithmetic) [+ the same fix-ups]
     argmax          reduce_argmax(R, C)
     relayout_copy   copy (above)
     relayout_argmax relayout_copy + reduce_argmax(R, p * s)
@@ -100,7 +101,7 @@ MODEL_OPS = ("local_max", "local_pack", "local_argmax", "key_pack", "argmax", "r
              "relayout_argmax", "chunked_argmax", "pair_reduce", "key_unpack", "d2t_lookup", "d2t_scatter")
 # (kernel-launching torch ops, view ops) the host issues per call in eager mode
 HOST_OPS: dict[str, tuple[float, float]] = {
-    "local_max": (1, 0), "local_pack": (4, 0), "local_argmax": (5, 1), "key_pack": (2 + KEY_PACK_SMALL, 1),
+    "local_max": (1, 0), "local_pack": (4, 0), "local_argmax": (4, 0), "key_pack": (1 + KEY_PACK_SMALL, 0),
     "argmax": (1, 1), "relayout_copy": (1, 2), "relayout_argmax": (2, 3), "chunked_argmax": (1 + CHUNKED_SMALL, 2),
     "pair_reduce": (4, 2), "key_unpack": (2, 0), "d2t_lookup": (2, 0), "d2t_scatter": (1 + D2T_SCATTER_SMALL, 0),
 }
@@ -294,12 +295,10 @@ def graph_time_us(model: GpuKernelModel, op: str, *, rows, cols, world_size=1, e
         return reduce_time_us(model, "max", r, s, e)
     if op == "local_pack":
         return reduce_time_us(model, "max", r, s, e) + PACK_SMALL * small_us(model, r)
-    if op == "local_argmax":
+    if op in ("local_argmax", "key_pack"):
+        extra = PACK_SMALL if op == "local_argmax" else KEY_PACK_SMALL
         return (reduce_time_us(model, "max", r, s, e)
-                + (PACK_SMALL + 1 + np.asarray(padded, dtype=float)) * small_us(model, r))
-    if op == "key_pack":
-        return (reduce_time_us(model, "max", r, s, e)
-                + (1 + KEY_PACK_SMALL + np.asarray(padded, dtype=float)) * small_us(model, r))
+                + (extra + 2 * np.asarray(padded, dtype=float)) * small_us(model, r))
     if op == "argmax":
         return reduce_time_us(model, "argmax", r, s, e)
     if op == "relayout_copy":
@@ -348,3 +347,68 @@ def model_time_us(model: GpuKernelModel, op: str, *, rows, cols, world_size=1, e
     if not eager.any():
         return g
     return np.where(eager, eager_time_us(model, op, g, rows=rows, world_size=world_size), g)
+
+
+# -- host-side costs and the lm_head GEMM (profile kernels.host / kernels.lm_head) ------------------------------
+def host_from_dict(obj: Any, where: str = "kernels.host") -> dict[str, Any]:
+    """Validate `kernels.host`: {"torch_op_us", "c10d_call_us", "source", "c10d_table"?}; {} when absent.
+
+    torch_op_us: host time of one eager kernel-launching torch op; c10d_call_us: GPU-side cost of one eager
+    c10d collective call with nothing to communicate (world size 1); c10d_table: {"bytes": [..],
+    "median_us": [..]} behind it.
+    """
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    out = dict(obj)
+    for key in ("torch_op_us", "view_op_us", "c10d_call_us"):
+        if key in obj:
+            v = obj[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or not 0 <= v <= 1e6:
+                raise InputError(f"{where}.{key}: expected a number in 0..1e6 us, got {v!r}")
+    table = obj.get("c10d_table")
+    if table is not None:
+        if not isinstance(table, dict) or not isinstance(table.get("bytes"), list) \
+                or not isinstance(table.get("median_us"), list) or len(table["bytes"]) != len(table["median_us"]):
+            raise InputError(f"{where}.c10d_table: expected {{'bytes': [..], 'median_us': [..]}} of equal length")
+    return out
+
+
+@dataclass(frozen=True)
+class LmHeadModel:
+    """The draft lm_head GEMM [R, hidden] x [hidden, s] (bf16):
+
+        T = floor_us + max(hidden * s * 2 / weight_gbps * 1e-3, 2 * R * hidden * s / tflops * 1e-6)   (us)
+
+    (weight read bound at small R, tensor-core bound at large R)."""
+
+    floor_us: float
+    weight_gbps: float
+    tflops: float
+    provenance: str = "derived"
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lm_head_from_dict(obj: Any, where: str = "kernels.lm_head") -> LmHeadModel:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    vals = {}
+    for key in ("floor_us", "weight_gbps", "tflops"):
+        v = obj.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 \
+                or (key != "floor_us" and v == 0):
+            raise InputError(f"{where}.{key}: expected a finite positive number, got {v!r}")
+        vals[key] = float(v)
+    return LmHeadModel(**vals, provenance=str(obj.get("provenance", "derived")), source=str(obj.get("source", "")))
+
+
+def lm_head_gemm_us(model: LmHeadModel, rows, hidden, shard) -> np.ndarray:
+    """LmHeadModel's formula, vectorized."""
+    h = np.asarray(hidden, dtype=float)
+    s = np.asarray(shard, dtype=float)
+    r = np.asarray(rows, dtype=float)
+    return model.floor_us + np.maximum(h * s * 2 / model.weight_gbps * 1e-3, 2 * r * h * s / model.tflops * 1e-6)

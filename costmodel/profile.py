@@ -14,7 +14,7 @@ it is ever executed. Layout::
         {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager", "nodes": null|int,
          "launch_us": float, "eager_overhead_us": float,
          "inter_node_busbw_gbps": float|null, "provenance": "derived|measured",
-         "select": "breakpoints"|"min"?,      # default breakpoints (costmodel.collectives)
+         "select": "breakpoints"|"min"?,      # default breakpoints; "min": max_bytes only document
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
                       "alpha_per_peer_us": float, "alpha_per_node_us": float,
                       "busbw_gbps": float, "s_half_bytes": float?,
@@ -42,7 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import safe_io
+from . import gpu_kernels, safe_io
 from .errors import InputError
 from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, profile_json_schema
 
@@ -137,6 +137,11 @@ class Profile:
     fit_report: tuple[dict[str, Any], ...] = ()
     bootstrap: tuple[dict[str, Any], ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # kernels.model / .host / .lm_head (costmodel.gpu_kernels): the mechanistic GPU kernel model, host-side
+    # costs of eager torch ops and c10d calls, and the draft lm_head GEMM model (None / {} when absent)
+    kernel_model: Any = None
+    kernel_host: dict[str, Any] = field(default_factory=dict, compare=False)
+    lm_head: Any = None
 
     def curve(self, op: str, world_size: int, mode: str, nodes: int = 1) -> CollectiveCurve:
         """Most specific curve for (op, world_size, mode, nodes); InputError when none.
@@ -239,18 +244,18 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
     if not regimes_raw:
         raise InputError(f"{where}.regimes: needs at least one regime")
     regimes = tuple(_regime(r, f"{where}.regimes[{i}]") for i, r in enumerate(regimes_raw))
-    for i in range(1, len(regimes)):
+    select = _get(obj, "select", where, str, default="breakpoints")
+    if select not in CURVE_SELECT:
+        raise InputError(f"{where}.select: expected one of {', '.join(CURVE_SELECT)}, got {select!r}")
+    for i in range(1, len(regimes) if select == "breakpoints" else 0):  # "min": max_bytes only document
         if regimes[i].max_bytes <= regimes[i - 1].max_bytes:
             raise InputError(f"{where}.regimes[{i}].max_bytes: breakpoints must increase")
-    if not math.isinf(regimes[-1].max_bytes):
+    if select == "breakpoints" and not math.isinf(regimes[-1].max_bytes):
         raise InputError(f"{where}.regimes[{len(regimes) - 1}].max_bytes: the last regime must be open (null)")
     inter = _get(obj, "inter_node_busbw_gbps", where, float, default=None)
     nodes = _get(obj, "nodes", where, int, default=None)
     if nodes is not None and nodes < 1:
         raise InputError(f"{where}.nodes: must be >= 1")
-    select = _get(obj, "select", where, str, default="breakpoints")
-    if select not in CURVE_SELECT:
-        raise InputError(f"{where}.select: expected one of {', '.join(CURVE_SELECT)}, got {select!r}")
     return CollectiveCurve(
         nodes=nodes, select=select,
         op=op, world_size=world_size, mode=mode, regimes=regimes,
@@ -341,7 +346,8 @@ def check_document(data: Any, source: str = "profile") -> None:
 
 def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False) -> Profile:
     """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
-    `Profile`."""
+    `Profile`. document_checked=True skips `check_document` for a document whose parent already passed it
+    (uncertainty builds one profile per bootstrap replicate of a checked profile)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: a profile must be a JSON object")
     version = data.get("schema_version")
@@ -392,6 +398,10 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         fit_report=tuple(_get(data, "fit_report", source, list, default=[])),
         bootstrap=tuple(_get(data, "bootstrap", source, list, default=[])),
         raw=data,
+        kernel_model=None if kern.get("model") is None else gpu_kernels.model_from_dict(kern["model"], f"{kw}.model"),
+        kernel_host=gpu_kernels.host_from_dict(kern.get("host"), f"{kw}.host"),
+        lm_head=None if kern.get("lm_head") is None else gpu_kernels.lm_head_from_dict(kern["lm_head"],
+                                                                                      f"{kw}.lm_head"),
     )
 
 

@@ -19,6 +19,20 @@ from costmodel.scenario import padded_vocab
 H200 = load_profile("h200-sxm-nvlink")
 
 
+def _roofline_profile():
+    """H200 without its GPU kernel model and tables, roofline parameters set by hand (graph 2 us, eager 8 us
+    per kernel, copies at 3840 GB/s): the path CPU profiles and fused ops take."""
+    data = copy.deepcopy({k: v for k, v in H200.raw.items() if k != "bootstrap"})
+    kern = data["kernels"]
+    kern.pop("model", None)
+    kern.update(graph_kernel_us=2.0, eager_launch_us=8.0, tables=[])
+    kern["ops"]["relayout_copy"] = {"launches": 1, "fixed_us": 0.0, "bw_gbps": 3840.0}
+    return profile_from_dict(data)
+
+
+ROOFLINE = _roofline_profile()
+
+
 def test_padding_and_shard_follow_vllm():
     assert padded_vocab(202048) == 202048
     assert padded_vocab(32003) == 32064
@@ -75,9 +89,9 @@ def test_kernel_roofline_hand_computed():
     # relayout copy of B=64 rows x p=8 x s=25256 bf16: 2 * 64 * 8 * 25256 * 2 bytes at 3840 GB/s + 1 kernel * 2 us
     nbytes = 2 * 64 * 8 * 25256 * 2
     assert float(kernel_bytes("relayout_copy", 64, 25256, 8, 2)) == nbytes
-    est = kernel_time_us(H200, "relayout_copy", rows=64, cols=25256, world_size=8, dtype="bf16", elem_bytes=2)
+    est = kernel_time_us(ROOFLINE, "relayout_copy", rows=64, cols=25256, world_size=8, dtype="bf16", elem_bytes=2)
     assert float(est.time_us) == pytest.approx(2.0 + nbytes / 3840.0 * 1e-3)
-    eager = kernel_time_us(H200, "relayout_copy", rows=64, cols=25256, world_size=8, elem_bytes=2, mode="eager")
+    eager = kernel_time_us(ROOFLINE, "relayout_copy", rows=64, cols=25256, world_size=8, elem_bytes=2, mode="eager")
     assert float(eager.time_us) - float(est.time_us) == pytest.approx(8.0 - 2.0)
 
 
@@ -145,6 +159,7 @@ def test_to_frame_is_tidy():
 # -- properties ------------------------------------------------------------------------
 def _shuffled_profile(breaks: list[float]) -> dict:
     data = copy.deepcopy(H200.raw)
+    data["collectives"][0]["select"] = "breakpoints"  # the fitted-curve path: bracket + monotone envelope
     regimes = data["collectives"][0]["regimes"]
     for r, b in zip(regimes, sorted(breaks) + [None], strict=False):
         r["max_bytes"] = b
@@ -230,7 +245,9 @@ def test_impact_formula():
     (lambda d: d.pop("provenance"), "provenance"),
     (lambda d: d.__setitem__("schema_version", 7), "schema_version"),
     (lambda d: d["collectives"][0]["regimes"][0].__setitem__("busbw_gbps", -1), "busbw_gbps"),
-    (lambda d: d["collectives"][0]["regimes"][1].__setitem__("max_bytes", 10), "max_bytes"),
+    (lambda d: (d["collectives"][0].__setitem__("select", "breakpoints"),
+                d["collectives"][0]["regimes"][1].__setitem__("max_bytes", 10)), "max_bytes"),
+    (lambda d: d["collectives"][0].__setitem__("select", "fastest"), "select"),
     (lambda d: d["collectives"][0].__setitem__("op", "all_to_all"), "op"),
     (lambda d: d["kernels"]["ops"]["argmax"].__setitem__("bw_gbps", "fast"), "bw_gbps"),
     (lambda d: d["collectives"][0]["regimes"][0].__setitem__("alpha_base_us", float("nan")), "alpha_base_us"),
@@ -246,11 +263,16 @@ def test_profile_validation_names_the_field(mutate, field):
 
 
 def test_bundled_profiles_say_derived():
-    for name in ("h100-sxm-nvlink", "h200-sxm-nvlink", "a100-sxm-nvlink"):
+    for name in ("h100-sxm-nvlink", "a100-sxm-nvlink"):
         prov = load_profile(name).provenance
         assert prov.kind == "derived"
         assert "not measured" in prov.source
         assert prov.citations
+    prov = H200.provenance  # kernels measured on one H200 (the probe), collectives derived
+    assert prov.kind == "mixed"
+    assert prov.source.startswith("mixed: kernels measured on one H200 (standalone probe, 2026-11-30), "
+                                  "collectives derived")
+    assert "not measured" in prov.source and prov.citations
 
 
 def test_curve_lookup_ranks_world_size_then_nodes_then_mode():
@@ -274,8 +296,7 @@ def test_curve_lookup_ranks_world_size_then_nodes_then_mode():
 
 
 def test_dtype_free_kernel_tables_apply_to_every_logits_dtype():
-    data = copy.deepcopy(H200.raw)
-    data.pop("bootstrap")
+    data = copy.deepcopy(ROOFLINE.raw)
     data["kernels"]["tables"] = [{"op": op, "dtype": "fp32", "mode": "graph", "world_size": 8, "rows": [1, 1024],
                                   "cols": [1], "median_us": [[3.0], [30.0]]} for op in ("pair_reduce", "argmax")]
     prof = profile_from_dict(data)
