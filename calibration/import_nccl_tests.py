@@ -34,6 +34,18 @@ and `source` = "FILE:LINE" of the row.
 
 No torch import here: the dashboard parses uploaded logs with
 `parse_nccl_tests_text`.
+
+Reference tables (`--manifest`): a CSV with one row per published log
+(file, table, profile, nccl_algo, launch, software, source, status) turns every
+log whose status is "priced" into validation rows for data/reference/ - the
+measurement columns plus id, table, profile (the bundled profile that should
+predict it), nccl_algo ("ring" when the run forced NCCL_ALGO=RING / NVLS off:
+validate prices it without NVLS), software, method, source (the manifest's
+source and the log line), used_in_profile (false: no derived profile was
+built from these tables) and host_floor_us: the median time of the table's rows
+below FLOOR_BELOW_BYTES_PER_RANK (64 KiB per rank) - nccl-tests launches back to
+back, so an iteration costs max(host launch, device time), and costmodel.validate
+prices these rows that way (the scored rows start at 64 KiB per rank).
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.errors import InputError, OneLineParser
+from costmodel.safe_io import read_bytes, write_csv
 from costmodel.schema import ELEM_BYTES, MEASUREMENT_COLUMNS, validate_measurements
 
 PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
@@ -125,7 +138,10 @@ def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
         hosts = {host for _g, host, _gpu in run.ranks.values()}
         gpus = sorted({gpu for _g, _h, gpu in run.ranks.values()})
         nodes = len(hosts)
-        gpu = " / ".join(gpus)
+        if len(gpus) > 1:
+            raise InputError(f"{where}: the Rank lines name {len(gpus)} GPU models ({', '.join(gpus)}); "
+                             "a run over mixed GPUs cannot calibrate one profile")
+        gpu = gpus[0]
     elif run.threads is not None:
         nranks, nodes, gpu = run.threads * (run.gpus or 1), 1, "unknown"
     else:
@@ -247,16 +263,13 @@ def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
     return validate_measurements(frame, source=source)[list(OUTPUT_COLUMNS)]
 
 
+MAX_LOG_BYTES = 64 * 2**20  # an nccl-tests log (a full -b 8 -e 16G sweep is ~10 kB)
+
+
 def read_log(path: str | Path) -> str:
-    path = Path(path)
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected an nccl-tests log file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    """The log's text: stat first, FIFOs / devices / directories and files over MAX_LOG_BYTES refused
+    (costmodel.safe_io.read_bytes), undecodable bytes replaced."""
+    return read_bytes(path, limit_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
 
 
 def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -267,23 +280,68 @@ def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+MANIFEST_COLUMNS = ("file", "table", "profile", "nccl_algo", "launch", "software", "source", "status")
+REFERENCE_COLUMNS = ("id", "table", "gpu", "profile", "op", "backend", "device", "dtype", "mode", "world_size",
+                     "nodes", "bytes_per_rank", "iters", "median_us", "host_floor_us", "label", "nccl_algo",
+                     "used_in_profile", "software", "method", "source")
+FLOOR_BELOW_BYTES_PER_RANK = 64 * 1024  # host floor = median time of the table's rows below this size
+
+
+def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
+    """Validation rows (REFERENCE_COLUMNS) of every "priced" log listed in `manifest` (see the module doc)."""
+    manifest = Path(manifest)
+    try:
+        table = pd.read_csv(manifest, dtype=str, keep_default_na=False)
+    except (FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{manifest}: cannot read the manifest ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in MANIFEST_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(f"{manifest}: missing column(s) {', '.join(missing)}")
+    frames = []
+    for _, entry in table[table["status"] == "priced"].iterrows():
+        if not entry["profile"]:
+            raise InputError(f"{manifest}: table {entry['table']} is priced but names no profile")
+        log = manifest.parent / entry["file"]
+        rows = parse_nccl_tests_text(read_log(log), source=entry["file"])
+        line = rows["source"].str.rsplit(":", n=1).str[-1]
+        small = rows["bytes_per_rank"] < FLOOR_BELOW_BYTES_PER_RANK
+        floor = float(rows.loc[small, "median_us"].median()) if small.any() else float("nan")
+        rows = rows.assign(
+            id=[f"{entry['table']}-{i}" for i in range(len(rows))], table=entry["table"], profile=entry["profile"],
+            host_floor_us=round(floor, 3), nccl_algo=entry["nccl_algo"] or "default", used_in_profile=False,
+            software=entry["software"],
+            method=f"nccl-tests out-of-place time (mean over iters, no Python launch); {entry['launch']}",
+            source=entry["source"] + ", " + entry["file"] + " line " + line)
+        frames.append(rows[list(REFERENCE_COLUMNS)])
+    if not frames:
+        raise InputError(f"{manifest}: no table has status 'priced'")
+    return pd.concat(frames, ignore_index=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 ok, 2 bad input (one line on stderr)."""
     parser = OneLineParser(prog="python -m calibration.import_nccl_tests",
                            description="Convert nccl-tests *_perf logs into measurement CSV rows.")
-    parser.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests stdout files")
+    parser.add_argument("logs", nargs="*", metavar="LOG", help="nccl-tests stdout files")
+    parser.add_argument("--manifest", type=Path, help="reference manifest CSV (instead of LOGs): write "
+                        "data/reference rows with provenance (module doc)")
     parser.add_argument("--out", required=True, type=Path, help="CSV to write (overwritten)")
     try:
         args = parser.parse_args(argv)
-        frame = import_logs(args.logs)
+        if bool(args.logs) == (args.manifest is not None):
+            raise InputError("give either LOG files or --manifest")
+        frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.out, index=False)
+        write_csv(frame, args.out)  # formula-safe; InputError naming the path when it cannot be written
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     ops = ", ".join(f"{op} x{n}" for op, n in frame["op"].value_counts(sort=False).items())
     print(f"wrote {len(frame)} rows ({ops}) to {args.out}")
     return 0

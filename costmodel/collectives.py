@@ -33,6 +33,9 @@ curve was fitted to eager measurements itself. p = 1 costs 0.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 
 from .profile import CollectiveCurve, Profile
@@ -87,6 +90,25 @@ def _regime_times(curve: CollectiveCurve, size, p, n, factor) -> np.ndarray:
     return np.stack([_regime_time_us(curve, i, size, p, n, factor) for i in range(len(curve.regimes))])
 
 
+def _fastest_time_us(curve: CollectiveCurve, size, p, n, factor) -> np.ndarray:
+    """min over regimes of _regime_time_us, without the (K, n) stack (the hot path of select "min")."""
+    if curve.inter_node_busbw_gbps is not None and np.any(n > 1):
+        return _regime_times(curve, size, p, n, factor).min(axis=0)
+    wire = size * factor * US_PER_BYTE_AT_1_GBPS  # us at 1 GB/s
+    per_gbps = factor * US_PER_BYTE_AT_1_GBPS
+    peers = p - 1
+    out = None
+    for r in curve.regimes:
+        t = wire / r.busbw_gbps
+        t += (curve.launch_us + r.alpha_base_us)
+        if r.alpha_per_peer_us:
+            t += r.alpha_per_peer_us * peers
+        if r.s_half_bytes:
+            t += (r.s_half_bytes / r.busbw_gbps) * per_gbps
+        out = t if out is None else np.minimum(out, t, out=out)
+    return out
+
+
 def chosen_regime(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1) -> np.ndarray:
     """Index of the regime that prices each point (the fastest for select "min", else the bracket)."""
     b, p, n = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
@@ -100,15 +122,16 @@ def chosen_regime(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1) -
 
 def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Time of one collective on one curve, vectorized over all arguments (see module doc)."""
-    b, p, n, eager = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float),
-                                         np.asarray(world_size, dtype=float), np.asarray(nodes, dtype=float),
-                                         eager_mask(mode))
-    size = total_bytes(curve.op, b, p)
-    factor = bus_factor(curve.op, p)
-    if curve.select == "min":
-        out = _regime_times(curve, size, p, n, factor).min(axis=0) if len(curve.regimes) > 1 else \
-            _regime_time_us(curve, 0, size, p, n, factor)
+    b, p, n, eager = (np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
+                      np.asarray(nodes, dtype=float), eager_mask(mode))
+    shape = np.broadcast_shapes(b.shape, p.shape, n.shape, eager.shape)
+    if curve.select == "min":  # scalars (one world size, one node count) stay scalars: the hot path
+        out = np.broadcast_to(_fastest_time_us(curve, total_bytes(curve.op, b, p), p, n, bus_factor(curve.op, p)),
+                              shape)
     else:
+        b, p, n, eager = np.broadcast_arrays(b, p, n, eager)
+        size = total_bytes(curve.op, b, p)
+        factor = bus_factor(curve.op, p)
         edges = np.array([r.max_bytes for r in curve.regimes])
         which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
         out = np.zeros(size.shape, dtype=float)
@@ -123,7 +146,7 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
                 floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
     if curve.mode is None:
         out = out + np.where(eager, curve.eager_overhead_us, 0.0)
-    return np.where(p <= 1, 0.0, out)
+    return np.where(p <= 1, 0.0, out) if np.any(p <= 1) else np.broadcast_to(out, shape).copy()
 
 
 def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
@@ -139,13 +162,20 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
     shape = b.shape
     b, p, n, eager = (x.reshape(-1) for x in (b, p, n, eager))
     out = np.zeros(b.shape, dtype=float)
-    key = np.where(p > 1, (p * 1024 + n) * 2 + eager, 0)  # (world size, nodes, mode) groups
-    groups = np.unique(key)
-    for g in groups[groups > 0]:
-        idx = np.flatnonzero(key == g) if len(groups) > 1 else slice(None)
-        ws, nodes = divmod(int(g // 2), 1024)
-        curve = profile.curve(op, ws, "eager" if g % 2 else "graph", nodes)
-        out[idx] = curve_time_us(curve, b[idx], p[idx], n[idx], eager[idx])
+    key = np.where(p > 1, p * 1024 + n, 0)  # (world size, nodes) groups; p, nodes are scalars inside one
+    present = np.flatnonzero(np.bincount(key)) if key.size and key.max() < 1 << 22 else np.unique(key)
+    for g in present[present > 0]:
+        ws, nn = divmod(int(g), 1024)
+        graph, eager_curve = profile.curve(op, ws, "graph", nn), profile.curve(op, ws, "eager", nn)
+        idx = slice(None) if len(present) == 1 else np.flatnonzero(key == g)
+        if graph is eager_curve:
+            out[idx] = curve_time_us(graph, b[idx], ws, nn, eager[idx])
+            continue
+        for curve, want in ((graph, False), (eager_curve, True)):
+            sub = np.flatnonzero(key == g) if isinstance(idx, slice) else idx
+            sub = sub[eager[sub] == want]
+            if sub.size:
+                out[sub] = curve_time_us(curve, b[sub], ws, nn, want)
     return out.reshape(shape)
 
 
@@ -169,3 +199,20 @@ def link_floor_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1
         best = max(r.busbw_gbps for r in curve.regimes)
         out[mask] = total_bytes(op, b[mask], p[mask]) * bus_factor(op, p[mask]) / best * US_PER_BYTE_AT_1_GBPS
     return out
+
+
+def without_regimes(profile: Profile, names: set[str] | frozenset[str]) -> Profile:
+    """`profile` with the named regimes (e.g. {"NVLS"}) removed from every curve that has another regime.
+
+    Prices runs that forced an algorithm (NCCL_ALGO=RING, NCCL_NVLS_ENABLE=0). A removed regime's range
+    goes to the next kept one (select "breakpoints"); the last kept regime stays open.
+    """
+    curves = []
+    for c in profile.collectives:
+        kept = [r for r in c.regimes if r.name not in names]
+        if not kept or len(kept) == len(c.regimes):
+            curves.append(c)
+            continue
+        regimes = tuple(kept[:-1]) + (dataclasses.replace(kept[-1], max_bytes=math.inf),)
+        curves.append(dataclasses.replace(c, regimes=regimes))
+    return dataclasses.replace(profile, collectives=tuple(curves))
