@@ -17,6 +17,7 @@ TABLE_MIN_BYTES_PER_RANK up (target for derived profiles: median <= TABLE_TARGET
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,8 @@ from .collectives import bus_factor, total_bytes, without_regimes
 from .errors import InputError, first_line
 from .points import predict_points
 from .profile import DATA_DIR, load_profile
-from .schema import validate_measurements
+from .safe_io import read_bytes
+from .schema import MAX_MEASUREMENT_BYTES, validate_measurements
 
 REFERENCE_DIR = DATA_DIR / "reference"
 RING_ONLY_DROPS = frozenset({"NVLS"})  # regimes a reference row with nccl_algo "ring" cannot have used
@@ -44,14 +46,16 @@ def load_reference(paths: list[str | Path]) -> pd.DataFrame:
     frames = []
     for path in paths:
         path = Path(path)
+        data = read_bytes(path, limit_bytes=MAX_MEASUREMENT_BYTES, what="reference")  # stat first, bounded
         try:
-            frame = pd.read_csv(path)
-        except (FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            frame = pd.read_csv(io.BytesIO(data), index_col=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
             raise InputError(f"{path}: cannot read reference CSV ({first_line(exc)})") from None
         missing = [c for c in _NEEDED if c not in frame.columns]
         if missing:
             raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
-        frame = frame.copy()
+        # integer columns checked before the busbw conversion uses them (a text world_size is one error line)
+        frame = validate_measurements(frame, source=str(path), require_times=False)
         if "median_us" not in frame.columns:
             frame["median_us"] = np.nan
         if "busbw_gbps" in frame.columns:
