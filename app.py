@@ -139,6 +139,8 @@ except InputError as exc:
     st.caption("Showing the last valid inputs.")
 
 views.verdict(ev)
+export_slot = st.container()  # filled after the open tab has drawn its charts
+ss["_drawn"] = {}
 tabs = st.tabs(TABS, key="tab", on_change="rerun")
 renderers = {
     "Batch sweep": lambda: views.sweep_tab(ev),
@@ -152,3 +154,5 @@ for name, tab in zip(TABS, tabs):
     if tab.open:  # only the open tab is computed
         with tab:
             renderers[name]()
+with export_slot:
+    views.export_menu(ev, ss["_drawn"])

@@ -50,13 +50,33 @@ def chart_spec(name: str, *args) -> dict:
     return getattr(charts, name)(*args).to_dict()
 
 
-def chart(name: str, *args, stretch: bool = True, batch: float | None = None) -> dict:
-    """Draw charts.<name>(*args) (with the chosen `batch` marked, when given); returns the spec drawn."""
+def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None) -> dict:
+    """Draw charts.<name>(*args) (with the chosen `batch` marked, when given) and offer it in the Export menu
+    under `export` (default: `name`); returns the spec drawn."""
     spec = chart_spec(name, *args)
     if batch is not None:
         spec = charts.with_batch_marker(spec, batch)
     st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content")
+    st.session_state.setdefault("_drawn", {})[export or name] = spec
     return spec
+
+
+def export_menu(ev: Evaluation, drawn: dict[str, dict]) -> None:
+    """Every chart drawn in this run as PNG / SVG, and the one-page HTML report (converted only on click)."""
+    from .export import PNG_SCALE, chart_png, chart_svg, report_html  # vl-convert loads on first use
+
+    with st.popover("Export", icon=":material/ios_share:"):
+        st.markdown(f"**Charts of this tab** - PNG ({PNG_SCALE}x) or SVG")
+        for name, spec in drawn.items():
+            label, png, svg = st.columns([3, 1, 1], vertical_alignment="center")
+            label.markdown(plain(name))
+            png.download_button("PNG", lambda spec=spec: chart_png(spec), file_name=f"{name}.png", mime="image/png",
+                                key=f"png_{name}", on_click="ignore")
+            svg.download_button("SVG", lambda spec=spec: chart_svg(spec), file_name=f"{name}.svg",
+                                mime="image/svg+xml", key=f"svg_{name}", on_click="ignore")
+        st.markdown("**Report** - inputs, verdict, charts and provenance on one page that opens offline")
+        st.download_button("HTML report", lambda: report_html(ev), file_name="argmax-tp-report.html",
+                           mime="text/html", key="report_html", on_click="ignore", icon=":material/description:")
 
 
 def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidden: tuple[str, ...] = (),
@@ -260,7 +280,7 @@ def _heatmap(frame: pd.DataFrame, skipped: list[str], caption: str, field: str, 
     """One heatmap of the FOCUS saving, its CSV, and the rows the model rejected."""
     st.markdown(caption)
     if not frame.empty:
-        chart("heatmap", frame, field, title, bound)
+        chart("heatmap", frame, field, title, bound, export=name)
         download(frame, name)
     for line in skipped:
         st.caption(line)
