@@ -88,6 +88,8 @@ QUICK_WORLD_SIZES = (2, 8)
 MAX_PADDED_VOCAB = 262208
 ROTATE_BYTES = {"cuda": 128 << 20, "cpu": 64 << 20}
 MEMORY_CAP_BYTES = {"cuda": 48 << 30, "cpu": 2 << 30}
+CHECK_MEMORY_FACTOR = 6  # check_op: inputs + output + numpy copies (float64 of a bf16 input is 4x)
+MAX_FLAG_INT = 2**31 - 1  # --rows / --cols / --world-sizes values
 MAX_BUFFERS = 32
 CSV_NAME = "kernels.csv"
 PROVENANCE_NAME = "provenance.json"
@@ -306,6 +308,10 @@ def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> No
     A fused op must also equal its torch building block exactly (ids; pairs and keys bit for bit).
     """
     case = op_case(op, 3, cols, p, dtype, device, seed=7)
+    need = CHECK_MEMORY_FACTOR * (case.bytes_per_input + case.bytes_per_output)
+    if need > MEMORY_CAP_BYTES[device.type]:  # the cap applies to the check as to the timing
+        raise MemoryError(f"{op} (cols={cols}): the correctness check needs ~{need / 2**30:.1f} GiB, over the "
+                          f"{MEMORY_CAP_BYTES[device.type] / 2**30:g} GiB memory cap")
     inputs = case.make(0)
     got = case.call(inputs)
     want = case.expect(inputs)
@@ -440,9 +446,9 @@ def _int_list(text: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: need integers >= 1")
-    return values
+    if not values or any(not 1 <= v <= MAX_FLAG_INT for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: need integers in 1..{MAX_FLAG_INT}")
+    return tuple(dict.fromkeys(values))
 
 
 def _choice_list(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
@@ -587,16 +593,16 @@ def _gpu_name(device: torch.device) -> str:
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     grid = make_grid(args)
     policy = _policy(args)
-    if args.budget_s is not None and args.budget_s <= 0:
-        raise InputError(f"--budget-s must be > 0, got {args.budget_s}")
+    if args.budget_s is not None and not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        raise InputError(f"--budget-s must be a finite number > 0, got {args.budget_s}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device (torch.cuda.is_available() is False); use --device cpu")
     ops, triton_info = select_ops(args.ops, args.device, args.allow_interpreter)
     grid = replace(grid, ops=ops)
     threads = args.threads if args.threads is not None else (1 if args.device == "cpu" else None)
     if threads is not None:
-        if threads < 1:
-            raise InputError(f"--threads must be >= 1, got {threads}")
+        if not 1 <= threads <= 4096:
+            raise InputError(f"--threads must be in 1..4096, got {threads}")
         torch.set_num_threads(threads)
     device = torch.device(args.device)
     csv_path = args.out / CSV_NAME
@@ -675,10 +681,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: 0 ok, 1 some op/point failed, 2 bad input, 3 the run could not go on (e.g. an unwritable --out)."""
+    from calibration.provenance import count_rows, interrupted_exit, interruptible
+
     argv = sys.argv[1:] if argv is None else argv
+    args = None
     try:
-        args = parse_args(argv)
-        return run(args, ["-m", "calibration.kernels", *argv])
+        with interruptible():  # SIGTERM too: provenance "interrupted", rows kept
+            args = parse_args(argv)
+            return run(args, ["-m", "calibration.kernels", *argv])
+    except KeyboardInterrupt as exc:
+        return interrupted_exit(exc, count_rows(args.out / CSV_NAME) if args is not None else 0)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

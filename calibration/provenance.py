@@ -13,19 +13,26 @@ torch is imported inside the functions only, so importing this module is cheap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import shlex
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from costmodel.safe_io import loads_json, read_bytes
+
 NVIDIA_SMI_TIMEOUT_S = 10
+MAX_PROVENANCE_BYTES = 16 * 2**20
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C); SIGTERM exits 143 = 128 + 15
 
 
 def now_iso() -> str:
@@ -185,8 +192,8 @@ def with_previous_runs(path: str | Path, data: dict[str, Any]) -> dict[str, Any]
     if not path.exists():
         return dict(data)
     try:
-        old: Any = json.loads(path.read_text())
-    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        old: Any = loads_json(read_bytes(path, limit_bytes=MAX_PROVENANCE_BYTES), str(path))
+    except (OSError, ValueError):  # InputError and UnicodeDecodeError are ValueErrors
         old = None
     if not isinstance(old, dict):
         return {**data, "previous_runs": [{"unreadable": str(path)}]}
@@ -220,3 +227,47 @@ class ProvenanceFile:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM during a benchmark; `exit_code` is 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + int(signum)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Turn SIGTERM (and SIGINT) into `Interrupted` inside the block, so a benchmark's `finally` marks its
+    provenance "interrupted" and the rows flushed so far stay (results.RowWriter fsyncs each row).
+    Outside the main thread (no signal handlers there) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def interrupted_exit(exc: BaseException, rows_kept: int) -> int:
+    """Print the one-line interruption message and return the exit code (130 Ctrl-C, 143 SIGTERM)."""
+    print(f"error: interrupted; {rows_kept} rows kept, resume with --resume", file=sys.stderr)
+    return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+
+
+def count_rows(path: str | Path) -> int:
+    """Complete data rows in a measurement CSV (0 when it is missing)."""
+    try:
+        with open(path, "rb") as fh:
+            lines = sum(1 for line in fh if line.endswith(b"\n"))
+    except OSError:
+        return 0
+    return max(lines - 1, 0)
