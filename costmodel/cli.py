@@ -448,23 +448,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 # -- sweep -----------------------------------------------------------------------------
 def sweep_frame(models: list[dict[str, Any]], grid: dict[str, list], profile: Profile) -> pd.DataFrame:
-    """Cartesian product of models x grid values, priced in one vectorized call, as a tidy frame."""
-    model_index = np.arange(len(models))
-    axes = [model_index] + [np.asarray(v) for v in grid.values()]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    flat = [m.reshape(-1) for m in mesh]
-    idx = flat[0]
+    """Cartesian product of models x grid values, priced in one vectorized call, as a tidy frame
+    (costmodel.sweep.sweep_table; impossible TP / nodes combinations are rows with valid = False)."""
+    from .sweep import sweep_table
 
-    def model_col(key: str, default: Any) -> np.ndarray:
-        vals = [default if m.get(key) is None else m[key] for m in models]
-        return np.asarray(vals)[idx]
-
-    fields = dict(zip(grid, flat[1:], strict=True))
-    hidden = model_col("hidden", 0)
-    scenario = Scenario(vocab=model_col("vocab", 0), draft_vocab=model_col("draft_vocab", 0),
-                        d2t=model_col("d2t", False), hidden=None if (hidden <= 0).any() else hidden,
-                        softcap=model_col("softcap", False), **fields)
-    return predict(scenario, profile).to_frame()
+    frame = sweep_table(models, grid, profile).to_pandas()
+    for column in frame.columns[frame.dtypes == "category"]:  # dictionary-encoded text -> plain text
+        frame[column] = frame[column].astype(str)
+    return frame
 
 
 def write_table(frame: pd.DataFrame, out: str | None) -> None:
@@ -483,7 +474,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if n > MAX_SWEEP_SCENARIOS:
         raise InputError(f"sweep: {n} scenarios, more than the limit of {MAX_SWEEP_SCENARIOS} "
                          "(split the grid into several runs)")
-    write_table(sweep_frame(models, grid, profile), args.out)
+    from .sweep import sweep_table, write_sweep
+
+    table = sweep_table(models, grid, profile)
+    write_sweep(table, args.out, args.format)
+    if args.out not in (None, "-"):
+        print(f"wrote {table.num_rows} rows to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -595,7 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
     _add_scenario_args(s, lists=True)
-    s.add_argument("--out", default=None, help="CSV path (default stdout)")
+    s.add_argument("--out", default=None, help="output path (default stdout)")
+    s.add_argument("--format", default="csv", choices=("csv", "parquet"), help="output format")
     s.set_defaults(func=cmd_sweep)
 
     pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows", formatter_class=Formatter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from costmodel import STRATEGIES
+from costmodel import STRATEGIES, load_profile
 from costmodel.cli import main, parse_int_list
 from tests.conftest import ROOT
 
@@ -31,7 +32,7 @@ def test_predict_json_done_when_command():
         assert "crossover_batch" in s
     assert out["scenario"]["vocab"] == 202048 and out["scenario"]["tp"] == 8
     assert out["crossover_batch"] == out["strategies"]["local_argmax_pairs"]["crossover_batch"]
-    assert out["profile"]["kind"] == "derived"
+    assert out["profile"]["kind"] == load_profile(None).provenance.kind
 
 
 def test_predict_table_and_impact(capsys):
@@ -104,7 +105,10 @@ def test_profiles_lists_provenance(capsys):
     (["predict", "--profile", "missing.json"], "missing.json"),
     (["predict", "--batch", "1,2"], "--batch"),
     (["predict", "--itl-ms", "-1", "--acceptance-length", "2"], "itl-ms"),
-    (["sweep", "--tp", "2,3", "--vocab", "202048"], "tp"),
+    (["sweep", "--batch", "0,4", "--vocab", "202048"], "batch"),
+    (["predict", "--itl-ms", "25"], "--acceptance-length"),
+    (["predict", "--num-spec-tokens", "3", "--itl-ms", "25", "--acceptance-length", "4.5"], "1..K+1"),
+    (["sweep", "--format", "xlsx"], "--format"),
     (["predict-points", "--in", "nope.csv", "--out", "x.csv"], "nope.csv"),
     (["frobnicate"], "invalid choice"),
     (["sweep", "--out", "/nonexistent-dir/sweep.csv"], "nonexistent-dir"),
@@ -136,5 +140,97 @@ def test_parse_int_list_forms():
     assert parse_int_list("8", "x") == [8]
     assert parse_int_list("1,2,4", "x") == [1, 2, 4]
     assert parse_int_list("1:5", "x") == [1, 2, 3, 4, 5]
-    assert parse_int_list("0:10:5", "x") == [0, 5, 10]
+    assert parse_int_list("5:15:5", "x") == [5, 10, 15]
     assert parse_int_list("1:1000@4", "x") == [1, 10, 100, 1000]
+
+
+# -- issue 12: CLI fixes -----------------------------------------------------------------------------------
+def test_sweep_marks_impossible_tp_invalid_instead_of_aborting(tmp_path):
+    out = tmp_path / "s.csv"
+    assert main(["sweep", "--tp", "2,3,4", "--batch", "1,64", "--vocab", "202048", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == 3 * 2 * len(STRATEGIES)
+    bad = frame[frame.tp == 3]
+    assert (~bad.valid).all() and bad.total_us.isna().all()
+    assert (bad.invalid_reason == "TP size 3 does not divide the padded draft vocab 202048").all()
+    good = frame[frame.tp != 3]
+    assert good.valid.all() and good.total_us.notna().all() and good.invalid_reason.isna().all()  # empty cells
+    one = json.loads(run_cli("predict", "--vocab", "202048", "--tp", "4", "--batch", "64", "--json",
+                             "--no-intervals").stdout)
+    for _, r in good[(good.tp == 4) & (good.batch == 64)].iterrows():
+        assert r.total_us == pytest.approx(one["strategies"][r.strategy]["total_us"])
+
+
+def test_sweep_csv_carries_the_scenario_columns_and_parquet_matches(tmp_path):
+    csv, parquet = tmp_path / "s.csv", tmp_path / "s.parquet"
+    grid = ["sweep", "--preset", "llama3-8b-eagle3", "--batch", "1:8", "--num-spec-tokens", "2,5", "--tp", "4"]
+    assert main([*grid, "--out", str(csv)]) == 0
+    assert main([*grid, "--out", str(parquet), "--format", "parquet"]) == 0
+    a, b = pd.read_csv(csv), pd.read_parquet(parquet)
+    for column in ("profile", "vocab", "draft_vocab", "d2t", "tp", "nodes", "dtype", "num_spec_tokens", "mode",
+                   "drafting", "impl", "batch", "strategy"):
+        assert column in a.columns and column in b.columns, column
+    assert len(a) == len(b) == 8 * 2 * len(STRATEGIES)
+    assert (a.vocab == 128256).all() and (a.draft_vocab == 32000).all() and a.d2t.all()
+    assert (a.profile == load_profile(None).name).all()
+    assert a.total_us.to_numpy() == pytest.approx(b.total_us.to_numpy())
+    k5 = a[(a.num_spec_tokens == 5)]
+    assert k5.saving_per_decode_step_us.to_numpy() == pytest.approx(5 * k5.saving_us.to_numpy())
+
+
+def test_sweep_text_cells_are_formula_safe(tmp_path):
+    data = json.loads((ROOT / "data" / "profiles" / "cpu-gloo.json").read_text())
+    data["name"] = "=HYPERLINK(1)"
+    prof = tmp_path / "evil.json"
+    prof.write_text(json.dumps(data))
+    out = tmp_path / "s.csv"
+    assert main(["sweep", "--profile", str(prof), "--tp", "2", "--batch", "1", "--out", str(out)]) == 0
+    assert set(pd.read_csv(out).profile) == {"'=HYPERLINK(1)"}
+
+
+def test_predict_defaults_equal_the_dashboards_and_help_shows_them(capsys):
+    from dashboard.state import Inputs
+
+    d = Inputs()
+    assert main(["predict", "--json", "--no-intervals"]) == 0
+    sc = json.loads(capsys.readouterr().out)["scenario"]
+    assert (sc["vocab"], sc["draft_vocab"], sc["d2t"], sc["tp"], sc["nodes"], sc["batch"], sc["num_spec_tokens"],
+            sc["drafting"], sc["dtype"], sc["mode"], sc["impl"]) == (
+        d.vocab, d.draft_vocab, d.d2t, d.tp, d.nodes, d.batch, d.k, d.drafting, d.dtype, d.mode, d.impl)
+    proc = run_cli("predict", "--help")
+    text = " ".join(proc.stdout.split())
+    assert f"(default: {d.batch})" in text and f"(default: {d.k})" in text and "(default: None)" not in text
+    assert "ms per decode step" in text and "1..K+1" in text
+
+
+def test_every_option_has_help():
+    from costmodel.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help, f"{name} {action.option_strings}"
+
+
+def test_validate_summary_only_prints_just_the_summary():
+    proc = run_cli("validate", "--summary-only")
+    assert proc.returncode == 0, proc.stderr
+    assert "Empty DataFrame" not in proc.stdout and "Columns:" not in proc.stdout
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].split()[:3] == ["file", "check", "n"] and any(line.split()[0] == "all" for line in lines[1:])
+
+
+def test_predict_impact_sign_convention(capsys):
+    assert main(["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "5",
+                 "--itl-ms", "25", "--acceptance-length", "3", "--json", "--no-intervals"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["strategies"]["local_argmax_pairs"]
+    im = s["impact"]
+    saving_ms = s["saving_per_decode_step_us"] / 1000
+    assert im["itl_after_ms"] == pytest.approx(25 - saving_ms)
+    assert im["itl_reduction_pct"] == pytest.approx(100 * saving_ms / 25)
+    assert im["output_throughput_gain_pct"] == pytest.approx(100 * (25 / (25 - saving_ms) - 1))
+    assert im["tpot_after_ms"] == pytest.approx((25 - saving_ms) / 3)
+    assert (im["itl_reduction_pct"] > 0) == (s["saving_per_decode_step_us"] > 0)
