@@ -106,15 +106,18 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario) 
 
 
 def predict(scenario: Scenario, profile: Profile | None = None,
-            strategies: tuple[str, ...] = STRATEGIES) -> Prediction:
-    """Price every strategy for `scenario` (vectorized) under `profile` (default profile if None)."""
+            strategies: tuple[str, ...] = STRATEGIES, *, factors: dict[str, float] | None = None) -> Prediction:
+    """Price every strategy for `scenario` (vectorized) under `profile` (default profile if None).
+
+    factors: per-op multipliers of GPU time (model-discrepancy draws; see strategies.build_components).
+    """
     profile = profile or default_profile()
     if BASELINE not in strategies:
         strategies = (BASELINE, *strategies)
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise InputError(f"strategy: unknown {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
-    comps = build_components(scenario, profile, strategies)
+    comps = build_components(scenario, profile, strategies, factors)
     return Prediction(scenario, profile, {n: _summarize(n, c, scenario) for n, c in comps.items()})
 
 

@@ -121,8 +121,9 @@ TORCH_OPS: dict[str, int] = {
 class _Ctx:
     """Per-evaluation cache of the scenario's derived arrays, the engine plan and host costs."""
 
-    def __init__(self, scenario: Scenario, profile: Profile):
+    def __init__(self, scenario: Scenario, profile: Profile, factors: dict[str, float] | None = None):
         self.sc, self.profile = scenario, profile
+        self.factors = factors or {}
         self.rows = scenario.rows
         self.shard = scenario.shard
         self.p = scenario.tp
@@ -144,11 +145,12 @@ class _Ctx:
     def _host(self, component: str, per_call_us: float, calls, when) -> np.ndarray | float:
         if not self.any_host:
             return 0.0
+        per_call_us = per_call_us * self.factors.get("host", 1.0)
         return np.where(self.captured(component) | ~np.asarray(when, dtype=bool), 0.0, per_call_us * calls)
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
         sc = self.sc
-        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
+        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph") * self.factors.get(op, 1.0)
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
                          calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),),
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
@@ -170,13 +172,13 @@ class _Ctx:
                                   dtype=self.sc.dtype, elem_bytes=self.e, mode=mode, draft_cols=draft_cols)
 
         est = estimate(op)
-        t, x = est.time_us, est.extrapolated
+        t, x = est.time_us * self.factors.get(op, 1.0), est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops
         if fusable and np.any(self.fused):
             fused = estimate(f"{op}_fused")
-            t = np.where(self.fused, fused.time_us, t)
+            t = np.where(self.fused, fused.time_us * self.factors.get(f"{op}_fused", 1.0), t)
             x = np.where(self.fused, fused.extrapolated, x)
             calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
             ops = np.where(self.fused, TORCH_OPS["fused"], n_ops)
@@ -192,7 +194,7 @@ class _Ctx:
         when = np.asarray(when, dtype=bool)
         bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
         nbytes = 2.0 * self.rows * np.asarray(cols, dtype=float) * self.e * copies
-        t = kernels * (self.profile.graph_kernel_us + nbytes / bw * 1e-3)
+        t = kernels * (self.profile.graph_kernel_us + nbytes / bw * 1e-3) * self.factors.get("relayout_copy", 1.0)
         call = Call("elementwise", name, {"cols": cols, "kernels": kernels, "bw_gbps": bw}, when)
         return Component(np.where(when, t, 0.0), 0.0, False, (call,),
                          self._host(name, self.host.torch_op_us, kernels, when), kernels)
@@ -325,10 +327,14 @@ def validity(name: str, scenario: Scenario) -> np.ndarray:
     return ok
 
 
-def build_components(scenario: Scenario, profile: Profile,
-                     strategies: tuple[str, ...] = STRATEGIES) -> dict[str, dict[str, Component]]:
-    """{strategy: {component: Component}} for a (vectorized) scenario."""
-    ctx = _Ctx(scenario, profile)
+def build_components(scenario: Scenario, profile: Profile, strategies: tuple[str, ...] = STRATEGIES,
+                     factors: dict[str, float] | None = None) -> dict[str, dict[str, Component]]:
+    """{strategy: {component: Component}} for a (vectorized) scenario.
+
+    factors: optional multipliers of each op's GPU time ({op: f}; "host" scales host costs) - how
+    `uncertainty.propagate` applies per-op model discrepancy to one ensemble member.
+    """
+    ctx = _Ctx(scenario, profile, factors)
     out = {}
     for name in strategies:
         comps = BUILDERS[name](ctx)
