@@ -43,6 +43,7 @@ a hang -> the watchdog prints one line after `--watchdog-s` and exits 3.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -65,6 +66,8 @@ from .timing import Stats, check_due, converged
 
 EXIT_INPUT = 2
 EXIT_RUNTIME = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C: "interrupted; N rows kept, resume with --resume"
+MAX_FLAG_BYTES = 1 << 40  # --min-bytes / --max-bytes per rank
 CSV_NAME = "collectives.csv"
 PROVENANCE_NAME = "provenance.json"
 MIN_ITERS = 10  # samples before the stopping rule is first evaluated (calibration.timing.converged)
@@ -93,11 +96,13 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
     if not values:
         raise argparse.ArgumentTypeError("empty list")
-    return values
+    if any(not 1 <= v <= 2**31 - 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: need integers in 1..{2**31 - 1}")
+    return list(dict.fromkeys(values))
 
 
 def _str_list(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
+    return list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,12 +184,29 @@ def parse_config(argv: Sequence[str]) -> Config:
         watchdog_s=a.watchdog_s if a.watchdog_s is not None else (300.0 if gpu else 120.0),
         progress=not a.no_progress, notes=tuple(a.note), start_time=now_iso(),
     )
-    checks = [(cfg.rel_tol > 0, "--rel-tol must be > 0"), (cfg.max_iters >= 1, "--max-iters must be >= 1"),
-              (cfg.point_time_s > 0, "--point-time-s must be > 0"), (cfg.watchdog_s > 0, "--watchdog-s must be > 0"),
-              (cfg.warmup >= 0, "--warmup must be >= 0"), (cfg.graph_ops >= 1, "--graph-ops must be >= 1")]
+    finite = math.isfinite
+    checks = [(finite(cfg.rel_tol) and 0 < cfg.rel_tol < 1, "--rel-tol must be a finite number in (0, 1)"),
+              (1 <= cfg.max_iters <= 10**7, "--max-iters must be in 1..10000000"),
+              (finite(cfg.point_time_s) and 0 < cfg.point_time_s <= 86400,
+               "--point-time-s must be a finite number in (0, 86400]"),
+              (finite(cfg.watchdog_s) and 0 < cfg.watchdog_s <= 7 * 86400,
+               "--watchdog-s must be a finite number in (0, 604800]"),
+              (0 <= cfg.warmup <= 10**6, "--warmup must be in 0..1000000"),
+              (1 <= cfg.graph_ops <= 10**4, "--graph-ops must be in 1..10000"),
+              (1 <= cfg.min_bytes <= MAX_FLAG_BYTES, f"--min-bytes must be in 1..{MAX_FLAG_BYTES}"),
+              (1 <= cfg.max_bytes <= MAX_FLAG_BYTES, f"--max-bytes must be in 1..{MAX_FLAG_BYTES}"),
+              (1 <= cfg.points_per_octave <= 64, "--points-per-octave must be in 1..64")]
     for ok, message in checks:
         if not ok:
             raise InputError(message)
+    # a point runs every mode for up to --point-time-s each: a shorter watchdog would kill a healthy run
+    longest_point_s = cfg.point_time_s * len(cfg.modes)
+    if cfg.watchdog_s <= longest_point_s:
+        raise InputError(f"--watchdog-s {cfg.watchdog_s:g} must exceed the longest point: --point-time-s "
+                         f"{cfg.point_time_s:g} x {len(cfg.modes)} mode(s) = {longest_point_s:g} s")
+    if cfg.out.exists() and not cfg.out.is_dir():  # checked on every rank, before the rendezvous
+        raise InputError(f"--out {cfg.out}: exists and is not a directory (collectives.csv and provenance.json "
+                         "go into a directory)")
     return cfg
 
 
@@ -586,7 +608,8 @@ def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
     except BaseException as exc:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already failing: finish the record, then exit
         if prov is not None:
-            prov.finish(f"failed: {first_line(exc)}")
+            stopped = isinstance(exc, (Terminated, KeyboardInterrupt))
+            prov.finish("interrupted" if stopped else f"failed: {first_line(exc)}")
         raise
 
 
@@ -619,8 +642,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
     except BenchError as exc:
         print(f"error: {exc}; partial results kept in {out}", file=sys.stderr, flush=True)
-    except (Terminated, KeyboardInterrupt) as exc:
-        name = str(exc) or "SIGINT"
+    except KeyboardInterrupt:  # Ctrl-C: every rank gets SIGINT; rank 0 (or each node's first) says it once
+        if launch is None or launch.rank == 0:
+            from calibration.provenance import count_rows
+
+            rows = count_rows(Path(out) / CSV_NAME) if out != "the output directory" else 0
+            print(f"error: interrupted; {rows} rows kept, resume with --resume", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except Terminated as exc:
+        name = str(exc) or "SIGTERM"
         print(f"error: rank {launch.rank if launch else '?'} stopped by {name} (torchrun stops every rank when one "
               f"fails); partial results kept in {out}", file=sys.stderr, flush=True)
     except Exception as exc:  # rendezvous failures and the like
@@ -631,6 +661,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    if code == EXIT_RUNTIME:
+    if code in (EXIT_RUNTIME, EXIT_INTERRUPTED):
         os._exit(code)  # a broken process group can block interpreter shutdown
     sys.exit(code)
