@@ -101,6 +101,8 @@ def parse_int_list(text: str, name: str) -> list[int]:
                 out.append(value)
             if len(out) > MAX_LIST_VALUES:
                 raise InputError(f"--{name}: more than {MAX_LIST_VALUES} values")
+    except InputError:
+        raise
     except ValueError:
         raise InputError(usage) from None
     if not out:
@@ -642,7 +644,8 @@ LAUNCHERS: dict[str, tuple[str, bool, str]] = {
 }
 # the repository's .streamlit/config.toml, for an installed package started from any directory
 STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--browser.gatherUsageStats", "false",
-                   "--client.toolbarMode", "viewer", "--theme.base", "light", "--theme.primaryColor", "#4c78a8")
+                   "--client.toolbarMode", "viewer",
+                   "--client.showErrorDetails", "none", "--theme.base", "light", "--theme.primaryColor", "#4c78a8")
 
 
 def app_path() -> Path:
