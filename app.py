@@ -149,6 +149,7 @@ renderers = {
     "Heatmaps": lambda: views.heatmaps_tab(ev),
     "Calibration": lambda: views.calibration_tab(ev, ss["_measurements"].get(ev.inputs.profile)),
     "Impact": lambda: views.impact_tab(ev),
+    "Recommendation": lambda: views.recommendation_tab(ev),
 }
 for name, tab in zip(TABS, tabs):
     if tab.open:  # only the open tab is computed

@@ -340,3 +340,15 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
     return alt.layer(bars, right, left, zero).properties(height=26 * len(data) + 50, padding={"right": 60,
                                                                                               "left": 10})
+
+
+def workload_chart(per_batch: pd.DataFrame) -> alt.Chart:
+    """Share of decode steps per batch of a workload (Recommendation.per_batch), coloured by the fastest strategy."""
+    data = per_batch.assign(share_pct=100.0 * per_batch["weight"]).rename(columns={"best": "strategy"})
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("batch:O", title="decode batch (sequences)", axis=alt.Axis(labelAngle=0, labelOverlap=True)),
+        y=alt.Y("share_pct:Q", title="share of decode steps (%)"),
+        color=_strategy_color(),
+        tooltip=["batch:O", alt.Tooltip("share_pct:Q", format=".1f", title="share (%)"),
+                 alt.Tooltip("strategy:N", title="fastest")],
+    ).properties(height=220)

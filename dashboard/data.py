@@ -6,7 +6,7 @@ numbers, never Profile or Scenario objects. All functions are pure and callable 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,10 +26,11 @@ from costmodel import (
     predict,
 )
 from costmodel.points import predict_points
-from costmodel.profile import PROFILE_DIR
-from costmodel.recommend import impact_change
+from costmodel.profile import DATA_DIR, PROFILE_DIR
+from costmodel.recommend import Recommendation, impact_change, recommend
 from costmodel.schema import COLLECTIVE_OPS, read_measurements
 from costmodel.uncertainty import Interval, StrategyUncertainty, propagate
+from costmodel.workload import parse_workload
 
 from . import REPO_ROOT
 from .state import BATCH_STEPS, IMPLS, ScenarioSpec
@@ -262,6 +263,48 @@ def impact_frame(point: pd.DataFrame, itl_ms: float, acceptance_length: float,
                      "output_throughput_gain_pct": change.output_throughput_gain_pct,
                      "output_throughput_gain_low_pct": np.nan if gain is None else gain[0],
                      "output_throughput_gain_high_pct": np.nan if gain is None else gain[1]})
+    return pd.DataFrame(rows)
+
+
+# -- recommendation for a workload ---------------------------------------------------------------------
+EXAMPLE_DIR = DATA_DIR / "examples"
+
+
+def example_workloads(directory: Path = EXAMPLE_DIR) -> dict[str, str]:
+    """{file name: text} of the example workloads shipped in data/examples/."""
+    if not directory.is_dir():
+        return {}
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
+            if p.suffix.lower() in (".csv", ".json", ".txt")}
+
+
+@st.cache_data(**_CACHE)
+def recommendation(profile_text: str, spec: ScenarioSpec, workload_name: str, workload_text: str,
+                   itl_ms: float | None, acceptance_length: float | None) -> Recommendation:
+    """costmodel.recommend.recommend for the sidebar scenario over a workload (costmodel.workload.parse_workload).
+
+    Weighted expected saving per decode step E[s] = sum_i w_i saving(s, B_i) with its 90% interval over the
+    profile's replicates, win shares, impact (when ITL and acceptance length are given) and the configs to paste.
+    """
+    workload = parse_workload(workload_text, workload_name)
+    kwargs = {k: v for k, v in asdict(spec.with_(hidden=None)).items()}
+    return recommend(kwargs, workload, profile_from_text(profile_text), itl_ms=itl_ms,
+                     acceptance_length=acceptance_length)
+
+
+def recommendation_table(rec: Recommendation) -> pd.DataFrame:
+    """One row per strategy of a Recommendation (the CSV of the panel; positive saving = faster)."""
+    rows = []
+    for name, o in rec.strategies.items():
+        im = o.impact
+        rows.append({"strategy": name, "expected_saving_per_decode_step_us": o.expected_saving_per_decode_step_us,
+                     "saving_low_us": np.nan if o.interval_us is None else o.interval_us[0],
+                     "saving_high_us": np.nan if o.interval_us is None else o.interval_us[1],
+                     "saving_pct": o.saving_pct, "win_share_pct": 100.0 * o.win_share,
+                     "beats_baseline_share_pct": 100.0 * o.beats_baseline_share, "verdict": o.verdict,
+                     "shipped_as": o.shipped_as or "no engine ships it",
+                     "itl_reduction_pct": np.nan if im is None else im.itl_reduction_pct,
+                     "output_throughput_gain_pct": np.nan if im is None else im.output_throughput_gain_pct})
     return pd.DataFrame(rows)
 
 

@@ -25,7 +25,8 @@ UPLOAD_PREFIX = "upload: "
 TP_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)
 BATCH_STEPS: tuple[int, ...] = tuple(2**i for i in range(17))  # 1 .. 65536 for the chart range
 BATCH_LIMIT = BATCH_STEPS[-1]
-TABS: tuple[str, ...] = ("Batch sweep", "Breakdown", "Sensitivity", "Heatmaps", "Calibration", "Impact")
+TABS: tuple[str, ...] = ("Batch sweep", "Breakdown", "Sensitivity", "Heatmaps", "Calibration", "Impact",
+                         "Recommendation")
 DRAFTING = ("serial", "parallel")
 MODES = ("graph", "eager")
 IMPLS = ("torch", "fused")

@@ -31,11 +31,12 @@ def component_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def display(frame: pd.DataFrame, formats: dict[str, Any] | None = None) -> Any:
-    """`frame` styled for people (a pandas Styler; the data, and so sorting and the CSV, keep raw values).
+    """`frame` styled for people (a pandas Styler; sorting and the CSV keep raw values).
 
     Each column is formatted by the unit in its name (costmodel.formatting.column_formatter), other floats with
-    3 significant digits and thousands separators, integers with separators; missing values show as MISSING,
-    never "None" / "nan". `formats` overrides per column.
+    3 significant digits and thousands separators, integers with separators. Streamlit draws a missing cell as
+    "None" whatever the Styler says, so a column with missing values is shown as text (MISSING for the gaps);
+    `formats` overrides per column.
     """
     rules: dict[str, Any] = {}
     for column in frame.columns:
@@ -51,7 +52,19 @@ def display(frame: pd.DataFrame, formats: dict[str, Any] | None = None) -> Any:
         if rule is not None:
             rules[column] = rule
     rules.update(formats or {})
-    return frame.style.format(rules, na_rep=MISSING)
+    shown = frame.copy()
+    for column in frame.columns:
+        if frame[column].isna().any():
+            rule = rules.pop(column, _text)
+            shown[column] = [MISSING if _missing(v) else rule(v) for v in frame[column]]
+    return shown.style.format(rules, na_rep=MISSING)
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _text(value: Any) -> str:

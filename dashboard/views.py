@@ -9,12 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
-from costmodel.formatting import format_ms, format_number, format_pct, format_us, status_text
+from costmodel.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.safe_io import escape_markdown as plain
+from costmodel.workload import parse_workload
 
 from . import charts
 from .data import (
     FOCUS,
+    example_workloads,
     fitted_curves,
     heat_batches,
     heat_tp_row,
@@ -24,6 +26,8 @@ from .data import (
     impact_frame,
     impl_crossover_frame,
     measured_points,
+    recommendation,
+    recommendation_table,
     strategy_intervals,
     sweep_frame,
 )
@@ -401,3 +405,98 @@ def impact_tab(ev: Evaluation) -> None:
     chart("impact_chart", frame)
     show_table(frame)
     download(frame, "impact")
+
+
+# -- recommendation for a workload -------------------------------------------------------------------------
+WORKLOAD_TYPES = ("csv", "txt", "json")
+DECISION_BOX = {"enable": st.success, "keep off": st.warning, "uncertain": st.info}
+
+
+def _on_workload_upload() -> None:
+    ss = st.session_state
+    file = ss.get("workload_upload")
+    if file is None:
+        return
+    data = file.getvalue()
+    try:
+        parse_workload(data, file.name)  # validate now: a bad file is one error line, the panel keeps the last one
+    except InputError as exc:
+        ss["_workload_error"] = str(exc)
+        return
+    ss.setdefault("_workloads", {})[file.name] = data.decode("utf-8")
+    ss.update(workload=file.name, _workload_error=None)
+
+
+def recommendation_tab(ev: Evaluation) -> None:
+    """costmodel.recommend over a workload's batch mix, for the sidebar scenario: decision, expected saving with its
+    interval, win shares, impact, and the config to paste."""
+    ss = st.session_state
+    examples = example_workloads()
+    uploaded = ss.setdefault("_workloads", {})
+    options = [*uploaded, *(n for n in examples if n not in uploaded)]
+    st.markdown("**Recommendation for your workload**: a distribution of decode batch sizes - a CSV `batch,weight`, "
+                "a scrape of vLLM's Prometheus `/metrics` (the `vllm:num_requests_running` gauge), or the JSON that "
+                "`vllm bench serve --save-result` writes - priced with the sidebar's scenario and profile.")
+    left, right = st.columns([2, 3])
+    if ss.get("workload") not in options and options:
+        ss["workload"] = options[0]
+    left.selectbox("Workload", options, key="workload",
+                   format_func=lambda n: f"upload: {n}" if n in uploaded else f"example: {n}")
+    right.file_uploader("...or upload a workload file", type=list(WORKLOAD_TYPES), key="workload_upload",
+                        on_change=_on_workload_upload)
+    if ss.get("_workload_error"):
+        st.error(plain(ss["_workload_error"]))
+    name = ss.get("workload")
+    if name is None:
+        st.info("No workload: upload one.")
+        return
+    text = uploaded.get(name, examples.get(name))
+    inputs = ev.inputs
+    try:
+        rec = recommendation(ev.profile_text, inputs.spec, name, text, inputs.itl_ms, inputs.acceptance_length)
+    except InputError as exc:
+        st.error(plain(str(exc)))
+        return
+    DECISION_BOX[rec.decision](plain(rec.headline))
+    flag, wl = rec.flag, rec.workload
+    level = f"{rec.level:.0%}"
+    tiles = [c.container(border=True) for c in st.columns(4)]
+    for tile, caption in zip(tiles, [f"{FOCUS}, workload mean", FOCUS, "workload", FOCUS]):
+        tile.caption(caption)
+    tiles[0].metric("Saving / decode step", format_us(flag.expected_saving_per_decode_step_us, sign=True),
+                    format_pct(flag.saving_pct), help="step-weighted mean of the saving over the workload's batches")
+    if flag.interval_us is not None:
+        tiles[0].caption(f"{level} interval: {format_interval_us(*flag.interval_us)}")
+    tiles[1].metric("Decode steps faster", format_pct(100 * flag.beats_baseline_share, sign=False),
+                    f"fastest in {format_pct(100 * flag.win_share, sign=False)}", delta_color="off",
+                    delta_arrow="off", help=f"share of decode steps where {FOCUS} beats {BASELINE} / is the fastest")
+    tiles[2].metric("Mean batch", format_number(wl.mean_batch), f"p50 {wl.quantile(0.5):,}, p90 {wl.quantile(0.9):,}",
+                    delta_color="off", delta_arrow="off", help=plain(wl.method))
+    if flag.impact is not None:
+        gain = flag.impact.output_throughput_gain_pct_interval
+        tiles[3].metric("Output throughput", format_pct(flag.impact.output_throughput_gain_pct),
+                        f"ITL {format_ms(flag.impact.itl_after_ms, decimals=3)}", delta_color="off",
+                        delta_arrow="off", help="ITL before / ITL after - 1 (positive = faster)")
+        if gain is not None:
+            tiles[3].caption(f"{level} interval: {format_pct(gain[0])} to {format_pct(gain[1])}")
+    else:
+        tiles[3].metric("Output throughput", "-", "needs ITL + acceptance length", delta_color="off",
+                        delta_arrow="off", help="enter a baseline ITL and the acceptance length in the sidebar")
+    if wl.hints and flag.impact is None:
+        st.caption(plain("Measured in " + name + ": " + ", ".join(f"{k} {v:.3g}" for k, v in wl.hints.items())
+                         + " - enter them in the sidebar (Impact) to see the ITL / throughput change."))
+    st.markdown("**Config to paste**")
+    for config in rec.configs:
+        if config.available:
+            st.code(config.text, language="bash", wrap_lines=True)
+            st.caption(plain(f"{config.engine}: {config.note}"))
+        else:
+            st.caption(plain(f"{config.engine}: nothing to set - {config.note}"))
+    st.markdown(f"**Every strategy over the workload** (savings vs {BASELINE}, positive = faster; bars below: the "
+                "share of decode steps at each batch, coloured by the fastest strategy there)")
+    table = recommendation_table(rec)
+    show_table(table)
+    download(table, "recommendation")
+    chart("workload_chart", rec.per_batch)
+    st.caption(plain(f"Workload {name} ({wl.source}): {wl.method}; {wl.observations:,} observations, "
+                     f"{wl.batch.size} distinct batches. Intervals: {rec.interval_source}."))
