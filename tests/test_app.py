@@ -31,9 +31,10 @@ from costmodel import (
 from costmodel.explain import format_explanation
 from costmodel.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
 from costmodel.presets import preset, presets
-from costmodel.recommend import impact_change
+from costmodel.recommend import impact_change, recommend
 from costmodel.sensitivity import elasticities
 from costmodel.uncertainty import propagate
+from costmodel.workload import parse_workload
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.verdict import evaluate, provenance_line
@@ -769,3 +770,52 @@ def test_multi_file_upload_yields_one_profile_with_the_base_named():
     points, _ = data.measured_points(at.session_state["_uploads"][uploaded[0]],
                                      at.session_state["_measurements"][uploaded[0]])
     assert len(points) == len(collectives) + 17
+
+
+def test_recommendation_panel_matches_costmodel_recommend():
+    at = run_app({"tab": "Recommendation", "k": "5", "itl": "25", "accept": "3"})
+    assert not at.error
+    name = at.session_state["workload"]
+    assert name in data.example_workloads()
+    wl = parse_workload((ROOT / "data/examples" / name).read_text(), name)
+    sc = shown_scenario(at)
+    kwargs = {f: getattr(sc, f).item() if hasattr(getattr(sc, f), "item") else getattr(sc, f)
+              for f in ("vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "num_spec_tokens", "drafting", "mode",
+                        "impl")}
+    rec = recommend(kwargs, wl, load_profile(at.session_state["profile"]), itl_ms=25.0, acceptance_length=3.0)
+    boxes = [b.value for b in (*at.success, *at.warning, *at.info)]
+    assert any(unescape(b) == rec.headline for b in boxes)
+    flag = rec.flag
+    tile = next(m for m in at.metric if m.label == "Saving / decode step" and m.value ==
+                format_us(flag.expected_saving_per_decode_step_us, sign=True))
+    assert tile is not None and flag.interval_us is not None
+    assert f"90% interval: {format_interval_us(*flag.interval_us)}" in captions(at)
+    assert at.code[0].value == next(c.text for c in rec.configs if c.engine == "vllm")
+    assert '"use_local_argmax_reduction": ' in at.code[0].value
+    table = frame_with(at, "win_share_pct").set_index("strategy")
+    assert table.loc[FOCUS, "win_share_pct"] == pytest.approx(100 * flag.win_share)
+    assert table["win_share_pct"].sum() == pytest.approx(100.0)
+    # a bad workload upload is one error line and keeps the panel
+    at.file_uploader(key="workload_upload").set_value(("w.csv", b"batch,weight\n0,1\n", "text/csv")).run()
+    assert not at.exception
+    assert any(e.startswith("workload w.csv: batch must be an integer") for e in errors(at))
+
+
+def test_exports_png_svg_and_an_offline_html_report(ev):
+    pytest.importorskip("vl_convert")
+    import struct
+
+    from dashboard import export
+
+    table = tables.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096))
+    spec = dashboard_charts.with_batch_marker(dashboard_charts.sweep_chart(table, 5.0, (3.0, 8.0)).to_dict(), 96)
+    svg = export.chart_svg(spec)
+    width, height = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
+    png = export.chart_png(spec, scale=2)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == (round(2 * width), round(2 * height))
+    assert width >= export.EXPORT_WIDTH_PX  # a stretched chart gets a real width in a file
+    page = export.report_html(ev)
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
+    assert "<script" not in page.lower() and not re.search(r"(?:src|href)=[\"']https?:", page)
+    assert ev.verdict.headline() in page and ev.profile.name in page and "Provenance" in page
