@@ -23,6 +23,7 @@ outside the table fall back to the roofline and are flagged `extrapolated`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +31,20 @@ from scipy.interpolate import RegularGridInterpolator
 
 from .collectives import eager_mask
 from .errors import InputError
-from .gpu_kernels import MODEL_OPS, GpuKernelModel, lm_head_gemm_us, model_time_us
+from .gpu_kernels import (
+    DTYPE_ORDER,
+    MODEL_OPS,
+    GpuKernelModel,
+    eager_time_us,
+    lm_head_gemm_us,
+    memo,
+    model_time_us,
+    split_graph_us,
+)
 from .profile import KernelTable, Profile
 from .schema import DTYPES
+
+kernel_memo = memo  # `with kernel_memo():` around a strategy sweep reuses identical reductions (gpu_kernels.memo)
 
 ID_BYTES = 8  # int64 ids / packed 64-bit keys
 # ops that never touch the logits, so their measured tables apply to every logits dtype
@@ -123,11 +135,28 @@ def table_us(table: KernelTable, rows, cols) -> tuple[np.ndarray, np.ndarray]:
 ANCHOR_OPS: dict[str, str] = {"local_max": "local_max", "local_pack": "local_pack", "local_argmax": "local_pack",
                               "key_pack": "local_max", "argmax": "argmax", "relayout_argmax": "relayout_argmax",
                               "pair_reduce": "pair_reduce"}
-_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, RegularGridInterpolator]] = {}
+_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, tuple]] = {}
+_CODE_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+_P_STRIDE = 1 << 20  # point key = (dtype code * 2 + eager) * _P_STRIDE + world_size
 
 
-def _ratio_interpolator(model: GpuKernelModel, table: KernelTable) -> RegularGridInterpolator:
-    """log(measured / model) on the table's grid, interpolated in (log rows, log cols); cached per table."""
+def _dtype_codes(dtype) -> np.ndarray:
+    """Integer codes into gpu_kernels.DTYPE_ORDER (unknown names -> bf16); cached per array object."""
+    if isinstance(dtype, np.ndarray) and dtype.size > 1:
+        hit = _CODE_CACHE.get(id(dtype))
+        if hit is not None and hit[0]() is dtype:
+            return hit[1]
+        codes = (dtype == "fp16").astype(np.int64) + 2 * (dtype == "fp32")
+        if len(_CODE_CACHE) > 64:
+            _CODE_CACHE.clear()
+        _CODE_CACHE[id(dtype)] = (weakref.ref(dtype), codes)
+        return codes
+    name = str(np.asarray(dtype).reshape(-1)[0]) if np.size(dtype) else "bf16"
+    return np.asarray(DTYPE_ORDER.index(name) if name in DTYPE_ORDER else 0)
+
+
+def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
+    """(log rows axis, log cols axis, log(measured / model) grid) of a table; cached per (model, table)."""
     key = (id(model), id(table))
     hit = _RATIO_CACHE.get(key)
     if hit is not None and hit[0] is table:
@@ -136,40 +165,77 @@ def _ratio_interpolator(model: GpuKernelModel, table: KernelTable) -> RegularGri
     e = DTYPES[table.dtype] if table.op.removesuffix("_fused") not in DTYPE_FREE_OPS else 4
     base = model_time_us(model, table.op, rows=rows, cols=cols if table.cols != (1.0,) else 0 * cols,
                          world_size=table.world_size, elem_bytes=e, dtype=table.dtype, eager=table.mode == "eager")
-    ratio = KernelTable(table.op, table.dtype, table.mode, table.world_size, table.rows, table.cols,
-                        tuple(tuple(float(v) for v in row) for row in np.asarray(table.median_us) / base))
-    interp = _interpolator(ratio)
+    out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)),
+           np.log(np.asarray(table.median_us) / base))
     if len(_RATIO_CACHE) > 256:
         _RATIO_CACHE.clear()
-    _RATIO_CACHE[key] = (table, interp)
-    return interp
+    _RATIO_CACHE[key] = (table, out)
+    return out
 
 
-def _model_estimate(profile: Profile, op: str, r, c, p, d, e, eager, padded, draft_cols) -> KernelEstimate:
-    """The mechanistic model, times the measured/model ratio of the anchor op's table where one covers the point."""
+def _axis_weights(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lower index, weight of the upper node) of linear interpolation on a sorted axis (x inside it)."""
+    if len(axis) == 1:
+        return np.zeros(x.shape, dtype=np.int64), np.zeros(x.shape)
+    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2)
+    return i, np.clip((x - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0)
+
+
+def _log_ratio(grid: tuple, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Bilinear interpolation of the log ratio grid in (log rows, log cols)."""
+    lr, lc, g = grid
+    i, u = _axis_weights(lr, np.log(r))
+    j, v = _axis_weights(lc, np.log(np.maximum(c, 1e-12)))
+    i1 = np.minimum(i + 1, len(lr) - 1)
+    j1 = np.minimum(j + 1, len(lc) - 1)
+    return ((1 - u) * ((1 - v) * g[i, j] + v * g[i, j1]) + u * ((1 - v) * g[i1, j] + v * g[i1, j1]))
+
+
+def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype, elem_bytes, mode, padded,
+                    draft_cols) -> KernelEstimate:
+    """The mechanistic model; inside a measured table of the op's anchor, its anchor part times the table's
+    interpolated measured/model ratio."""
     model = profile.kernel_model
-    kw = {"world_size": p, "elem_bytes": e, "dtype": d, "eager": eager, "draft_cols": draft_cols}
-    time = np.broadcast_to(model_time_us(model, op, rows=r, cols=c, padded=padded, **kw), r.shape).astype(float)
-    extrapolated = np.zeros(r.shape, dtype=bool)
-    anchor = ANCHOR_OPS.get(op)
-    tables = [t for t in profile.kernel_tables if t.op == anchor] if anchor else []
-    if not tables:
+    eager = eager_mask(mode)
+    codes = _dtype_codes(dtype)
+    shape = np.broadcast_shapes(np.shape(rows), np.shape(cols), np.shape(world_size), np.shape(codes),
+                                np.shape(eager), np.shape(elem_bytes))
+    r = np.broadcast_to(np.asarray(rows, dtype=float), shape)
+    c = np.broadcast_to(np.asarray(cols, dtype=float), shape)
+    p = np.broadcast_to(np.asarray(world_size, dtype=np.int64), shape)
+    kw = {"rows": rows, "cols": cols, "world_size": world_size, "elem_bytes": elem_bytes, "dtype": codes,
+          "padded": padded, "draft_cols": draft_cols}  # the caller's objects (gpu_kernels.memo)
+    anchor = ANCHOR_OPS.get(op, op)
+    part, rest = split_graph_us(model, op, anchor, **kw)
+    time = np.broadcast_to(part + rest, shape)
+    part = np.broadcast_to(part, shape)
+    if np.any(eager):
+        time = np.where(eager, eager_time_us(model, op, time, rows=r, world_size=p), time)
+        part = np.where(eager, time, part)
+    time = np.array(time, dtype=float)
+    extrapolated = np.zeros(shape, dtype=bool)
+    tables = [t for t in profile.kernel_tables if t.op == anchor] if op in ANCHOR_OPS else []
+    if not tables or not time.size:
         return KernelEstimate(time, extrapolated)
-    part = np.broadcast_to(model_time_us(model, anchor, rows=r, cols=c, **kw), r.shape) if anchor != op else time.copy()
+    free = anchor in DTYPE_FREE_OPS
+    group = eager if free else codes * 2 + eager  # dtype-free ops (pair_reduce) match every logits dtype
+    key = np.broadcast_to(group * _P_STRIDE + p, shape).reshape(-1)
+    flat_t, flat_x, flat_part = time.reshape(-1), extrapolated.reshape(-1), part.reshape(-1)
+    flat_r, flat_c = r.reshape(-1), c.reshape(-1)
     for table in tables:
-        same_dtype = True if anchor in DTYPE_FREE_OPS else d == table.dtype
-        mask = same_dtype & (eager == (table.mode == "eager")) & (p == table.world_size)
-        if not mask.any():
+        eager_t = table.mode == "eager"
+        tkey = (eager_t if free else DTYPE_ORDER.index(table.dtype) * 2 + eager_t) * _P_STRIDE + table.world_size
+        sel = np.flatnonzero(key == tkey)
+        if not sel.size:
             continue
-        rm, cm = r[mask], c[mask]
+        rm, cm = flat_r[sel], flat_c[sel]
         inside = (rm >= table.rows[0]) & (rm <= table.rows[-1])
-        points = [np.log(np.maximum(rm, 1e-12))]
         if len(table.cols) > 1:
             inside &= (cm >= table.cols[0]) & (cm <= table.cols[-1])
-            points.append(np.log(np.maximum(cm, 1e-12)))
-        ratio = np.exp(_ratio_interpolator(model, table)(np.stack(points, axis=-1))).reshape(rm.shape)
-        time[mask] = np.where(inside, time[mask] + part[mask] * (ratio - 1.0), time[mask])
-        extrapolated[mask] = ~inside
+        ins = sel[inside]
+        ratio = np.exp(_log_ratio(_ratio_grid(model, table), rm[inside], cm[inside]))
+        flat_t[ins] += flat_part[ins] * (ratio - 1.0)
+        flat_x[sel[~inside]] = True
     return KernelEstimate(time, extrapolated)
 
 
@@ -183,12 +249,12 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
     Otherwise (CPU profiles, fused ops): a measured table where one covers the point, else the roofline.
     `padded` (model only) adds the padding mask and rank offset launches to local_argmax / key_pack.
     """
+    if profile.kernel_model is not None and op in MODEL_OPS:
+        return _model_estimate(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
+                               elem_bytes=elem_bytes, mode=mode, padded=padded, draft_cols=draft_cols)
     r, c, p, d, eager = np.broadcast_arrays(
         np.asarray(rows, dtype=float), np.asarray(cols, dtype=float), np.asarray(world_size, dtype=np.int64),
         np.asarray(dtype).astype(str), eager_mask(mode))
-    if profile.kernel_model is not None and op in MODEL_OPS:
-        e = np.broadcast_to(np.asarray(elem_bytes, dtype=float), r.shape)
-        return _model_estimate(profile, op, r, c, p, d, e, eager, padded, draft_cols)
     time = roofline_us(profile, op, rows, cols, world_size, elem_bytes, mode, draft_cols)
     extrapolated = np.zeros(time.shape, dtype=bool)
     tables = [t for t in profile.kernel_tables if t.op == op]

@@ -147,3 +147,15 @@ def test_lm_head_context_near_the_probe():
     # weight-read bound: flat in rows until the GEMM becomes compute bound
     t = lm_head_time_us(H200, np.array([1, 8, 4096]), 5120, 25256)
     assert t[0] == t[1] < t[2]
+
+
+def test_memo_reuses_identical_reductions_without_changing_results():
+    from costmodel import Scenario, predict
+    from costmodel.kernels import kernel_memo
+
+    sc = Scenario(vocab=np.array([32000, 128256, 202048]), tp=np.array([2, 4, 8]), batch=np.array([1.0, 64.0, 2048.0]))
+    plain = predict(sc, H200)
+    with kernel_memo():
+        cached = predict(sc, H200)
+    for name, res in plain.strategies.items():
+        np.testing.assert_array_equal(res.total_us, cached.strategies[name].total_us)
