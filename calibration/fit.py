@@ -714,6 +714,51 @@ def fit_report_table(profile: dict[str, Any]) -> pd.DataFrame:
     return table
 
 
+def _bytes_text(value: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_fit_report(profile: dict[str, Any]) -> str:
+    """The fit report for people: one aligned row per fitted / skipped group (errors in %, breakpoints in
+    KiB/MiB, '-' for not applicable) and one line per op for the curves taken from the base profile."""
+    rows = profile.get("fit_report") or []
+    fitted = [r for r in rows if r.get("kind") != "base"]
+    base = [r for r in rows if r.get("kind") == "base"]
+
+    def cell(value: Any, fmt: str = "{}") -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "-"
+        return fmt.format(value)
+
+    def pct(value: Any) -> str:
+        return cell(None if value is None else 100 * float(value), "{:.1f}%")
+
+    header = ("kind", "op", "p", "nodes", "mode", "points", "regimes", "breakpoints", "fit |err| med",
+              "CV |err| med", "CV |err| p90", "boot", "status")
+    table = [header]
+    for r in fitted:
+        bps = ", ".join(_bytes_text(float(b)) for b in (r.get("breakpoints_bytes") or [])) or "-"
+        table.append((str(r.get("kind")), str(r.get("op")), cell(r.get("world_size")), cell(r.get("nodes")),
+                      cell(r.get("mode")), cell(r.get("n_points")), cell(r.get("n_regimes")), bps,
+                      pct(r.get("in_median_rel_err")), pct(r.get("cv_median_rel_err")), pct(r.get("cv_p90_rel_err")),
+                      cell(r.get("n_bootstrap")), str(r.get("status"))))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) if i in (0, 1, 4, 7, 12) else v.rjust(w) for i, (v, w) in
+                       enumerate(zip(row, widths))).rstrip() for row in table]
+    if base:
+        by_op: dict[str, list[str]] = {}
+        for r in base:
+            by_op.setdefault(str(r.get("op")), []).append(cell(r.get("world_size"), "p {}").replace("-", "any p"))
+        source = str(base[0].get("status", "from the base profile"))
+        lines.append("")
+        lines.append(f"not measured, {source}: " + "; ".join(f"{op} ({', '.join(dict.fromkeys(ps))})"
+                                                             for op, ps in by_op.items()))
+    return "\n".join(lines)
+
+
 # -- CLI -------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m calibration.fit", description="Fit a cost-model profile from measurement CSVs.")
@@ -749,13 +794,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc.filename or out_arg}: {exc.strerror}", file=sys.stderr)
         return 2
-    table = fit_report_table(profile)
     for row in profile["fit_report"]:
         if str(row["status"]).startswith("skipped"):
             where = " ".join(str(row[c]) for c in ("op", "world_size", "mode") if row[c] is not None)
             print(f"warning: {row['kind']} {where}: {row['status']}", file=sys.stderr)
-    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
-        print(table.drop(columns=["note"]).to_string(index=False))
+    print(format_fit_report(profile))
     print(f"wrote {args.out} ({profile['provenance']['kind']}, {len(profile['collectives'])} curves, "
           f"{len(profile.get('bootstrap', []))} bootstrap replicates)")
     return 0

@@ -234,3 +234,26 @@ def test_predict_impact_sign_convention(capsys):
     assert im["output_throughput_gain_pct"] == pytest.approx(100 * (25 / (25 - saving_ms) - 1))
     assert im["tpot_after_ms"] == pytest.approx((25 - saving_ms) / 3)
     assert (im["itl_reduction_pct"] > 0) == (s["saving_per_decode_step_us"] > 0)
+
+
+def test_readme_calibrate_step4_after_a_two_rank_calibration(tmp_path):
+    """Fit a profile from a 2-rank calibration (TP 2 curves only), then README step 4 at TP 8 with intervals."""
+    measured = pd.read_csv(ROOT / "data" / "calibration" / "cpu-gloo" / "collectives.csv")
+    two = measured[(measured.world_size == 2) & measured.op.isin(["all_gather", "all_reduce"])]
+    assert len(two) > 20
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    two.to_csv(calib / "collectives.csv", index=False)
+    out = tmp_path / "my-cluster.json"
+    fit = subprocess.run([sys.executable, "-m", "calibration.fit", str(calib), "--out", str(out), "--name",
+                          "my-cluster", "--bootstrap", "10"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert fit.returncode == 0, fit.stderr
+    # the fit report is a table for people: no pandas NaN / <NA> cells, errors in %, base curves summarised
+    report = fit.stdout.splitlines()
+    assert report[0].split()[:3] == ["kind", "op", "p"]
+    assert "NaN" not in fit.stdout and "<NA>" not in fit.stdout and "%" in report[1]
+    assert any(line.startswith("not measured, from base profile") for line in report)
+    proc = run_cli("predict", "--profile", str(out), "--preset", "llama4-maverick", "--tp", "8", "--batch", "64",
+                   "--num-spec-tokens", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "90% interval" in proc.stdout and "profile my-cluster" in proc.stdout
