@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .errors import InputError
 from .predict import predict
 from .profile import Profile
 from .safe_io import safe_cell
@@ -177,22 +178,31 @@ def write_sweep(table: pa.Table, out: str | Path | None, fmt: str = "csv") -> No
     if fmt not in FORMATS:
         raise ValueError(fmt)
     to_stdout = out in (None, "-")
+    binary = getattr(sys.stdout, "buffer", None) if to_stdout else None
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
         if to_stdout:
+            if binary is None:
+                raise InputError("--format parquet: stdout is not binary; pass --out FILE")
             buf = io.BytesIO()
             pq.write_table(table, buf)
-            sys.stdout.buffer.write(buf.getvalue())
+            binary.write(buf.getvalue())
+            binary.flush()
         else:
             pq.write_table(table, str(out))
         return
     import pyarrow.csv as pcsv
 
     options = pcsv.WriteOptions(include_header=True, quoting_style="needed")
-    if to_stdout:
-        sys.stdout.flush()
-        pcsv.write_csv(table, sys.stdout.buffer, write_options=options)
-        sys.stdout.buffer.flush()
-    else:
+    if not to_stdout:
         pcsv.write_csv(table, str(out), write_options=options)
+        return
+    sys.stdout.flush()
+    if binary is not None:
+        pcsv.write_csv(table, binary, write_options=options)
+        binary.flush()
+    else:  # a text-only stdout (an embedding, a test harness)
+        buf = io.BytesIO()
+        pcsv.write_csv(table, buf, write_options=options)
+        sys.stdout.write(buf.getvalue().decode("utf-8"))
