@@ -24,6 +24,7 @@ import pandas as pd
 
 from .engines import ENGINES, PLANS, host_costs
 from .errors import InputError, OneLineParser, first_line
+from .kernels import kernel_context
 from .points import predict_points
 from .predict import Prediction, crossover, predict
 from .presets import preset, preset_logit_ops, presets
@@ -284,6 +285,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
     return {
         "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
                     "source": prof.provenance.source, "gpu": prof.provenance.gpu},
+        "kernel_context": kernel_context(prof, sc),
         "scenario": sc.describe(),
         "engine": engine_dict(pred),
         "baseline": BASELINE,
@@ -319,6 +321,7 @@ def _format_table(result: dict[str, Any]) -> str:
         f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
         _engine_line(result),
+        *_kernel_lines(result),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
     ]
@@ -343,6 +346,17 @@ def _format_table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
     return "\n".join(lines)
+
+
+def _kernel_lines(result: dict[str, Any]) -> list[str]:
+    ctx = result.get("kernel_context") or {}
+    if not ctx:
+        return []
+    lines = [f"kernels: {ctx['kernels']}"]
+    if ctx.get("lm_head_us") is not None:
+        lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft step "
+                     f"at hidden {result['scenario']['hidden']} ({ctx['lm_head_source']})")
+    return lines
 
 
 def _engine_line(result: dict[str, Any]) -> str:

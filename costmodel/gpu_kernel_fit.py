@@ -181,6 +181,7 @@ GPU_SPECS: dict[str, tuple[int, float, float, float, str]] = {
     "a100": (108, 2039.0, 1410.0, 312.0, "NVIDIA A100 SXM4 80GB: 108 SMs, 1,410 MHz boost (A100 whitepaper), "
              "2,039 GB/s HBM2e, 312 TFLOPs dense BF16 (datasheet)"),
 }
+GPU_NAMES = {"h200": "NVIDIA H200 SXM", "h100": "NVIDIA H100 SXM", "a100": "NVIDIA A100 SXM4 80GB"}
 H200_BASE = GpuKernelModel(gpu="NVIDIA H200", sm_count=132, hbm_gbps=4800.0)
 
 
@@ -220,8 +221,8 @@ def fit_lm_head(path: str | Path = H200_DIR / "lm_head.csv") -> tuple[dict, pd.D
     x = np.exp(least_squares(resid, np.log([4.0, 4000.0, 700.0]), loss="soft_l1", f_scale=0.1).x)
     err = np.abs(lm_head_gemm_us(LmHeadModel(*x), r, h, s) / t - 1)
     params = {"floor_us": round(float(x[0]), 3), "weight_gbps": round(float(x[1]), 1), "tflops": round(float(x[2]), 1),
-              "provenance": "measured", "source": f"fitted on lm_head.csv ({H200_PROVENANCE}; median |error| "
-              f"{np.median(err):.1%}, p90 {np.quantile(err, 0.9):.1%})"}
+              "provenance": "measured", "source": f"fit on the H200 probe's lm_head.csv, median |error| "
+              f"{np.median(err):.1%}, p90 {np.quantile(err, 0.9):.1%}"}
     return params, pd.DataFrame({"abs_rel_error": err})
 
 
@@ -264,17 +265,18 @@ def kernel_sections(n_replicates: int = 100, seed: int = 0) -> dict[str, dict]:
     cv = pd.concat([cross_validate(frame, H200_BASE, by, full=fitted) for by in ("batch", "vocab")])
     src = f"data/calibration/h200-2026-11-30 ({H200_PROVENANCE}; {H200_SOFTWARE})"
     out = {"h200": {"model": _rounded(replace(fitted, provenance="measured",
-                                              source=f"fitted on {src} by costmodel.gpu_kernel_fit.fit_model")),
+                                              source=f"{H200_PROVENANCE} ({H200_SOFTWARE}): GPU kernel model "
+                                              "fitted on data/calibration/h200-2026-11-30")),
                     "host": host, "lm_head": lm, "tables": tables_from_frame(frame, src),
                     "replicates": [_rounded(m) for m in reps], "cv": cv}}
     sm0, hbm0, clk0, tf0, _ = GPU_SPECS["h200"]
     for key in ("h100", "a100"):
         sm, hbm, clk, tf, cite = GPU_SPECS[key]
-        why = (f"derived from the H200 fit ({H200_PROVENANCE}): element rates x SMs x clock, byte rates x HBM "
-               f"bandwidth; {cite}")
+        why = (f"derived from the H200 kernel fit ({H200_PROVENANCE}): element rates x SMs x clock, byte rates "
+               f"x HBM bandwidth; {cite}")
 
         def derive(m: GpuKernelModel, key=key, sm=sm, hbm=hbm, clk=clk, why=why) -> GpuKernelModel:
-            return derive_model(m, gpu=key.upper(), sm_count=sm, hbm_gbps=hbm, sm_clock_ratio=clk / clk0, source=why)
+            return derive_model(m, gpu=GPU_NAMES[key], sm_count=sm, hbm_gbps=hbm, sm_clock_ratio=clk / clk0, source=why)
 
         lm_d = {"floor_us": lm["floor_us"], "weight_gbps": round(lm["weight_gbps"] * hbm / hbm0, 1),
                 "tflops": round(lm["tflops"] * tf / tf0, 1), "provenance": "derived",

@@ -282,3 +282,24 @@ def lm_head_time_us(profile: Profile, rows, hidden, shard) -> np.ndarray | None:
     if profile.lm_head is None or hidden is None:
         return None
     return lm_head_gemm_us(profile.lm_head, rows, hidden, shard)
+
+
+def kernel_context(profile: Profile, scenario) -> dict:
+    """What priced the kernels, and the draft step's lm_head GEMM time (context, common to every strategy) for a
+    scalar scenario: {"kernels": provenance text, "lm_head_us": float | None, "lm_head_source": str}.
+
+    lm_head_us = lm_head_time_us(rows per call, hidden, shard) per draft call; None without a hidden size
+    (presets carry it) or without `kernels.lm_head` in the profile.
+    """
+    model = profile.kernel_model
+    if model is None:
+        kernels = "roofline per op (kernels.ops) and the profile's measured tables"
+    elif model.provenance == "measured":
+        kernels = f"{model.source}; measured tables win inside their range"
+    else:
+        kernels = model.source
+    s = scenario.item(0)
+    hidden = None if s.hidden is None else int(s.hidden)
+    lm = lm_head_time_us(profile, float(s.rows), hidden, int(s.shard))
+    return {"kernels": kernels, "lm_head_us": None if lm is None else float(lm),
+            "lm_head_source": "" if profile.lm_head is None else profile.lm_head.source}
