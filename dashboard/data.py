@@ -101,30 +101,43 @@ def _saving_interval_at(profile_text: str, spec: ScenarioSpec, batch: float) -> 
                      with_crossover=False, strategies=(FOCUS,)).get(FOCUS)
 
 
-@st.cache_data(**_CACHE)
-def _crossover_interval(profile_text: str, spec: ScenarioSpec) -> StrategyUncertainty | None:
-    return propagate(spec.scenario(CROSSOVER_RANGE[0]), profile_from_text(profile_text), level=INTERVAL_LEVEL,
-                     strategies=(FOCUS,), batch_range=CROSSOVER_RANGE).get(FOCUS)
+_CROSSOVER_INTERVALS: dict[tuple[str, ScenarioSpec], StrategyUncertainty | None] = {}
+
+
+def _with_crossover_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
+    """propagate with the crossover over the 257-point grid of batch 1..65536, at `batch`: one pass over the
+    replicates gives both the saving at `batch` and the (batch-independent) crossover interval, which is kept
+    for later batch edits (`_CROSSOVER_INTERVALS`)."""
+    key = (profile_text, spec)
+    if key in _CROSSOVER_INTERVALS:
+        return _CROSSOVER_INTERVALS[key]
+    found = propagate(spec.scenario(float(batch)), profile_from_text(profile_text), level=INTERVAL_LEVEL,
+                      strategies=(FOCUS,), batch_range=CROSSOVER_RANGE).get(FOCUS)
+    if len(_CROSSOVER_INTERVALS) >= 64:
+        _CROSSOVER_INTERVALS.pop(next(iter(_CROSSOVER_INTERVALS)))
+    _CROSSOVER_INTERVALS[key] = found
+    return found
 
 
 def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
     """90% interval of the FOCUS saving (per draft and per decode step) and of its crossover batch.
 
-    costmodel.uncertainty.propagate over the profile's `bootstrap` replicates; the interval runs from the
-    5th to the 95th percentile. Two cached calls: the saving at `batch` (with_crossover=False), and the
-    crossover over the 257-point log grid of batch 1..65536, which does not depend on the batch - so a batch
-    edit re-prices only the one batch. Both are cached per draft step (`per_draft_step`); with serial drafting
-    the decode-step interval is the draft-step interval times K (each replicate's saving scales by K > 0).
+    costmodel.uncertainty.propagate over the profile's replicates; the interval runs from the 5th to the 95th
+    percentile. The first call for a scenario prices the replicates once over the 257-point log grid of batch
+    1..65536 plus `batch` (saving and crossover together); a later batch edit re-prices only the one batch (the
+    crossover does not depend on it). Both are kept per draft step (`per_draft_step`); with serial drafting the
+    decode-step interval is the draft-step interval times K (each replicate's saving scales by K > 0).
     None when the profile carries no replicates: never invented.
     """
     step_spec = per_draft_step(spec)
-    at_batch = _saving_interval_at(profile_text, step_spec, float(batch))
-    if at_batch is None:
+    fresh = (profile_text, step_spec) not in _CROSSOVER_INTERVALS
+    cross = _with_crossover_interval(profile_text, step_spec, float(batch))
+    at_batch = cross if fresh else _saving_interval_at(profile_text, step_spec, float(batch))
+    if at_batch is None or cross is None:
         return None
     if spec.drafting == "serial":  # K calls per decode step
         k, draft = spec.num_spec_tokens, at_batch.saving_us
         at_batch = replace(at_batch, saving_per_decode_step_us=Interval(draft.low * k, draft.high * k, draft.level))
-    cross = _crossover_interval(profile_text, step_spec)
     return replace(at_batch, crossover_batch=cross.crossover_batch,
                    crossover_found_fraction=cross.crossover_found_fraction)
 
