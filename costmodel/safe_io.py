@@ -242,20 +242,3 @@ def escape_markdown(text: Any) -> str:
     line = _MARKDOWN_INLINE.sub(lambda m: "\\" + next(g for g in m.groups() if g), line)
     return _MARKDOWN_LEADING.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
 
-
-def safe_arrow_table(table: Any) -> Any:
-    """`safe_frame` for a pyarrow Table (costmodel.sweep's CSV writer): every string or dictionary-encoded
-    string column gets `'` before cells starting with = + - @ tab or CR that are not plain numbers."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    columns = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            text = column.cast(kind) if pa.types.is_dictionary(field.type) else column
-            risky = pc.and_(pc.match_substring_regex(text, r"^[=+\-@\t\r]"),
-                            pc.invert(pc.match_substring_regex(text, _NUMBER.pattern.join(("^", "$")))))
-            column = pc.if_else(risky, pc.binary_join_element_wise("'", text, ""), text)
-        columns.append(column)
-    return pa.table(columns, names=[f.name for f in table.schema])
