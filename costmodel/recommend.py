@@ -317,7 +317,7 @@ def format_recommendation(rec: Recommendation) -> str:
         f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})",
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} "
         f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} "
-        f"impl {sc['impl']}",
+        f"impl {sc['impl']}" + (f" engine {sc['engine']}" if sc.get("engine", "none") != "none" else ""),
         f"workload {wl.name} ({wl.source}): {wl.method}",
         f"  {wl.observations} observations, {wl.batch.size} distinct batches, mean {wl.mean_batch:.1f}, "
         f"p50 {wl.quantile(0.5)}, p90 {wl.quantile(0.9)}, range {int(wl.batch[0])}..{int(wl.batch[-1])}",
