@@ -170,3 +170,63 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     other.close()
     page.close()
     assert console_errors == []  # nothing fetched from outside, no script errors
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk; fails unless `data` is a PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_recommendation_panel_and_png_export(server, browser):
+    """The Recommendation tab shows the decision and the config to paste; the Export menu's PNG of the sweep
+    chart decodes as a PNG of the size vl-convert gives that chart (2x its SVG)."""
+    import re
+
+    from costmodel.recommend import recommend
+    from costmodel.workload import load_workload
+    from dashboard import charts, data, export, tables
+
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)
+    console_errors: list[str] = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("requestfailed", lambda req: console_errors.append(f"request failed: {req.url}"))
+    page.goto(f"{server}/?tab=Recommendation&k=5")
+    inputs = Inputs(k=5, tab="Recommendation")
+    name = sorted(p.name for p in (ROOT / "data/examples").iterdir())[0]
+    rec = recommend({"vocab": inputs.vocab, "draft_vocab": inputs.draft_vocab, "tp": inputs.tp,
+                     "num_spec_tokens": 5}, load_workload(ROOT / "data/examples" / name), load_profile(inputs.profile))
+    page.get_by_text(rec.headline.split(":")[0]).first.wait_for(timeout=60_000)
+    settle(page)
+    vllm = next(c.text for c in rec.configs if c.engine == "vllm")
+    page.locator('[data-testid="stCode"]').filter(has_text="use_local_argmax_reduction").first.wait_for(timeout=30_000)
+    shown = page.locator('[data-testid="stCode"]').first.inner_text()
+    assert "".join(shown.split()) == "".join(vllm.split())
+    full_page_screenshot(page, ARTIFACTS / "dashboard-recommendation.png")
+
+    # the PNG export of the batch sweep chart (Batch sweep tab)
+    page.goto(server)
+    page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
+    settle(page)
+    page.get_by_role("button", name="Export").click()
+    with page.expect_download(timeout=60_000) as info:
+        page.locator(".st-key-png_sweep_chart button").click()
+    download = info.value
+    assert download.suggested_filename == "sweep_chart.png"
+    png = Path(download.path()).read_bytes()
+    ev_inputs = Inputs()
+    from dashboard.verdict import evaluate
+
+    ev = evaluate(ev_inputs, {})
+    table = tables.sweep_table(data.sweep_frame(ev.profile_text, ev_inputs.spec, ev_inputs.batch_min,
+                                                ev_inputs.batch_max))
+    u = ev.verdict.interval
+    band = None if u is None or u.crossover_batch is None else (u.crossover_batch.low, u.crossover_batch.high)
+    spec = charts.with_batch_marker(charts.sweep_chart(table, ev.verdict.crossover_batch, band).to_dict(),
+                                    ev_inputs.batch)
+    svg = export.chart_svg(spec)
+    width, height = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
+    assert png_size(png) == (round(export.PNG_SCALE * width), round(export.PNG_SCALE * height))
+    (ARTIFACTS / "sweep_chart.png").write_bytes(png)
+    page.close()
+    assert console_errors == []
