@@ -342,13 +342,15 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
                                                                                               "left": 10})
 
 
-def workload_chart(per_batch: pd.DataFrame) -> alt.Chart:
-    """Share of decode steps per batch of a workload (Recommendation.per_batch), coloured by the fastest strategy."""
+def workload_chart(per_batch: pd.DataFrame) -> alt.LayerChart:
+    """Share of decode steps per batch of a workload (Recommendation.per_batch), coloured by the fastest strategy,
+    each bar labelled with its share."""
     data = per_batch.assign(share_pct=100.0 * per_batch["weight"]).rename(columns={"best": "strategy"})
-    return alt.Chart(data).mark_bar().encode(
-        x=alt.X("batch:O", title="decode batch (sequences)", axis=alt.Axis(labelAngle=0, labelOverlap=True)),
-        y=alt.Y("share_pct:Q", title="share of decode steps (%)"),
-        color=_strategy_color(),
+    data["label"] = [format_pct(v, sign=False) for v in data["share_pct"]]
+    x = alt.X("batch:O", title="decode batch (sequences)", axis=alt.Axis(labelAngle=0, labelOverlap=True))
+    bars = alt.Chart(data).mark_bar().encode(
+        x=x, y=alt.Y("share_pct:Q", title="share of decode steps (%)"), color=_strategy_color(),
         tooltip=["batch:O", alt.Tooltip("share_pct:Q", format=".1f", title="share (%)"),
-                 alt.Tooltip("strategy:N", title="fastest")],
-    ).properties(height=220)
+                 alt.Tooltip("strategy:N", title="fastest")])
+    text = alt.Chart(data).mark_text(dy=-6, fontSize=10).encode(x=x, y="share_pct:Q", text="label:N")
+    return alt.layer(bars, text).properties(height=240)
