@@ -163,11 +163,13 @@ def status_text(value: Any) -> str:
 def column_formatter(column: str):
     """The display formatter for a table column, chosen by the unit in its name (None: leave as is).
 
-    `*_us` -> format_us (signed for savings), `*_ms` -> format_ms, `*_pct` -> format_pct, `*bytes*` ->
+    `*_us` -> format_us (signed for savings, changes, errors - not for |errors|), `*_ms` -> format_ms with 3
+    decimals, `*_pct` -> format_pct, `*bytes*` ->
     format_bytes, `*batch*` -> format_batch, `*status` / `*direction` / `verdict` -> status_text.
     """
     name = column.lower()
-    signed = any(word in name for word in ("saving", "change", "shift", "reduction", "gain", "error", "delta"))
+    signed = any(word in name for word in ("saving", "change", "shift", "reduction", "gain", "error", "delta")) \
+        and "abs" not in name  # |error| has no sign
     if name.endswith("_us") or "_us_" in name:
         return _lenient(lambda v: format_us(v, sign=signed))
     if name.endswith("_ms"):

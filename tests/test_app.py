@@ -819,3 +819,25 @@ def test_exports_png_svg_and_an_offline_html_report(ev):
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3
     assert "<script" not in page.lower() and not re.search(r"(?:src|href)=[\"']https?:", page)
     assert ev.verdict.headline() in page and ev.profile.name in page and "Provenance" in page
+
+
+@pytest.mark.parametrize("value, signed, text", [
+    (0.0, True, "0 µs"), (5.634, False, "5.63 µs"), (88.14, True, "+88.1 µs"), (264.43, True, "+264 µs"),
+    (-12.3, True, "-12.3 µs"), (999.4, False, "999 µs"), (1234.5, False, "1.23 ms"), (51090.19, True, "+51.1 ms"),
+    (1234567.0, False, "1,235 ms"), (float("nan"), True, MISSING), (None, True, MISSING),
+])
+def test_durations_for_people(value, signed, text):
+    assert format_us(value, sign=signed) == text
+
+
+def test_numbers_percentages_bytes_batches_for_people():
+    from costmodel.formatting import format_bytes, format_number, format_pct, status_text
+
+    assert [format_number(v) for v in (0.004, 5.634, 1024.0, 65536.0)] == ["0", "5.63", "1,024", "65,536"]
+    assert [format_pct(v) for v in (71.04, -12.1, 3500.0, 0.01)] == ["+71.0%", "-12.1%", "+3,500%", "0%"]
+    assert [format_bytes(v) for v in (8, 1536, 3.06 * 2**20)] == ["8 B", "1.50 KiB", "3.06 MiB"]
+    assert [format_batch(v) for v in (5.634, 64.0, 4096.0, 150.4)] == ["5.6", "64", "4,096", "150"]
+    assert format_interval_us(72.89, 102.9) == "+72.9 to +103 µs"
+    assert format_interval_us(-2000.0, 51090.0) == "-2.00 to +51.1 ms"  # one unit: that of the larger end
+    assert format_ms(22.3, decimals=3) == "22.300 ms"
+    assert status_text("wins_everywhere") == "wins at every batch" and status_text(None) == MISSING
