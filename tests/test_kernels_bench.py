@@ -195,3 +195,20 @@ def test_provenance_of_another_tool_in_the_same_folder_is_kept(tmp_path, keep_th
     assert kernels.main(argv) == 0  # no --resume: kernels.csv is new
     prov = json.loads((tmp_path / "provenance.json").read_text())
     assert prov["tool"] == "calibration.kernels" and prov["previous_runs"] == [earlier]
+
+
+def test_default_grid_straddles_the_reduction_regime_edges():
+    """Widths just below and just above each edge where ATen's reduce launch changes (costmodel.gpu_kernels),
+    so a measured table never interpolates across a regime change; and the launch really differs across them."""
+    from costmodel.gpu_kernels import REGIME_EDGES_COLS, reduce_launch
+
+    for edge in REGIME_EDGES_COLS:
+        for axis in (kernels.SHARD_COLS, kernels.VOCAB_COLS):
+            below = [c for c in axis if 0.9 * edge <= c < edge]
+            above = [c for c in axis if edge <= c <= 1.1 * edge]
+            assert below and above, (edge, axis)
+    lo, hi = reduce_launch(1, 126976, 132), reduce_launch(1, 131104, 132)
+    assert float(lo.ctas_per_output) == 1 and float(hi.ctas_per_output) > 1
+    lo, hi = reduce_launch(32, 7936, 132), reduce_launch(32, 8448, 132)
+    assert float(lo.blocks) == 2 and float(hi.blocks) == 32  # a warp per row vs the row split across warps
+    assert {"local_max", "local_pack", "local_argmax"} <= set(kernels.OPS)  # plain / no offset / offset variants
