@@ -119,13 +119,18 @@ def _path(link: tuple | None) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(parts))
 
 
-def _check_string(text: str, where: str) -> None:
+def _string_problem(text: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise InputError(f"{where}: not UTF-8 encodable (a lone surrogate)") from None
-    if "\x00" in text:
-        raise InputError(f"{where}: contains a NUL character")
+        return "not UTF-8 encodable (a lone surrogate)"
+    return "contains a NUL character" if "\x00" in text else None
+
+
+def _check_string(text: str, where: str) -> None:
+    problem = _string_problem(text)
+    if problem:
+        raise InputError(f"{where}: {problem}")
 
 
 def check_tree(data: Any, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
@@ -143,13 +148,15 @@ def check_tree(data: Any, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> No
                 for key, value in node.items():
                     if type(key) is not str:
                         raise InputError(f"{source}{_path(link)}: key {key!r} is not a string")
-                    _check_string(key, f"{source}{_path(link)} key")
+                    if _string_problem(key):
+                        _check_string(key, f"{source}{_path(link)} key")
                     push((value, depth + 1, (key, link)))
             else:
                 for i, value in enumerate(node):
                     push((value, depth + 1, (i, link)))
         elif kind is str:
-            _check_string(node, f"{source}{_path(link)}")
+            if _string_problem(node):
+                _check_string(node, f"{source}{_path(link)}")
         elif kind is float:
             if not math.isfinite(node):
                 raise InputError(f"{source}{_path(link)}: {node} is not a finite number")
