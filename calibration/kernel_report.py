@@ -1,12 +1,16 @@
 """Summaries of a kernel benchmark CSV: achieved bandwidth at large shapes, and fused vs torch at batch 1.
 
-    python -m calibration.kernel_report DIR/kernels.csv [--out DIR] [--min-mib 32]
+    python -m calibration.kernel_report DIR/kernels.csv [--out DIR] [--min-mib 32] [--probe PROBE.csv]
 
 bandwidth: for every row moving >= --min-mib MiB (costmodel.kernels.kernel_bytes), achieved GB/s =
 bytes / median_us * 1e-3, and its ratio to the device's copy bandwidth, taken as the best achieved GB/s of
 `relayout_copy` (a torch copy: reads + writes every byte) in the same dtype and mode.
 batch1: per (op, dtype, mode, cols, world_size) at rows = 1, the torch op's and its `_fused` variant's
-median us and the speed-up torch / fused. No torch import: it reads CSVs.
+median us and the speed-up torch / fused.
+probe (--probe, e.g. data/calibration/h200-2026-11-30/kernels.csv): every shape measured by both - same
+(op, dtype, mode, world_size, rows, cols) - with both medians and ratio = this run / probe; what each probe
+column timed is in that folder's README (local_pack has no rank offset, unlike local_argmax). No torch
+import: it reads CSVs.
 """
 
 from __future__ import annotations
@@ -56,17 +60,33 @@ def batch1_table(frame: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()[keys + ["torch_us", "fused_us", "speedup"]]
 
 
+PROBE_KEYS = ["op", "dtype", "mode", "world_size", "rows", "cols"]
+
+
+def probe_comparison(frame: pd.DataFrame, probe: pd.DataFrame) -> pd.DataFrame:
+    """Shapes measured by both tables: median_us of each and ratio = this run / probe (module doc)."""
+    mine = frame.groupby(PROBE_KEYS)["median_us"].median().rename("median_us")
+    theirs = probe.groupby(PROBE_KEYS)["median_us"].median().rename("probe_us")
+    out = pd.concat([mine, theirs], axis=1, join="inner").reset_index()
+    out["ratio"] = out["median_us"] / out["probe_us"]
+    return out.sort_values(PROBE_KEYS).reset_index(drop=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 ok, 2 bad input or an unwritable --out (one `error:` line)."""
     ap = OneLineParser(prog="python -m calibration.kernel_report", description=__doc__.splitlines()[0])
     ap.add_argument("csv", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and batch1.csv")
     ap.add_argument("--min-mib", type=float, default=32.0)
+    ap.add_argument("--probe", type=Path, default=None, help="a second kernel table to compare shape by shape")
     try:
         args = ap.parse_args(argv)
         frame = read_measurements(args.csv)
         bw = bandwidth_table(frame, args.min_mib)
         b1 = batch1_table(frame) if frame["op"].str.endswith("_fused").any() else None
+        cmp = None if args.probe is None else probe_comparison(frame, read_measurements(args.probe))
+        if cmp is not None and cmp.empty:
+            raise InputError(f"--probe {args.probe}: no shape in common with {args.csv}")
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -76,12 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if b1 is not None:
             print("median batch-1 speed-up (torch us / fused us):")
             print(b1.groupby(["base_op", "dtype", "mode"])["speedup"].median().to_string())
+        if cmp is not None:
+            print(f"this run / {args.probe.name}, median ratio over the shared shapes:")
+            print(cmp.groupby(["op", "dtype", "mode"])["ratio"].agg(["size", "median", "min", "max"]).to_string())
     if args.out:
         try:
             args.out.mkdir(parents=True, exist_ok=True)
             bw.to_csv(args.out / "bandwidth.csv", index=False)
             if b1 is not None:
                 b1.to_csv(args.out / "batch1.csv", index=False)
+            if cmp is not None:
+                cmp.to_csv(args.out / "probe_comparison.csv", index=False)
         except OSError as exc:
             print(f"error: --out {args.out}: cannot write ({first_line(exc)})", file=sys.stderr)
             return 2

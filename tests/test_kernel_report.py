@@ -54,3 +54,23 @@ def test_unwritable_out_is_one_error_line_exit_2(tmp_path, capsys):
     assert main([str(path), "--out", str(path)]) == 2  # --out names a file, not a folder
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --out") and "\n" not in err and "Traceback" not in err
+
+
+def test_probe_comparison_matches_shapes_and_divides(tmp_path, capsys):
+    from calibration.kernel_report import probe_comparison
+
+    mine = frame()
+    probe = validate_measurements(pd.DataFrame(
+        [("local_argmax", "bf16", "graph", 1, 1, 25256, 5.0), ("argmax", "bf16", "graph", 1, 1, 25256, 7.0)],
+        columns=["op", "dtype", "mode", "world_size", "rows", "cols", "median_us"]))
+    cmp = probe_comparison(mine, probe)
+    assert list(cmp["op"]) == ["local_argmax"] and cmp["ratio"].iloc[0] == pytest.approx(10.0 / 5.0)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    mine.to_csv(a, index=False)
+    probe.to_csv(b, index=False)
+    assert main([str(a), "--probe", str(b), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "probe_comparison.csv").exists()
+    only = probe[probe["op"] == "argmax"]
+    only.to_csv(b, index=False)
+    assert main([str(a), "--probe", str(b)]) == 2
+    assert "no shape in common" in capsys.readouterr().err
