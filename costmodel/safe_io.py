@@ -18,6 +18,7 @@ Every refusal is an `InputError` with one line naming the file or field and the 
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -212,24 +213,35 @@ def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _csv_kwargs(frame: pd.DataFrame, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """index off; every text cell quoted when one holds a CR (the csv module would not quote it, and a
+    reader would split the row there)."""
+    kwargs.setdefault("index", False)
+    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c])]
+    if "quoting" not in kwargs and any(frame[c].astype(str).str.contains("\r", regex=False).any() for c in text):
+        kwargs["quoting"] = csv.QUOTE_NONNUMERIC
+    return kwargs
+
+
 def csv_text(frame: pd.DataFrame, **kwargs: Any) -> str:
     """`frame` as formula-safe CSV text (index off unless asked for)."""
-    kwargs.setdefault("index", False)
-    return safe_frame(frame).to_csv(**kwargs)
+    safe = safe_frame(frame)
+    return safe.to_csv(**_csv_kwargs(safe, kwargs))
 
 
 def write_csv(frame: pd.DataFrame, target: str | Path | io.TextIOBase, **kwargs: Any) -> None:
     """Write `frame` as formula-safe CSV to a path or an open text stream; InputError naming the path when
     it cannot be written."""
-    kwargs.setdefault("index", False)
+    safe = safe_frame(frame)
+    kwargs = _csv_kwargs(safe, kwargs)
     if not isinstance(target, (str, Path)):
-        safe_frame(frame).to_csv(target, **kwargs)
+        safe.to_csv(target, **kwargs)
         return
     path = Path(target)
     if path.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        safe_frame(frame).to_csv(path, **kwargs)
+        safe.to_csv(path, **kwargs)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
