@@ -260,6 +260,11 @@ def memo():
         _MEMO = outer
 
 
+def memo_store() -> dict | None:
+    """The active `memo()` store (None outside a memo block)."""
+    return _MEMO
+
+
 def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> np.ndarray:
     """Graph-mode time of one last-dim reduction kernel (`kind` "max" or "argmax"), module-doc formula."""
     if _MEMO is not None:

@@ -159,3 +159,19 @@ def test_memo_reuses_identical_reductions_without_changing_results():
         cached = predict(sc, H200)
     for name, res in plain.strategies.items():
         np.testing.assert_array_equal(res.total_us, cached.strategies[name].total_us)
+
+
+def test_memo_prices_repeated_kernel_calls_once(monkeypatch):
+    from costmodel import Scenario, gpu_kernels, predict
+    from costmodel.kernels import kernel_memo
+
+    calls = []
+    real = gpu_kernels._reduce_time_us
+    monkeypatch.setattr(gpu_kernels, "_reduce_time_us", lambda *a: calls.append(a[1]) or real(*a))
+    sc = Scenario(vocab=np.array([32000, 202048]), tp=np.array([2, 8]), batch=np.array([1.0, 512.0]))
+    predict(sc, H200)
+    plain = len(calls)
+    calls.clear()
+    with kernel_memo():
+        predict(sc, H200)
+    assert 0 < len(calls) < plain
