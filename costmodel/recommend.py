@@ -141,7 +141,7 @@ class EngineConfig:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds a Workload and a DataFrame: compared by identity
 class Recommendation:
     """The answer for a workload: decision on the engine switch, every strategy's outcome, configs to paste."""
 
@@ -161,6 +161,26 @@ class Recommendation:
     @property
     def flag(self) -> StrategyOutcome:
         return self.strategies[FLAG_STRATEGY]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per strategy (expected saving, interval, shares, verdict, impact), with the profile, the
+        scenario columns and the workload summary on every row, so a CSV of it stands alone."""
+        rows = []
+        for name, o in self.strategies.items():
+            iv = o.interval_us
+            row = {"profile": self.profile["name"], **self.scenario, "workload": self.workload.name,
+                   "workload_source": self.workload.source, "mean_batch": self.workload.mean_batch,
+                   "strategy": name, "expected_saving_per_decode_step_us": o.expected_saving_per_decode_step_us,
+                   "interval_low_us": None if iv is None else iv[0], "interval_high_us": None if iv is None else iv[1],
+                   "expected_saving_per_draft_step_us": o.expected_saving_per_draft_step_us,
+                   "saving_pct": o.saving_pct, "win_share": o.win_share,
+                   "beats_baseline_share": o.beats_baseline_share, "valid_share": o.valid_share,
+                   "verdict": o.verdict, "shipped_as": o.shipped_as or "", "decision": self.decision}
+            if o.impact is not None:
+                row.update({k: v for k, v in o.impact.to_dict().items()
+                            if k not in ("strategy", "output_throughput_gain_pct_interval")})
+            rows.append(row)
+        return pd.DataFrame(rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "headline": self.headline, "recommended": self.recommended,

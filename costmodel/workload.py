@@ -51,7 +51,7 @@ RUNNING_GAUGE = "vllm:num_requests_running"
 KINDS = ("auto", "csv", "vllm-metrics", "vllm-bench")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays inside: compared by identity
 class Workload:
     """Decode batch sizes and the share of decode steps at each (ascending, unique; weights sum to 1).
 

@@ -209,3 +209,17 @@ def test_cli_recommend_bad_input_is_one_line(args, needle):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
+
+
+def test_recommendation_frame_stands_alone():
+    wl = Workload(np.array([4, 64]), np.array([1.0, 3.0]), "csv", "w")
+    rec = recommend(MAVERICK, wl, itl_ms=25.0, acceptance_length=3.0)
+    frame = rec.to_frame()
+    assert frame.strategy.tolist() == list(STRATEGIES)
+    for column in ("profile", "vocab", "draft_vocab", "tp", "nodes", "dtype", "num_spec_tokens", "mode", "engine",
+                   "workload", "mean_batch", "interval_low_us", "itl_reduction_pct", "output_throughput_gain_pct"):
+        assert column in frame.columns, column
+    row = frame.set_index("strategy").loc[FLAG_STRATEGY]
+    assert row.expected_saving_per_decode_step_us == pytest.approx(
+        rec.strategies[FLAG_STRATEGY].expected_saving_per_decode_step_us)
+    assert row.mean_batch == pytest.approx(0.25 * 4 + 0.75 * 64) and (frame.tp == 8).all()
