@@ -54,7 +54,8 @@ c10d_call_us = 44.4 us, the median of `nccl_world1_eager.csv` (an eager
 `all_gather_into_tensor` at world size 1: 28-46 us up to 32 MiB, no communication), and
 torch_op_us = 8.0 us per torch op, what the same run's eager-minus-graph gaps imply per op
 (`local_pack_eager_us` 45-64 us vs 13-14 us graph for about 5 torch ops at small batch) and
-inside the 5-20 us cited for eager launches from Python.
+inside the 5-20 us cited for eager launches from Python; view_op_us = 3.4 us per view op (reshape,
+movedim, slice: no kernel), the figure the GPU kernel model's fit of the same eager columns gives.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ import numpy as np
 
 ENGINES: tuple[str, ...] = ("none", "vllm", "sglang", "trtllm")
 
-DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "c10d_call_us": 44.4}
+DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "view_op_us": 3.4, "c10d_call_us": 44.4}
 HOST_SOURCE = ("defaults from the H200 run of 2026-11-30: c10d_call_us = median of nccl_world1_eager.csv; "
                "torch_op_us from its eager-minus-graph kernel timings")
 
@@ -113,6 +114,7 @@ class HostCosts:
     torch_op_us: float
     c10d_call_us: float
     source: str
+    view_op_us: float = DEFAULT_HOST["view_op_us"]
 
 
 def host_costs(profile: Any) -> HostCosts:
@@ -125,15 +127,20 @@ def host_costs(profile: Any) -> HostCosts:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value >= 0
         values[key] = float(value) if ok else default
     source = str(host.get("source") or ("profile kernels.host" if host else HOST_SOURCE))
-    return HostCosts(values["torch_op_us"], values["c10d_call_us"], source)
+    return HostCosts(values["torch_op_us"], values["c10d_call_us"], source, values["view_op_us"])
 
 
-def captured_mask(component: str, engine: np.ndarray, mode: np.ndarray) -> np.ndarray:
-    """True where `component` is replayed by a CUDA graph: the engine's plan, or `mode` for engine "none"."""
-    out = (engine == "none") & (mode == "graph")
+def captured_mask(component: str, engine: Any, mode: Any) -> np.ndarray:
+    """True where `component` is replayed by a CUDA graph: the engine's plan, or `mode` for engine "none".
+
+    engine / mode: string arrays, or precomputed {engine name: bool array} and a "mode is graph" bool array.
+    """
+    is_engine = engine if isinstance(engine, dict) else {e: np.asarray(engine) == e for e in ENGINES}
+    graph = mode if np.asarray(mode).dtype == bool else np.asarray(mode) == "graph"
+    out = is_engine["none"] & graph
     for name, plan in PLANS.items():
         if plan.is_captured(component):
-            out = out | (engine == name)
+            out = out | is_engine[name]
     return out
 
 
@@ -171,7 +178,9 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
         h = np.asarray(s.host_us, dtype=float)
         g = np.asarray(s.gpu_us, dtype=float)
         n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
-        gpu = np.maximum(np.maximum(gpu + g, host + h / n + g), host + h + g / n)
-        host = host + h
-        host = np.where(s.sync_after, np.maximum(host, gpu), host)
+        first = host + h / n  # the stage's first launch is done
+        host = host + h  # its last launch is done
+        gpu = np.maximum(np.maximum(gpu, first) + g, host + g / n)
+        if np.any(s.sync_after):
+            host = np.where(s.sync_after, np.maximum(host, gpu), host)
     return gpu - head

@@ -58,8 +58,17 @@ class Prediction:
     def best(self) -> np.ndarray:
         """Name of the fastest valid strategy per scenario."""
         names = list(self.strategies)
-        totals = np.stack([np.where(self.strategies[n].valid, self.strategies[n].total_us, np.inf) for n in names])
-        return np.asarray(names)[np.argmin(totals, axis=0)]
+        best_t = best_i = None
+        for i, n in enumerate(names):  # running argmin: no (strategies x scenarios) stack
+            r = self.strategies[n]
+            t = r.total_us if bool(np.all(r.valid)) else np.where(r.valid, r.total_us, np.inf)
+            if best_t is None:
+                best_t, best_i = np.array(t, dtype=float), np.zeros(np.shape(t), dtype=np.int8)
+                continue
+            better = np.less(t, best_t)  # strict: ties keep the earlier strategy, like argmin
+            np.minimum(best_t, t, out=best_t)
+            np.copyto(best_i, np.int8(i), where=better)
+        return np.asarray(names, dtype=object)[best_i]  # object: 1M names share 5 strings
 
     def to_frame(self) -> pd.DataFrame:
         """Tidy table: one row per scenario x strategy, components as `<name>_us` columns."""

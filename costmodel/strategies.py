@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import collective_time_us
-from .engines import Stage, captured_mask, host_costs, step_time_us, sync_mask
+from .engines import ENGINES, PLANS, Stage, captured_mask, host_costs, step_time_us, sync_mask
 from .errors import InputError
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_time_us
 from .profile import Profile
@@ -116,6 +116,8 @@ TORCH_OPS: dict[str, int] = {
     "logit_scale": 1,      # x * scale
     "fused": 1,            # one Triton launch
 }
+# view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
+TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
 
 
 class _Ctx:
@@ -132,21 +134,29 @@ class _Ctx:
         self.fused = scenario.impl == "fused"
         self.host = host_costs(profile)
         self._captured: dict[str, np.ndarray] = {}
-        self.any_host = bool(np.any(~captured_mask("*", scenario.engine, scenario.mode)))
+        self._engine_is = {e: scenario.engine == e for e in ENGINES}  # string compares once, not per component
+        self._mode_graph = scenario.mode == "graph"
+        self._all_captured = self.captured("*")
+        self.any_host = bool(np.any(~self._all_captured))
+        # a plan captures all or nothing (engines.PLANS): one host mask for every component
+        self._uniform = all(p.is_captured("*") or not p.captured for p in PLANS.values())
+        self._eager_f = (~self._all_captured).astype(float) if self.any_host else 0.0
         self._eager_only = {op for op in {t.op for t in profile.kernel_tables}
                             if not any(t.op == op and t.mode == "graph" for t in profile.kernel_tables)}
 
     def captured(self, component: str) -> np.ndarray:
         hit = self._captured.get(component)
         if hit is None:
-            hit = self._captured[component] = captured_mask(component, self.sc.engine, self.sc.mode)
+            hit = self._captured[component] = captured_mask(component, self._engine_is, self._mode_graph)
         return hit
 
     def _host(self, component: str, per_call_us: float, calls, when) -> np.ndarray | float:
         if not self.any_host:
             return 0.0
         per_call_us = per_call_us * self.factors.get("host", 1.0)
-        return np.where(self.captured(component) | ~np.asarray(when, dtype=bool), 0.0, per_call_us * calls)
+        eager = self._eager_f if self._uniform else (~self.captured(component)).astype(float)
+        host = (per_call_us * calls) * eager
+        return host if when is True else np.where(when, host, 0.0)
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
         sc = self.sc
@@ -156,7 +166,7 @@ class _Ctx:
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
     def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False,
-               component: str | None = None, torch_ops: int | None = None) -> Component:
+               component: str | None = None, torch_ops=None, views=None, host_when=None) -> Component:
         """A kernel component (GPU time in graph mode; host = its torch ops when the host launches it).
 
         With fusable=True, `<op>_fused` prices the scenarios whose impl is "fused" (one launch).
@@ -182,8 +192,13 @@ class _Ctx:
             x = np.where(self.fused, fused.extrapolated, x)
             calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
             ops = np.where(self.fused, TORCH_OPS["fused"], n_ops)
-        host = 0.0 if measured_eager else self._host(component or op, self.host.torch_op_us, ops, when)
-        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls, host, ops)
+        n_views = TORCH_VIEWS.get(op, 0) if views is None else views
+        if fusable and np.any(self.fused):
+            n_views = np.where(self.fused, 0, n_views)
+        hw = when if host_when is None else host_when
+        host = 0.0 if measured_eager else _add(self._host(component or op, self.host.torch_op_us, ops, hw),
+                                               self._host(component or op, self.host.view_op_us, n_views, hw))
+        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls, host, np.maximum(ops, 1))
 
     def elementwise(self, name: str, cols, kernels: int, *, when=True, copies=1) -> Component:
         """`kernels` element-wise passes over [rows, cols] (read + write each), at the copy rate.
@@ -219,7 +234,8 @@ class _Ctx:
         mask_when = (pad > 0) & self.multi & torch_path
         offset_when = self.multi & torch_path
         return {
-            "pad_mask": self.elementwise("pad_mask", pad, TORCH_OPS["pad_mask"], when=mask_when, copies=0.5),
+            "pad_mask": (self.elementwise("pad_mask", pad, TORCH_OPS["pad_mask"], when=mask_when, copies=0.5)
+                         if np.any(mask_when) else Component(np.zeros(()), 0.0, False, (), 0.0, 1)),
             "rank_offset": self._small("rank_offset", offset_when),
         }
 
@@ -244,8 +260,10 @@ class _Ctx:
 
     def relayout(self) -> Component:
         """The relayout copy - a view (0 us on the GPU) at p = 1 or when a call has one row."""
-        return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & (self.rows > 1),
-                           torch_ops=TORCH_OPS["relayout_copy"])
+        copies = self.rows > 1
+        return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & copies,
+                           host_when=self.multi, torch_ops=np.where(copies, TORCH_OPS["relayout_copy"], 0),
+                           views=np.where(copies, TORCH_VIEWS["relayout_copy"], TORCH_VIEWS["relayout_copy"] + 1))
 
 
 def full_all_gather(c: _Ctx) -> dict[str, Component]:
@@ -347,7 +365,10 @@ def build_components(scenario: Scenario, profile: Profile, strategies: tuple[str
 def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:
     """Step time (engines.step_time_us) minus the GPU time: the host launch time the GPU waits for."""
     sc = ctx.sc
-    stages = [Stage(c.host_us, c.time_us, c.ops, sync_mask(k, sc.engine)) for k, c in comps.items()]
+    syncs = {k: sync_mask(k, sc.engine) for k in comps}
+    # a stage with no host and no GPU work leaves both clocks as they are (engines.step_time_us): skip it
+    stages = [Stage(c.host_us, c.time_us, c.ops, syncs[k]) for k, c in comps.items()
+              if np.any(c.host_us) or np.any(c.time_us) or np.any(syncs[k])]
     head = np.where(sc.engine == "vllm", lm_head_us(ctx.profile, sc), 0.0)
     step = step_time_us(stages, head)
     gpu = sum((np.asarray(c.time_us, dtype=float) for c in comps.values()), np.zeros(()))
