@@ -281,6 +281,8 @@ def kernel_sections(n_replicates: int = 100, seed: int = 0) -> dict[str, dict]:
         lm_d = {"floor_us": lm["floor_us"], "weight_gbps": round(lm["weight_gbps"] * hbm / hbm0, 1),
                 "tflops": round(lm["tflops"] * tf / tf0, 1), "provenance": "derived",
                 "source": f"the H200 lm_head fit scaled by HBM bandwidth and dense BF16 TFLOPs; {cite}"}
-        out[key] = {"model": _rounded(derive(fitted)), "host": {}, "lm_head": lm_d, "tables": [],
+        host_d = {**host, "source": "assumed equal to the H200 probe's (host-side costs: CPU, driver and Python, "
+                  "not the GPU); " + host["source"]}
+        out[key] = {"model": _rounded(derive(fitted)), "host": host_d, "lm_head": lm_d, "tables": [],
                     "replicates": [_rounded(derive(m)) for m in reps], "cv": None}
     return out
