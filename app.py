@@ -8,6 +8,7 @@ URL's query parameters, so a copied link restores the view.
 import streamlit as st
 
 from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
+from costmodel.engines import ENGINES
 from costmodel.presets import preset, presets
 from costmodel.safe_io import escape_markdown as plain
 from costmodel.schema import DTYPES
@@ -23,6 +24,7 @@ st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
 ss = st.session_state
 PROFILES = bundled_profiles()
 PRESETS = presets()
+ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
     restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,
@@ -105,7 +107,11 @@ with st.sidebar:
     right.number_input("K (draft tokens)", min_value=1, max_value=64, step=1, key="k")
     st.radio("Drafting", DRAFTING, key="drafting", horizontal=True,
              help="serial: K draft calls of B rows; parallel: one call of B*K rows")
-    st.radio("Mode", MODES, key="mode", horizontal=True, format_func={"graph": "CUDA graph", "eager": "eager"}.get)
+    st.selectbox("Engine", ENGINES, key="engine", format_func=ENGINE_LABELS.get,
+                 help="what the engine captures in a CUDA graph and where it syncs, per component "
+                      "(costmodel/engines.py); 'none': every component as Mode says")
+    st.radio("Mode", MODES, key="mode", horizontal=True, format_func={"graph": "CUDA graph", "eager": "eager"}.get,
+             disabled=ss["engine"] != "none", help="used only with Engine 'none'")
     st.radio("Kernels", IMPLS, key="impl", horizontal=True, help="fused prices the profile's fused-kernel parameters")
     st.number_input("Batch (sequences per decode step)", min_value=1, max_value=BATCH_LIMIT, step=1, key="batch")
     st.select_slider("Batch range for the charts", options=BATCH_STEPS, key="batch_range", value=ss["_batch_range0"])

@@ -64,7 +64,7 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
     """Prediction.to_frame() at one batch plus `fastest` (Prediction.best()) and `saving_pct`."""
     pred = predict(spec.scenario(batch), profile_from_text(profile_text))
     frame = pred.to_frame()
-    frame["fastest"] = frame["strategy"] == str(pred.best().item())
+    frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str
     frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]
     return frame
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from costmodel import DEFAULT_PROFILE, InputError, Scenario
+from costmodel.engines import ENGINES
 from costmodel.presets import preset
 from costmodel.schema import DTYPES
 
@@ -48,6 +49,7 @@ class ScenarioSpec:
     drafting: str
     mode: str
     impl: str
+    engine: str = "none"
 
     def scenario(self, batch: Any) -> Scenario:
         """The costmodel Scenario at `batch` (scalar or array); raises InputError when impossible."""
@@ -74,6 +76,7 @@ class Inputs:
     drafting: str = "serial"
     mode: str = "graph"
     impl: str = "torch"
+    engine: str = "none"
     batch: int = 64
     batch_min: int = 1
     batch_max: int = 4096
@@ -85,7 +88,7 @@ class Inputs:
     def spec(self) -> ScenarioSpec:
         return ScenarioSpec(vocab=self.vocab, draft_vocab=self.draft_vocab, d2t=self.d2t, hidden=self.hidden,
                             dtype=self.dtype, tp=self.tp, nodes=self.nodes, num_spec_tokens=self.k,
-                            drafting=self.drafting, mode=self.mode, impl=self.impl)
+                            drafting=self.drafting, mode=self.mode, impl=self.impl, engine=self.engine)
 
     def with_preset(self, name: str) -> Inputs:
         """Select a model preset (fills vocab, draft vocab, d2t, hidden) or `custom` (keeps them)."""
@@ -146,6 +149,7 @@ _PARAMS: dict[str, tuple[str, Parser]] = {
     "drafting": ("drafting", _choice(DRAFTING)),
     "mode": ("mode", _choice(MODES)),
     "impl": ("impl", _choice(IMPLS)),
+    "engine": ("engine", _choice(ENGINES)),
     "batch": ("batch", _int(1, BATCH_LIMIT)),
     "bmin": ("batch_min", _int(1, BATCH_LIMIT)),
     "bmax": ("batch_max", _int(1, BATCH_LIMIT)),

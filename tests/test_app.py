@@ -56,11 +56,16 @@ def run_app(query: dict[str, str] | None = None) -> AppTest:
 def shown_scenario(at: AppTest, batch: float | None = None) -> Scenario:
     """The costmodel scenario the sidebar widgets currently describe."""
     w = {k: at.session_state[k] for k in ("vocab", "draft_vocab", "d2t", "hidden", "tp", "nodes", "dtype", "k",
-                                           "drafting", "mode", "impl", "batch")}
+                                           "drafting", "mode", "impl", "engine", "batch")}
     return Scenario(vocab=w["vocab"], draft_vocab=w["draft_vocab"], d2t=w["d2t"], hidden=w["hidden"],
                     dtype=w["dtype"], tp=int(w["tp"]), nodes=w["nodes"], num_spec_tokens=w["k"],
-                    drafting=w["drafting"], mode=w["mode"], impl=w["impl"],
+                    drafting=w["drafting"], mode=w["mode"], impl=w["impl"], engine=w["engine"],
                     batch=w["batch"] if batch is None else batch)
+
+
+def fastest(pred) -> str:
+    """Prediction.best() of a single scenario as a name (a 0-d array or a str)."""
+    return str(np.asarray(pred.best()).reshape(-1)[0])
 
 
 def headline(at: AppTest) -> str:
@@ -102,7 +107,7 @@ def test_defaults_run_clean_and_match_costmodel():
     sc = shown_scenario(at)
     profile = load_profile(at.session_state["profile"])
     pred = predict(sc, profile)
-    assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {pred.best().item()}"
+    assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {fastest(pred)}"
     assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
     assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
     cross = crossover(sc, FOCUS, profile)
@@ -127,7 +132,7 @@ def test_verdict_flips_at_the_crossover():
     for batch in (below, above):
         at.number_input(key="batch").set_value(batch).run()
         assert not at.exception and not at.error
-        best = predict(sc.with_(batch=batch), profile).best().item()
+        best = fastest(predict(sc.with_(batch=batch), profile))
         assert headline(at).split(" - uncertain")[0] == f"Fastest at batch {batch}: {best}"
         texts[batch] = (headline(at), comparison(at))
     assert f"{FOCUS} is slower than {BASELINE}" in texts[below][1]
@@ -268,7 +273,7 @@ def test_query_params_restore_the_view():
     sc = Scenario(vocab=151936, draft_vocab=32000, d2t=True, hidden=4096, tp=4, dtype="fp32", num_spec_tokens=5,
                   drafting="parallel", mode="eager", batch=300)
     pred = predict(sc, load_profile())
-    assert headline(at) == f"Fastest at batch 300: {pred.best().item()}"
+    assert headline(at) == f"Fastest at batch 300: {fastest(pred)}"
     assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
     # the Impact tab is open and uses costmodel.recommend.impact_change with the restored ITL / acceptance length
     expected = impact_change(pred.saving_per_decode_step_us(FOCUS).item(), 20.0, 3.5, FOCUS)
@@ -326,7 +331,7 @@ def test_bad_upload_shows_an_error_and_a_good_one_is_selected():
     at.run()
     assert not at.exception and not at.error
     assert at.selectbox(key="profile").value == "upload: my-cluster"
-    expected = predict(shown_scenario(at), load_profile("h100-sxm-nvlink")).best().item()
+    expected = fastest(predict(shown_scenario(at), load_profile("h100-sxm-nvlink")))
     assert headline(at).endswith(expected)
 
 
@@ -338,7 +343,7 @@ def test_preset_choice_fills_the_model_numbers():
     assert at.number_input(key="vocab").value == expected["vocab"]
     assert at.number_input(key="draft_vocab").value == expected["draft_vocab"]
     assert at.toggle(key="d2t").value is expected["d2t"]
-    best = predict(shown_scenario(at), load_profile()).best().item()
+    best = fastest(predict(shown_scenario(at), load_profile()))
     assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {best}"
     assert at.query_params["preset"] == "qwen3-8b-eagle3" and "vocab" not in at.query_params
 
@@ -408,8 +413,8 @@ def test_query_params_round_trip():
              state.Inputs().with_preset("qwen3-8b-eagle3"),
              state.Inputs(profile="a100-sxm-nvlink", preset="custom", vocab=1000, draft_vocab=640, d2t=True,
                           hidden=64, tp=16, nodes=2, dtype="fp16", k=7, drafting="parallel", mode="eager",
-                          impl="fused", batch=5, batch_min=4, batch_max=64, itl_ms=9.5, acceptance_length=1.5,
-                          tab="Heatmaps"),
+                          impl="fused", engine="sglang", batch=5, batch_min=4, batch_max=64, itl_ms=9.5,
+                          acceptance_length=1.5, tab="Heatmaps"),
              state.Inputs(batch_min=64, batch_max=64)]  # the range slider allows equal ends
     for inputs in cases:
         params = state.to_query_params(inputs)
@@ -530,7 +535,7 @@ def test_verdict_csv(ev):
         assert row["time_per_draft_step_us"] == pytest.approx(pred.total_us(name).item())
         assert row["saving_per_draft_step_us"] == pytest.approx(pred.saving_us(name).item())
         assert row["saving_per_decode_step_us"] == pytest.approx(3 * pred.saving_us(name).item())
-        assert bool(row["fastest"]) == (name == pred.best().item())
+        assert bool(row["fastest"]) == (name == fastest(pred))
     focus = out[out["strategy"] == FOCUS].iloc[0]
     assert focus["crossover_batch"] == pytest.approx(crossover(pred.scenario, FOCUS, ev.profile).batch)
     assert np.isnan(out[out["strategy"] == BASELINE].iloc[0]["crossover_batch"])
@@ -572,7 +577,7 @@ def test_heatmap_csvs(ev):
     cell = tp[(tp["tp"] == 2) & (tp["batch"] == 8)].iloc[0]
     sc = Scenario(vocab=spec.vocab, tp=2, num_spec_tokens=3, batch=8)
     assert cell["saving_per_draft_step_us"] == pytest.approx(predict(sc, ev.profile).saving_us(FOCUS).item())
-    assert cell["fastest_strategy"] == predict(sc, ev.profile).best().item()
+    assert cell["fastest_strategy"] == fastest(predict(sc, ev.profile))
 
 
 def test_impact_csv(ev):
@@ -656,7 +661,7 @@ def test_tiles_name_their_strategy_and_a_baseline_win_is_not_a_green_zero():
     assert not at.error
     sc = shown_scenario(at)
     pred = predict(sc, load_profile(at.session_state["profile"]))
-    best = pred.best().item()
+    best = fastest(pred)
     assert best == BASELINE  # batch 2: the full all-gather wins, the case the issue reports
     shown = captions(at)
     assert shown.count(FOCUS) == 3 and f"fastest: {BASELINE}" in shown
@@ -841,3 +846,17 @@ def test_numbers_percentages_bytes_batches_for_people():
     assert format_interval_us(-2000.0, 51090.0) == "-2.00 to +51.1 ms"  # one unit: that of the larger end
     assert format_ms(22.3, decimals=3) == "22.300 ms"
     assert status_text("wins_everywhere") == "wins at every batch" and status_text(None) == MISSING
+
+
+def test_engine_choice_prices_what_the_engine_executes():
+    at = run_app({"engine": "vllm", "batch": "16"})
+    assert not at.error and at.selectbox(key="engine").value == "vllm"
+    assert at.radio(key="mode").proto.disabled  # the engine decides graph vs eager per component
+    sc = shown_scenario(at)
+    assert sc.engine.item() == "vllm" if hasattr(sc.engine, "item") else sc.engine == "vllm"
+    pred = predict(sc, load_profile(at.session_state["profile"]))
+    eager = predict(sc.with_(engine="none", mode="eager"), load_profile(at.session_state["profile"]))
+    graph = predict(sc.with_(engine="none", mode="graph"), load_profile(at.session_state["profile"]))
+    assert eager.saving_us(FOCUS).item() != graph.saving_us(FOCUS).item()  # the choice matters here
+    assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
+    assert at.query_params["engine"] == "vllm"
