@@ -43,12 +43,14 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .profile import DATA_DIR
 from .safe_io import loads_json, read_text
 
 MAX_WORKLOAD_BYTES = 20 * 1024 * 1024
 MAX_BATCH = 1 << 20
 RUNNING_GAUGE = "vllm:num_requests_running"
 KINDS = ("auto", "csv", "vllm-metrics", "vllm-bench")
+EXAMPLES_DIR = DATA_DIR / "examples"
 
 
 @dataclass(frozen=True, eq=False)  # arrays inside: compared by identity
@@ -247,7 +249,21 @@ def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto"
     return parse_bench(loads_json(text, f"workload {name}"), name)
 
 
+def example_path(path: str | Path) -> Path:
+    """`path` itself, or - when no such file exists - the bundled example of that name
+    (data/examples/, also inside an installed package), so `--workload data/examples/chat-diurnal.csv`
+    works from any directory."""
+    p = Path(path)
+    if not p.exists():
+        bundled = EXAMPLES_DIR / p.name
+        if p.name and bundled.is_file():
+            return bundled
+    return p
+
+
 def load_workload(path: str | Path, kind: str = "auto") -> Workload:
-    """Read and parse a workload file (bounded read; one-line InputError on any problem)."""
+    """Read and parse a workload file (bounded read; one-line InputError on any problem); a missing path
+    that names a bundled example reads the example."""
+    path = example_path(path)
     text = read_text(path, limit_bytes=MAX_WORKLOAD_BYTES, what="workload")
     return parse_workload(text, Path(path).name, kind)
