@@ -20,9 +20,10 @@ floor(breakpoint) so S = lo stays in the lower regime. With >= 2 world sizes mea
 curve (world_size null) is fitted over all of them: alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
 shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
 
-Uncertainty: B bootstrap replicates resample the group's rows with replacement and refit with the chosen K
-(breakpoints searched again, >= 2 sizes per regime; replicates with no admissible split are redrawn). All
-replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per group; groups with more than
+Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
+with replacement from eps = log(t / model) over the group's rows) and refit every regime with the
+breakpoints fixed at the fit's own (so a replicate never moves a regime switch the data placed; issue 9).
+All replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per group; groups with more than
 ~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
 were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
 profile["bootstrap"] = [{"collectives": [curve, ...]}, ...].
@@ -208,7 +209,8 @@ def _ci90(curve: dict, theta: np.ndarray, max_bytes: np.ndarray, generic: bool) 
     for i, regime in enumerate(curve["regimes"]):
         columns = {**{k: v[:, i] for k, v in values.items()},
                    **({"max_bytes": max_bytes[:, i]} if i < max_bytes.shape[1] else {})}
-        regime["ci90"] = {k: [_num(x) for x in np.percentile(v, [5, 95])] for k, v in columns.items()}
+        regime["ci90"] = {k: [float(int(x)) if k == "max_bytes" else _num(x) for x in np.percentile(v, [5, 95])]
+                          for k, v in columns.items()}  # breakpoints are whole bytes (fixed in the bootstrap)
 
 
 def _errors(pred: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -238,6 +240,37 @@ def bin_repeats(frame: pd.DataFrame, max_repeats: int = MAX_REPEATS_PER_POINT) -
     return frame.iloc[np.sort(order[keep])].reset_index(drop=True)
 
 
+def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, segment: np.ndarray,
+                        breakpoints: np.ndarray, n_boot: int, rng: np.random.Generator
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of a segmented fit by resampling its log residuals, breakpoints fixed (module doc).
+
+    With q = a.theta = model / t per row, t* = model * exp(eps*) for eps* resampled from
+    eps = log(t / model) gives a* = a * q[idx] / q. Each regime is refitted on its own rows by the
+    normal equations of min |a* theta - 1|^2, batched over replicates; a replicate whose solution
+    breaks a bound is re-solved by `polish` (bounded least squares).
+    """
+    n = a.shape[0]
+    q = np.einsum("nd,nd->n", a, theta[segment])
+    idx = rng.integers(0, n, size=(n_boot, n))
+    c = q[idx] / q[None, :]  # (B, n)
+    out = np.empty((n_boot, theta.shape[0], theta.shape[1]))
+    for i in range(theta.shape[0]):
+        m = segment == i
+        ai, ci = a[m], c[:, m]
+        gram = np.einsum("bj,jd,je->bde", ci * ci, ai, ai)
+        rhs = np.einsum("bj,jd->bd", ci, ai)
+        try:
+            sol = np.linalg.solve(gram, rhs[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            sol = np.tile(theta[i], (n_boot, 1))
+        bad = ~np.all(np.isfinite(sol) & (sol >= lower[None, :]), axis=1)
+        for b in np.flatnonzero(bad):
+            sol[b] = polish(ai * ci[b][:, None], lower, theta[i])
+        out[:, i] = sol
+    return out, np.tile(breakpoints, (n_boot, 1))
+
+
 def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
     """Segmented fit, K by BIC, leave-one-size-out CV and bootstrap of one group (see module doc)."""
     sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
@@ -264,7 +297,8 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
     if best is None or not math.isfinite(best[0]):
         raise _Skip(f"too few points for even one regime ({n} rows, {k} sizes)")
     _, n_regimes, split, theta = best
-    curve = _curve_dict(rows, theta, _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]]))
+    breakpoints = _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]])
+    curve = _curve_dict(rows, theta, breakpoints)
     in_err = _errors(_predict(curve, rows), rows.time_us)
 
     refit = dict(min_sizes=MIN_REFIT_SIZES, **groups)
@@ -279,14 +313,8 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
     boot_bytes = np.zeros((0, n_regimes - 1))
     if bootstrap > 0:
         n_boot = min(bootstrap, max(MIN_BOOTSTRAP, BOOTSTRAP_WORK // (k * k)))
-        for _ in range(REDRAW_ROUNDS):
-            need = n_boot - len(boot_theta)
-            if need <= 0:
-                break
-            weights = rng.multinomial(n, np.full(n, 1.0 / n), size=need).astype(float)
-            th, mb = _replicates(rows, sizes, best_split(range_fits(a, size_index, k, weights, lower, **refit),
-                                                         n_regimes))
-            boot_theta, boot_bytes = np.concatenate([boot_theta, th]), np.concatenate([boot_bytes, mb])
+        boot_theta, boot_bytes = _residual_bootstrap(a, lower, theta, np.searchsorted(split.ends[0], size_index),
+                                                     np.asarray(breakpoints, dtype=float).reshape(-1), n_boot, rng)
         if len(boot_theta):
             _ci90(curve, boot_theta, boot_bytes, rows.generic)
     replicates = [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],

@@ -386,6 +386,10 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
             provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
         )
     tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
+    if data.get("bootstrap"):  # replicates must not contradict the point parameters (one-line error)
+        from .uncertainty import check_replicates  # here: uncertainty imports this module
+
+        check_replicates(data, source)
     return Profile(
         name=name,
         title=_get(data, "title", source, str, default=name),

@@ -80,15 +80,16 @@ def _jittered_profile(n: int, spread: float, seed: int = 0):
 
 def test_intervals_contain_point_estimate_and_shrink():
     sc = Scenario(vocab=202048, tp=8, batch=64)
-    wide = propagate(sc, _jittered_profile(60, 0.2), with_crossover=True)
-    narrow = propagate(sc, _jittered_profile(60, 0.05), with_crossover=True)
+    # parameter uncertainty alone (the per-op discrepancy term does not shrink with the jitter)
+    wide = propagate(sc, _jittered_profile(60, 0.2), with_crossover=True, with_discrepancy=False)
+    narrow = propagate(sc, _jittered_profile(60, 0.05), with_crossover=True, with_discrepancy=False)
     point = predict(sc, H200)
     for name in STRATEGIES[1:]:
         s = float(point.saving_us(name))
         assert wide[name].saving_us.low <= s <= wide[name].saving_us.high
         width_wide = wide[name].saving_us.high - wide[name].saving_us.low
         width_narrow = narrow[name].saving_us.high - narrow[name].saving_us.low
-        assert width_narrow < width_wide
+        assert width_narrow < width_wide or width_wide < 1e-9  # ~0: the jittered collectives cancel out
     assert wide["local_argmax_pairs"].verdict == "faster"
 
 
@@ -138,35 +139,42 @@ def test_explanations_sum_to_totals(kwargs):
 
 # -- sensitivity ------------------------------------------------------------------------------
 def test_elasticity_of_graph_kernel_cost_matches_analytic():
+    # the roofline kernel path (no GPU kernel model): every launch costs graph_kernel_us
+    kernels = {k: v for k, v in H200.raw["kernels"].items() if k not in ("model", "tables")}
+    roof = profile_from_dict({**{k: v for k, v in H200.raw.items() if k != "bootstrap"}, "kernels": kernels})
     sc = Scenario(vocab=202048, tp=8, batch=64)
-    table = elasticities(sc, H200)
+    table = elasticities(sc, roof)
     row = table[table["parameter"] == "kernels graph_kernel_us"].iloc[0]
-    pred = predict(sc, H200)
+    pred = predict(sc, roof)
     saving = float(pred.saving_us("local_argmax_pairs"))
-    ops = H200.kernel_ops
+    ops = roof.kernel_ops
     launches_full = ops["relayout_copy"].launches + ops["argmax"].launches
     # + the rank-offset add (p > 1); V = V_pad = 202048, so no padding-mask kernel
     launches_pairs = ops["local_argmax"].launches + ops["pair_reduce"].launches + 1
-    analytic = (launches_full - launches_pairs) * H200.graph_kernel_us / saving
+    analytic = (launches_full - launches_pairs) * roof.graph_kernel_us / saving
     assert row["elasticity"] == pytest.approx(analytic, rel=1e-6)
     assert table["elasticity"].abs().is_monotonic_decreasing
 
 
 def test_intervals_shrink_with_more_bootstrap_data():
-    """A profile fitted from 4x more measurements gives a narrower 90% interval of the saving."""
+    """Profiles fitted from 8x more measurements give narrower 90% intervals of the saving (widths summed
+    over three data sets: one 20-point set's interval width is itself noisy; 1/sqrt(8) = 0.35 expected)."""
     fit = pytest.importorskip("calibration.fit")
     from tests.test_fit import collective_rows
 
     regimes = [(None, 12.0, 0.0, 100.0)]
     sc = Scenario(vocab=128256, tp=2, batch=256)
-    widths = []
-    for reps in (1, 8):
-        frame = pd.concat([collective_rows(op, 2, "graph", regimes, noise=0.2, seed=7, reps=reps)
-                           for op in ("all_gather", "all_reduce")], ignore_index=True)
-        prof = profile_from_dict(fit.fit_measurements(frame, name=f"n{reps}", bootstrap=100, seed=1))
-        unc = propagate(sc, prof, with_crossover=False, strategies=("local_argmax_pairs",))
-        iv = unc["local_argmax_pairs"].saving_us
-        point = float(predict(sc, prof).saving_us("local_argmax_pairs"))
-        assert iv.low <= point <= iv.high
-        widths.append(iv.high - iv.low)
-    assert widths[1] < 0.6 * widths[0]
+    widths = {1: 0.0, 8: 0.0}
+    for seed in (7, 8, 9):
+        for reps in (1, 8):
+            frame = pd.concat([collective_rows(op, 2, "graph", regimes, noise=0.2, seed=seed, reps=reps)
+                               for op in ("all_gather", "all_reduce")], ignore_index=True)
+            prof = profile_from_dict(fit.fit_measurements(frame, name=f"n{reps}", bootstrap=100, seed=1))
+            # the bootstrap part: the discrepancy term (leave-one-out error) does not shrink with more data
+            unc = propagate(sc, prof, with_crossover=False, strategies=("local_argmax_pairs",),
+                            with_discrepancy=False)
+            iv = unc["local_argmax_pairs"].saving_us
+            point = float(predict(sc, prof).saving_us("local_argmax_pairs"))
+            assert iv.low <= point <= iv.high
+            widths[reps] += iv.high - iv.low
+    assert widths[8] < 0.6 * widths[1]
