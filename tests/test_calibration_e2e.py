@@ -31,7 +31,7 @@ def test_gloo_calibration_fit_predict_points(tmp_path):
                           "--name", "e2e", "--bootstrap", "20"], cwd=ROOT, env=_env(), capture_output=True,
                          text=True, timeout=300)
     assert fit.returncode == 0, fit.stderr
-    assert "cv_median_rel_err" in fit.stdout  # the held-out report is printed
+    assert "CV |err| med" in fit.stdout  # the held-out report is printed
     profile = json.loads(profile_path.read_text())
     report = [r for r in profile["fit_report"] if r["kind"] == "collective" and r["status"] == "fitted"]
     assert {(r["op"], r["world_size"]) for r in report} >= {("all_gather", 2), ("all_gather", 4)}

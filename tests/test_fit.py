@@ -313,7 +313,7 @@ def test_cli_round_trip(tmp_path, capsys):
     out = tmp_path / "out" / "fitted.json"
     assert main([str(bench), "--out", str(out), "--bootstrap", "30", "--seed", "4"]) == 0
     printed = capsys.readouterr().out
-    assert "all_gather" in printed and "cv_median_rel_err" in printed
+    assert "all_gather" in printed and "CV |err| med" in printed  # the readable fit report
     profile = json.loads(out.read_text())
     loaded = profile_from_dict(profile)
     assert loaded.name == "fitted" and loaded.provenance.software == {"torch": "2.x"}
