@@ -25,6 +25,7 @@ from costmodel import (
     parse_profile,
     predict,
 )
+from costmodel.interval_table import IntervalTable, interval_table
 from costmodel.points import predict_points
 from costmodel.profile import DATA_DIR, PROFILE_DIR
 from costmodel.recommend import Recommendation, impact_change, recommend
@@ -101,45 +102,45 @@ def _saving_interval_at(profile_text: str, spec: ScenarioSpec, batch: float) -> 
                      with_crossover=False, strategies=(FOCUS,)).get(FOCUS)
 
 
-_CROSSOVER_INTERVALS: dict[tuple[str, ScenarioSpec], StrategyUncertainty | None] = {}
+TABLE_BATCHES = np.union1d(np.arange(1, 1025), BATCH_STEPS).astype(float)  # exact intervals kept for these
+_TABLES: dict[tuple[str, ScenarioSpec], IntervalTable] = {}
 
 
-def _with_crossover_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
-    """propagate with the crossover over the 257-point grid of batch 1..65536, at `batch`: one pass over the
-    replicates gives both the saving at `batch` and the (batch-independent) crossover interval, which is kept
-    for later batch edits (`_CROSSOVER_INTERVALS`)."""
+def _interval_table(profile_text: str, spec: ScenarioSpec) -> IntervalTable:
+    """costmodel.interval_table of FOCUS at TABLE_BATCHES (and its crossover), one pass over the ensemble per
+    scenario; kept in a small dict (not st.cache_data: its pickled copy of the member arrays costs per hit)."""
     key = (profile_text, spec)
-    if key in _CROSSOVER_INTERVALS:
-        return _CROSSOVER_INTERVALS[key]
-    found = propagate(spec.scenario(float(batch)), profile_from_text(profile_text), level=INTERVAL_LEVEL,
-                      strategies=(FOCUS,), batch_range=CROSSOVER_RANGE).get(FOCUS)
-    if len(_CROSSOVER_INTERVALS) >= 64:
-        _CROSSOVER_INTERVALS.pop(next(iter(_CROSSOVER_INTERVALS)))
-    _CROSSOVER_INTERVALS[key] = found
-    return found
+    table = _TABLES.get(key)
+    if table is None:
+        table = interval_table(spec.scenario(1.0), profile_from_text(profile_text), FOCUS, TABLE_BATCHES,
+                               level=INTERVAL_LEVEL, batch_range=CROSSOVER_RANGE)
+        if len(_TABLES) >= 32:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = table
+    return table
 
 
 def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
     """90% interval of the FOCUS saving (per draft and per decode step) and of its crossover batch.
 
-    costmodel.uncertainty.propagate over the profile's replicates; the interval runs from the 5th to the 95th
-    percentile. The first call for a scenario prices the replicates once over the 257-point log grid of batch
-    1..65536 plus `batch` (saving and crossover together); a later batch edit re-prices only the one batch (the
-    crossover does not depend on it). Both are kept per draft step (`per_draft_step`); with serial drafting the
-    decode-step interval is the draft-step interval times K (each replicate's saving scales by K > 0).
-    None when the profile carries no replicates: never invented.
+    Exactly costmodel.uncertainty.propagate's interval (5th..95th percentile over the profile's ensemble). The
+    first call for a scenario prices the ensemble once over the 257-point crossover grid of batch 1..65536 and
+    every batch of TABLE_BATCHES (costmodel.interval_table: 1..1,024 and the powers of two), so a later batch
+    edit there is a lookup; any other batch re-prices that one batch (propagate). Kept per draft step
+    (`per_draft_step`); with serial drafting the decode-step interval is the draft-step interval times K (each
+    member's saving scales by K > 0).
     """
     step_spec = per_draft_step(spec)
-    fresh = (profile_text, step_spec) not in _CROSSOVER_INTERVALS
-    cross = _with_crossover_interval(profile_text, step_spec, float(batch))
-    at_batch = cross if fresh else _saving_interval_at(profile_text, step_spec, float(batch))
-    if at_batch is None or cross is None:
+    table = _interval_table(profile_text, step_spec)
+    at_batch = table.at(float(batch))
+    if at_batch is None:
+        at_batch = _saving_interval_at(profile_text, step_spec, float(batch))
+    if at_batch is None:
         return None
     if spec.drafting == "serial":  # K calls per decode step
         k, draft = spec.num_spec_tokens, at_batch.saving_us
         at_batch = replace(at_batch, saving_per_decode_step_us=Interval(draft.low * k, draft.high * k, draft.level))
-    return replace(at_batch, crossover_batch=cross.crossover_batch,
-                   crossover_found_fraction=cross.crossover_found_fraction)
+    return replace(at_batch, crossover_batch=table.crossover, crossover_found_fraction=table.crossover_found_fraction)
 
 
 @st.cache_data(**_CACHE)

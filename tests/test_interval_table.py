@@ -1,0 +1,25 @@
+"""costmodel.interval_table: one ensemble pass at many batches equals propagate at each batch, exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from costmodel import Scenario, load_profile
+from costmodel.interval_table import interval_table
+from costmodel.uncertainty import propagate
+
+FOCUS = "local_argmax_pairs"
+
+
+@pytest.mark.parametrize("profile_name, tp", [("h200-sxm-nvlink", 8), ("cpu-gloo", 4)])
+def test_interval_table_equals_propagate_at_every_batch(profile_name, tp):
+    profile = load_profile(profile_name)
+    sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=1, batch=1)
+    batches = np.array([300.0, 1.0, 64.0, 64.0])  # unsorted, repeated: the table sorts and de-duplicates
+    table = interval_table(sc, profile, FOCUS, batches)
+    assert list(table.batches) == [1.0, 64.0, 300.0]
+    for b in table.batches:
+        expected = propagate(sc.with_(batch=b), profile, strategies=(FOCUS,))[FOCUS]
+        assert table.at(b) == expected  # saving, decode-step saving, crossover, found fraction, verdict
+    assert table.at(8.0) is None  # not in the table: the caller prices that batch itself
