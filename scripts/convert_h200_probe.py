@@ -55,7 +55,7 @@ COLUMNS = {
 
 
 def _base(**kw) -> dict:
-    row = {c: "" for c in MEASUREMENT_COLUMNS}
+    row = {c: float("nan") for c in MEASUREMENT_COLUMNS}  # p10/p90/min/max: not in the probe's tables
     row.update(backend="none", device="cuda", gpu=GPU, nodes=1, bytes_per_rank=0, rows=0, cols=0, iters=0)
     row.update(kw)
     return row

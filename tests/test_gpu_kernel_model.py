@@ -175,3 +175,26 @@ def test_memo_prices_repeated_kernel_calls_once(monkeypatch):
     with kernel_memo():
         predict(sc, H200)
     assert 0 < len(calls) < plain
+
+
+def test_converter_reproduces_the_bundled_tables_from_the_raw_files(tmp_path):
+    import subprocess
+    import sys
+
+    data = "data/calibration/h200-2026-11-30"
+    proc = subprocess.run([sys.executable, "scripts/convert_h200_probe.py", "--src", f"{data}/raw", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("kernels.csv", "lm_head.csv", "c10d_world1.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(f"{data}/{name}"))
+    raw = pd.read_csv(f"{data}/raw/kernels.csv")
+    conv = pd.read_csv(f"{data}/kernels.csv")
+    # argmax_only over [p*B, s] -> op argmax with rows = p * B
+    row = raw[(raw["dtype"] == "bfloat16") & (raw["vocab"] == 202048) & (raw["tp"] == 8) & (raw["batch"] == 32)]
+    hit = conv[(conv["probe_column"] == "argmax_only_graph_us") & (conv["vocab"] == 202048) & (conv["batch"] == 32)
+               & (conv["dtype"] == "bf16") & (conv["cols"] == 202048 // 8)]
+    assert len(hit) == 1 and int(hit["rows"].iloc[0]) == 8 * 32 and int(hit["world_size"].iloc[0]) == 1
+    assert float(hit["median_us"].iloc[0]) == pytest.approx(float(row["argmax_only_graph_us"].iloc[0]))
+    bad = subprocess.run([sys.executable, "scripts/convert_h200_probe.py", "--src", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
