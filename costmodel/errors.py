@@ -18,7 +18,9 @@ class InputError(ValueError):
     """Bad user input: a malformed profile, CSV, flag or impossible scenario."""
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        # one line, and printable: a lone surrogate from a file name or argv becomes "\\ud800"
+        text = " ".join(str(message).split()).encode("utf-8", "backslashreplace").decode("utf-8")
+        super().__init__(text)
 
 
 class OneLineParser(argparse.ArgumentParser):

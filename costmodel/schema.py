@@ -143,7 +143,8 @@ def validate_measurements(
             frame[column] = value
     for column in _TEXT_COLUMNS:
         fill = defaults.get(column, "")
-        frame[column] = frame[column].fillna(fill).astype(str).str.strip()
+        values = frame[column]
+        frame[column] = values.astype(object).where(values.notna(), fill).astype(str).str.strip()
     allowed = {"op": (ALL_OPS, "unknown op {!r} (known: " + ", ".join(ALL_OPS) + ")"),
                "mode": (MODES, "column mode has {!r}; expected graph or eager"),
                "dtype": (tuple(ELEM_BYTES), "column dtype has {!r}; expected one of " + ", ".join(ELEM_BYTES))}
