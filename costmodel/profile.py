@@ -44,7 +44,16 @@ from typing import Any
 
 from . import gpu_kernels, safe_io
 from .errors import InputError
-from .schema import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, profile_json_schema
+from .schema import (
+    COLLECTIVE_OPS,
+    DTYPES,
+    FUSED_KERNEL_OPS,
+    KERNEL_OPS,
+    MODES,
+    SchemaViolation,
+    check_schema,
+    profile_json_schema,
+)
 
 SCHEMA_VERSION = 1
 # an installed package carries data/ as costmodel/data (pyproject.toml); a checkout has it at the repository root
@@ -309,39 +318,21 @@ def _table(obj: Any, where: str) -> KernelTable:
 
 
 @lru_cache(maxsize=1)
-def _schema_validator() -> Any:
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(profile_json_schema())
+def _profile_schema() -> dict:
+    return profile_json_schema()
 
 
 def check_document(data: Any, source: str = "profile") -> None:
     """First pass over a whole profile document, bootstrap replicates included: `safe_io.check_tree`
     (depth, int64 integers, finite floats, UTF-8 strings) then the JSON Schema of costmodel.schema
-    (data/profiles/schema.json: every field's type and plausible range). InputError names the first
-    offending field."""
+    (data/profiles/schema.json: every field's type and plausible range, checked by `schema.check_schema`).
+    InputError names the first offending field."""
     safe_io.check_tree(data, source)
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(_schema_validator().iter_errors(data))
-    if error is not None:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        bad = error.instance
-        if error.validator in ("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum") and not \
-                isinstance(bad, (dict, list)):
-            message = f"{bad!r} " + {
-                "type": f"is not of type {error.validator_value}",
-                "enum": f"is not one of {error.validator_value}",
-                "const": f"must be {error.validator_value!r}",
-                "minimum": f"is below the minimum {error.validator_value}",
-                "maximum": f"is above the maximum {error.validator_value}",
-                "exclusiveMinimum": f"must be > {error.validator_value}",
-            }[error.validator]
-        elif error.validator == "type":
-            message = f"expected {error.validator_value}, got {type(bad).__name__}"
-        else:
-            message = error.message
-        raise InputError(f"{source}{where}: " + safe_io.one_line(message))
+    try:
+        check_schema(data, _profile_schema())
+    except SchemaViolation as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        raise InputError(f"{source}{where}: " + safe_io.one_line(exc.message)) from None
 
 
 def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False) -> Profile:
