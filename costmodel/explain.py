@@ -98,8 +98,12 @@ def _explain_call(pred: Prediction, call: Call) -> tuple[float, str]:
     """GPU time of a collective / kernel / element-wise call (graph-mode pricing), or the step model's host term."""
     sc = pred.scenario
     if call.kind == "collective":
-        return explain_collective(pred.profile, call.op, float(call.args["bytes_per_rank"]), int(sc.tp),
-                                  int(sc.nodes), "graph")
+        b, p, nodes = float(np.asarray(call.args["bytes_per_rank"])), int(sc.tp), int(sc.nodes)
+        if call.args.get("p2p") and pred.profile.curve(call.op, p, "graph", nodes).provenance != "measured":
+            value, text = explain_collective(pred.profile, call.op, (p - 1) * b, 2, min(nodes, 2), "graph")
+            return value, (f"{call.op} as {p - 1} point-to-point sends of {_n(b)} B into rank 0 (one group): the "
+                           f"2-rank curve carrying {p - 1} x {_n(b)} B; " + text)
+        return explain_collective(pred.profile, call.op, b, p, nodes, "graph")
     if call.kind == "elementwise":
         a = call.args
         cols = float(np.asarray(a["cols"]))

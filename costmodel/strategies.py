@@ -11,7 +11,8 @@ full_all_gather_no_relayout
     (argmax per rank chunk on the concat-layout buffer, then a reduce over p;
     with d2t the winning draft id is mapped, exact for an increasing d2t)
 gather_to_rank0
-    gather(R*s*e per rank) + relayout_copy(R, s, p) [+ d2t_scatter]
+    gather(R*s*e per rank: p - 1 point-to-point sends into rank 0, see _Ctx.gather_p2p)
+    + relayout_copy(R, s, p) (torch.cat: a copy even at R = 1) [+ d2t_scatter]
     + argmax + broadcast(R*8 bytes of int64 ids)
 local_argmax_pairs (vLLM use_local_argmax_reduction)
     local_argmax(R, s) + all_gather(R*8 per rank) + pair_reduce(R, p) [+ d2t_lookup]
@@ -165,6 +166,34 @@ class _Ctx:
                          calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),),
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
+    def gather_p2p(self, bytes_per_rank) -> Component:
+        """torch.distributed.gather on NCCL: p - 1 point-to-point sends into rank 0, issued as one group.
+
+        The root receives the p - 1 chunks concurrently over its own links, so one transfer's latency and
+        (p - 1) * b bytes through the root: priced as the profile's gather curve at p = 2 carrying (p - 1) * b
+        per rank (S f(2) = (p - 1) b), on 2 nodes when the group spans nodes. A profile with a measured
+        gather curve at the scenario's p prices it from that curve instead.
+        """
+        sc = self.sc
+        b = np.asarray(bytes_per_rank, dtype=float)
+        p, nodes = np.broadcast_arrays(np.asarray(sc.tp), np.asarray(sc.nodes))
+        measured = np.zeros(p.shape, dtype=bool)
+        for ws, nn in {(int(a), int(n)) for a, n in zip(p.reshape(-1), nodes.reshape(-1)) if a > 1}:
+            try:
+                is_measured = self.profile.curve("gather", ws, "graph", nn).provenance == "measured"
+            except InputError:
+                is_measured = False
+            if is_measured:
+                measured |= (p == ws) & (nodes == nn)
+        p2p = collective_time_us(self.profile, "gather", (p - 1) * b, np.where(self.multi, 2, 1),
+                                 np.minimum(nodes, 2), "graph")
+        t = np.where(measured, collective_time_us(self.profile, "gather", b, p, nodes, "graph"), p2p) \
+            if measured.any() else p2p
+        t = t * self.factors.get("gather", 1.0)
+        return Component(t, np.where(self.multi, b, 0.0),
+                         calls=(Call("collective", "gather", {"bytes_per_rank": b, "p2p": True}, self.multi),),
+                         host_us=self._host("gather", self.host.c10d_call_us, 1, self.multi))
+
     def kernel(self, op: str, cols, *, world_size=1, when=True, draft_cols=0, fusable=False,
                component: str | None = None, torch_ops=None, views=None, host_when=None) -> Component:
         """A kernel component (GPU time in graph mode; host = its torch ops when the host launches it).
@@ -258,9 +287,9 @@ class _Ctx:
     def d2t_lookup(self) -> Component:
         return self.kernel("d2t_lookup", 0, when=self.sc.d2t)
 
-    def relayout(self) -> Component:
-        """The relayout copy - a view (0 us on the GPU) at p = 1 or when a call has one row."""
-        copies = self.rows > 1
+    def relayout(self, *, view_at_one_row: bool = True) -> Component:
+        """The relayout copy - a view (0 us on the GPU) at p = 1 or, for the all-gather's reshape, at one row."""
+        copies = self.rows > 1 if view_at_one_row else np.ones(np.shape(self.rows), dtype=bool)
         return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & copies,
                            host_when=self.multi, torch_ops=np.where(copies, TORCH_OPS["relayout_copy"], 0),
                            views=np.where(copies, TORCH_VIEWS["relayout_copy"], TORCH_VIEWS["relayout_copy"] + 1))
@@ -291,8 +320,8 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
 
 def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
     return {
-        "gather": c.collective("gather", c.rows * c.shard * c.e),
-        "relayout_copy": c.relayout(),
+        "gather": c.gather_p2p(c.rows * c.shard * c.e),
+        "relayout_copy": c.relayout(view_at_one_row=False),  # torch.cat(parts, -1) copies even one row
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
         "argmax": c.argmax_full(),
