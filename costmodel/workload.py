@@ -48,6 +48,7 @@ from .safe_io import loads_json, read_text
 
 MAX_WORKLOAD_BYTES = 20 * 1024 * 1024
 MAX_BATCH = 1 << 20
+MAX_DISTINCT_BATCHES = 16384  # each is priced under every replicate of the profile
 RUNNING_GAUGE = "vllm:num_requests_running"
 KINDS = ("auto", "csv", "vllm-metrics", "vllm-bench")
 EXAMPLES_DIR = DATA_DIR / "examples"
@@ -71,15 +72,19 @@ class Workload:
     hints: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        b = np.asarray(self.batch, dtype=np.int64).reshape(-1)
+        raw = np.asarray(self.batch, dtype=float).reshape(-1)
         w = np.asarray(self.weight, dtype=float).reshape(-1)
-        if b.size == 0 or b.size != w.size:
+        if raw.size == 0 or raw.size != w.size:
             raise InputError(f"workload {self.name}: needs one weight per batch and at least one batch")
-        if (b < 1).any() or (b > MAX_BATCH).any():
+        if not np.isfinite(raw).all() or (raw != np.round(raw)).any() or (raw < 1).any() or (raw > MAX_BATCH).any():
             raise InputError(f"workload {self.name}: batch must be an integer in 1..{MAX_BATCH}")
+        b = raw.astype(np.int64)
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise InputError(f"workload {self.name}: weights must be finite, >= 0 and not all 0")
         uniq, inverse = np.unique(b, return_inverse=True)
+        if uniq.size > MAX_DISTINCT_BATCHES:
+            raise InputError(f"workload {self.name}: {uniq.size} distinct batch sizes, more than "
+                             f"{MAX_DISTINCT_BATCHES} (bin them)")
         summed = np.bincount(inverse, weights=w, minlength=uniq.size)
         keep = summed > 0
         object.__setattr__(self, "batch", uniq[keep])
