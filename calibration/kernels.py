@@ -10,6 +10,7 @@ Each op calls exactly the `calibration.reference` function a strategy calls
     local_argmax     local_argmax_pack(x[R, s], rank 0, s, V=s)    (max + rank offset add + fp32 pack)
     local_pack       pack_pairs(*x[R, s].max(-1))                   (no rank offset: the H200 probe's op)
     local_max        x[R, s].max(-1)                                (plain max: the TP = 1 local path)
+    local_argmax_masked  local_argmax_pack(x[R, s], rank 1, s, V=2s-64) (the padding-mask variant)
     key_pack         key_pack(x[R, s], rank 0, s, V=s)
     relayout_copy    relayout(g[p*R, s], p)                              (world_size = p)
     relayout_argmax  full_argmax(relayout(g, p)[:, :p*s])                (world_size = p)
@@ -86,6 +87,7 @@ QUICK_SHARD_COLS = (4000, 16032)
 QUICK_VOCAB_COLS = (32000, 64128)
 QUICK_WORLD_SIZES = (2, 8)
 MAX_PADDED_VOCAB = 262208
+MASK_PAD_COLS = 64  # local_argmax_masked: padding ids on the last rank (vLLM pads V to a multiple of 64)
 ROTATE_BYTES = {"cuda": 128 << 20, "cpu": 64 << 20}
 MEMORY_CAP_BYTES = {"cuda": 48 << 30, "cpu": 2 << 30}
 CHECK_MEMORY_FACTOR = 6  # check_op: inputs + output + numpy copies (float64 of a bf16 input is 4x)
@@ -117,6 +119,7 @@ OPS: dict[str, OpSpec] = {
     "d2t_lookup": OpSpec("none", data_dtype="int64"),
     "local_max": OpSpec("shard"),
     "local_pack": OpSpec("shard"),
+    "local_argmax_masked": OpSpec("shard"),
 }
 assert set(OPS) == set(KERNEL_OPS), "calibration.kernels must cover every schema kernel op"
 FUSED_OPS: dict[str, OpSpec] = {op: OPS[op.removesuffix("_fused")] for op in FUSED_KERNEL_OPS}
@@ -229,6 +232,15 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
         gen = torch.Generator(device=device).manual_seed(seed * 1000 + i + 500)
         return torch.randint(0, high, tuple(shape), generator=gen, device=device)
 
+    if op == "local_argmax_masked":  # rank 1 of 2: the shard's last 64 columns are padding
+        valid = cols - MASK_PAD_COLS
+
+        def expect_masked(x: tuple) -> np.ndarray:
+            return np.argmax(_np(x[0])[:, :valid], axis=1) + cols
+
+        return OpCase(lambda i: (randn((rows, cols), i),),
+                      lambda x: ref.local_argmax_pack(x[0], 1, cols, 2 * cols - MASK_PAD_COLS), expect_masked,
+                      rows * cols * e, rows * 16)
     if op in ("local_argmax", "key_pack", "local_max", "local_pack"):
         fn = {"local_argmax": ref.local_argmax_pack, "key_pack": ref.key_pack,
               "local_max": lambda x, _r, _s, _v: x.max(dim=-1).indices,
@@ -321,8 +333,9 @@ def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> No
             raise AssertionError(f"{op} ({dtype}, p={p}, cols={cols}) differs from the torch building block: "
                                  f"got {_np(got).ravel()[:4]}, torch {_np(torch_out).ravel()[:4]}")
         op = op.removesuffix("_fused")
-    if op in ("local_argmax", "local_pack"):  # (value, id) pairs: the value must be the row max too
-        if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0]), axis=1)):
+    if op in ("local_argmax", "local_pack", "local_argmax_masked"):  # (value, id) pairs: the value is the row max
+        width = cols - MASK_PAD_COLS if op == "local_argmax_masked" else cols
+        if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0])[:, :width], axis=1)):
             raise AssertionError(f"{op} ({dtype}, cols={cols}) packs a value that is not the row max")
         got = got[:, 1].long()
     elif op == "key_pack":

@@ -48,6 +48,8 @@ Engine ops (costmodel.schema.KERNEL_OPS) are compositions, with the launch count
 implementations (calibration/reference.py) and of vLLM's LogitsProcessor.get_top_tokens:
 
     local_max       reduce_max(R, s)
+    local_argmax_masked  reduce_max(R, s - 64) + 4 small (calibration.kernels' padding variant: the last rank's
+                    64 padding ids sliced off, rank offset, pack)
     local_pack      reduce_max(R, s) + 3 small (vals.float(), ids.float(), stack)      (the H200 probe's op)
     local_argmax    local_pack (the rank offset and the padding mask are priced by costmodel.strategies as
                     their own components, `local_fixups`; `padded=True` adds them here for a standalone price)
@@ -98,11 +100,12 @@ KEY_PACK_SMALL = 14  # calibration/reference.py order_key_hi + make_keys: float,
 CHUNKED_SMALL = 5  # chunked_argmax: argmax over p, 2 gathers, win * s, + idx
 D2T_SCATTER_SMALL = 3  # d2t_targets (arange + d2t), index_put launch, new_full launch
 
-MODEL_OPS = ("local_max", "local_pack", "local_argmax", "key_pack", "argmax", "relayout_copy",
+MODEL_OPS = ("local_max", "local_pack", "local_argmax", "local_argmax_masked", "key_pack", "argmax", "relayout_copy",
              "relayout_argmax", "chunked_argmax", "pair_reduce", "key_unpack", "d2t_lookup", "d2t_scatter")
 # (kernel-launching torch ops, view ops) the host issues per call in eager mode
 HOST_OPS: dict[str, tuple[float, float]] = {
-    "local_max": (1, 0), "local_pack": (4, 0), "local_argmax": (4, 0), "key_pack": (1 + KEY_PACK_SMALL, 0),
+    "local_max": (1, 0), "local_pack": (4, 0), "local_argmax": (4, 0), "local_argmax_masked": (5, 1),
+    "key_pack": (1 + KEY_PACK_SMALL, 0),
     "argmax": (1, 1), "relayout_copy": (1, 2), "relayout_argmax": (2, 3), "chunked_argmax": (1 + CHUNKED_SMALL, 2),
     "pair_reduce": (4, 2), "key_unpack": (2, 0), "d2t_lookup": (2, 0), "d2t_scatter": (1 + D2T_SCATTER_SMALL, 0),
 }
@@ -346,6 +349,8 @@ def graph_time_us(model: GpuKernelModel, op: str, *, rows, cols, world_size=1, e
         extra = PACK_SMALL if op == "local_argmax" else KEY_PACK_SMALL
         return (reduce_time_us(model, "max", rows, cols, elem_bytes)
                 + (extra + 2 * np.asarray(padded, dtype=float)) * small_us(model, r))
+    if op == "local_argmax_masked":  # the benchmark's padding variant: max over s - 64 columns, offset, pack
+        return reduce_time_us(model, "max", r, s - 64, e) + (PACK_SMALL + 1) * small_us(model, r)
     if op == "argmax":
         return reduce_time_us(model, "argmax", rows, cols, elem_bytes)
     if op == "relayout_copy":

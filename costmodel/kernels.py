@@ -70,7 +70,7 @@ def kernel_bytes(op: str, rows, cols, world_size=1, elem_bytes=2, draft_cols=0) 
     s = np.asarray(cols, dtype=float)
     p = np.asarray(world_size, dtype=float)
     e = np.asarray(elem_bytes, dtype=float)
-    if base in ("local_argmax", "key_pack", "local_max", "local_pack"):
+    if base in ("local_argmax", "key_pack", "local_max", "local_pack", "local_argmax_masked"):
         return r * s * e + 2 * r * ID_BYTES
     if base == "relayout_copy":
         return 2 * r * p * s * e

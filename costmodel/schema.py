@@ -51,6 +51,8 @@ KERNEL_OPS: dict[str, str] = {
     "d2t_lookup": "unused (0): target = draft + d2t[draft] for rows ids",
     "local_max": "vocab shard s: torch.max over [rows, s] (values and indices; the TP = 1 local path)",
     "local_pack": "vocab shard s: max over [rows, s], pack (fp32 value, fp32 id) - no rank offset, no padding mask",
+    "local_argmax_masked": "vocab shard s: local_argmax on the last of 2 ranks holding 64 padding ids (V = 2s - 64): "
+                           "padding excluded, max, rank offset, fp32 pack",
 }
 
 # Fused Triton variants of the local path (calibration/triton_kernels.py); `cols` as for the base op.

@@ -211,4 +211,4 @@ def test_default_grid_straddles_the_reduction_regime_edges():
     assert float(lo.ctas_per_output) == 1 and float(hi.ctas_per_output) > 1
     lo, hi = reduce_launch(32, 7936, 132), reduce_launch(32, 8448, 132)
     assert float(lo.blocks) == 2 and float(hi.blocks) == 32  # a warp per row vs the row split across warps
-    assert {"local_max", "local_pack", "local_argmax"} <= set(kernels.OPS)  # plain / no offset / offset variants
+    assert {"local_max", "local_pack", "local_argmax", "local_argmax_masked"} <= set(kernels.OPS)  # the variants
