@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from costmodel.errors import InputError
 from costmodel.schema import MEASUREMENT_COLUMNS
 
 KEY_COLUMNS = ("op", "backend", "device", "dtype", "mode", "world_size", "nodes", "bytes_per_rank", "rows", "cols")
@@ -63,16 +65,34 @@ def drop_torn_tail(path: str | Path) -> bool:
     A missing or empty file is left alone. A file without any newline (a torn header) becomes empty.
     """
     path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists():
         return False
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
+    _regular(path)
+    size = path.stat().st_size
+    if size == 0:
         return False
-    with open(path, "r+b") as fh:
-        fh.truncate(data.rfind(b"\n") + 1)
+    with open(path, "r+b") as fh:  # read backwards in blocks: O(last row), not O(file)
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return False
+        end, cut = size, 0
+        while end > 0 and not cut:
+            start = max(0, end - 65536)
+            fh.seek(start)
+            block = fh.read(end - start)
+            nl = block.rfind(b"\n")
+            cut = start + nl + 1 if nl >= 0 else 0
+            end = start if nl < 0 else 0
+        fh.truncate(cut)
         fh.flush()
         os.fsync(fh.fileno())
     return True
+
+
+def _regular(path: Path) -> None:
+    """Refuse a results path that is not a regular file (a FIFO would block the reader forever)."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise InputError(f"{path}: not a regular file (a directory, FIFO or device cannot hold results)")
 
 
 def existing_keys(path: str | Path) -> set[tuple[str, ...]]:
@@ -82,6 +102,7 @@ def existing_keys(path: str | Path) -> set[tuple[str, ...]]:
         print(f"note: dropped a torn last line of {path}", file=sys.stderr)
     if not path.exists():
         return set()
+    _regular(path)
     keys = set()
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):

@@ -122,3 +122,20 @@ def test_converged_matches_the_median_ci_rule():
 def test_check_due_every_eighth_sample_after_min_iters():
     due = [n for n in range(40) if check_due(n, 10)]
     assert CHECK_EVERY == 8 and due == [10, 18, 26, 34]
+
+
+def test_drop_torn_tail_reads_backwards_past_a_long_torn_row(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"a,b\n1,2\n" + b"x" * 200_000)  # the torn row spans several 64 KiB blocks
+    assert drop_torn_tail(path) is True and path.read_bytes() == b"a,b\n1,2\n"
+    path.write_bytes(b"y" * 150_000)  # no newline at all: a torn header
+    assert drop_torn_tail(path) is True and path.read_bytes() == b""
+
+
+def test_results_path_that_is_a_fifo_is_refused_not_read(tmp_path):
+    import os
+
+    fifo = tmp_path / "kernels.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        existing_keys(fifo)
