@@ -90,22 +90,65 @@ def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
     return alt.layer(bars, totals, marks).resolve_scale(color="independent").properties(height=60 * len(order) + 40)
 
 
-def _crossover_layers(crossover_batch: float | None, band: tuple[float, float] | None) -> list:
+# -- the two sweep charts as plain Vega-Lite dicts --------------------------------------------------------
+# Built without Altair: they are redrawn on every K / TP / preset edit, and Altair's object layer costs ~0.1-0.2 s
+# a chart where these dicts cost ~5 ms. The tests validate them against the Vega-Lite schema.
+VEGA_LITE_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
+_Q = "quantitative"
+_X_BATCH = {"field": "batch", "type": _Q, "scale": {"type": "log", "base": 2},
+            "title": "batch (sequences per decode step)"}
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    """JSON-safe rows of `columns` (numbers as floats, NaN / inf -> null)."""
+    values = []
+    for c in columns:
+        col = frame[c]
+        if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            values.append([float(x) if np.isfinite(x) else None for x in col.to_numpy(dtype=float)])
+        else:
+            values.append([None if isinstance(x, float) and x != x else x for x in col.tolist()])
+    return [dict(zip(columns, row)) for row in zip(*values)]
+
+
+def _by_strategy(range_: list, legend: dict | None = None) -> dict:
+    enc = {"field": "strategy", "type": "nominal", "sort": list(STRATEGIES),
+           "scale": {"domain": list(STRATEGIES), "range": range_}}
+    enc["legend"] = legend
+    return enc
+
+
+def _color_enc(legend: bool = True) -> dict:
+    return _by_strategy([STRATEGY_COLORS[s] for s in STRATEGIES],
+                        {"orient": "bottom", "columns": 3, "title": None, "labelLimit": 400} if legend else None)
+
+
+def _line_encodings() -> dict:
+    return {"color": _color_enc(),
+            "strokeDash": _by_strategy([[1, 0] if s != "packed_allreduce_max" else [6, 3] for s in STRATEGIES]),
+            "strokeWidth": _by_strategy([STRATEGY_WIDTHS[s] for s in STRATEGIES])}
+
+
+def _crossover_layers(crossover_batch: float | None, band: tuple[float, float] | None) -> list[dict]:
     """The FOCUS crossover as a rule with a label and its interval as a shaded band."""
-    layers = []
+    color = STRATEGY_COLORS[FOCUS]
+    layers: list[dict] = []
     if band is not None:
-        frame = pd.DataFrame({"low": [band[0]], "high": [band[1]]})
-        layers.append(alt.Chart(frame).mark_rect(color=STRATEGY_COLORS[FOCUS], opacity=0.15).encode(
-            x="low:Q", x2="high:Q",
-            tooltip=[alt.Tooltip("low:Q", format=",.3~r", title=f"{FOCUS} crossover interval from"),
-                     alt.Tooltip("high:Q", format=",.3~r", title="to")]))
+        layers.append({"data": {"values": [{"low": float(band[0]), "high": float(band[1])}]},
+                       "mark": {"type": "rect", "color": color, "opacity": 0.15},
+                       "encoding": {"x": {"field": "low", "type": _Q}, "x2": {"field": "high"},
+                                    "tooltip": [{"field": "low", "type": _Q, "format": ",.3~r",
+                                                 "title": f"{FOCUS} crossover interval from"},
+                                                {"field": "high", "type": _Q, "format": ",.3~r", "title": "to"}]}})
     if crossover_batch is not None:
-        cross = pd.DataFrame({"batch": [crossover_batch], "label": [f"crossover {format_batch(crossover_batch)}"]})
-        base = alt.Chart(cross).encode(x="batch:Q", tooltip=[alt.Tooltip("batch:Q", format=",.3~r",
-                                                                         title=f"{FOCUS} crossover batch")])
-        layers += [base.mark_rule(color=STRATEGY_COLORS[FOCUS], strokeWidth=2),
-                   base.mark_text(align="left", dx=5, dy=-5, color=STRATEGY_COLORS[FOCUS], fontWeight="bold").encode(
-                       text="label:N", y=alt.value(12))]
+        data = {"values": [{"batch": float(crossover_batch), "label": f"crossover {format_batch(crossover_batch)}"}]}
+        tip = [{"field": "batch", "type": _Q, "format": ",.3~r", "title": f"{FOCUS} crossover batch"}]
+        layers += [{"data": data, "mark": {"type": "rule", "color": color, "strokeWidth": 2},
+                    "encoding": {"x": {"field": "batch", "type": _Q}, "tooltip": tip}},
+                   {"data": data, "mark": {"type": "text", "align": "left", "dx": 5, "dy": -5, "color": color,
+                                           "fontWeight": "bold"},
+                    "encoding": {"x": {"field": "batch", "type": _Q}, "y": {"value": 12},
+                                 "text": {"field": "label", "type": "nominal"}, "tooltip": tip}}]
     return layers
 
 
@@ -118,7 +161,7 @@ def _spread(values: np.ndarray, gap: float) -> np.ndarray:
     return out - shift
 
 
-def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool = False) -> alt.Chart:
+def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool = False) -> dict:
     """Direct labels at the right end of each strategy's line, spread vertically (>= 16 px apart) so lines
     that end together (local_argmax_pairs / packed_allreduce_max) keep readable labels."""
     last = data.loc[data.groupby("strategy")["batch"].idxmax()].copy()
@@ -133,34 +176,41 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
         fwd, inv = np.log10, (lambda t: 10.0 ** t)
     if len(last) and len(values):
         span = float(fwd(values.max()) - fwd(values.min())) or 1.0
-        last["label_y"] = inv(_spread(fwd(last[field].to_numpy(dtype=float)), 16.0 * span / height_px))
+        gap_px = 20.0 if symlog else 16.0
+        last["label_y"] = inv(_spread(fwd(last[field].to_numpy(dtype=float)), gap_px * span / height_px))
     else:
         last["label_y"] = last[field]
-    return alt.Chart(last).mark_text(align="left", dx=6, fontSize=11).encode(
-        x="batch:Q", y="label_y:Q", text="strategy:N", color=_strategy_color(legend=False))
+    return {"data": {"values": _records(last, ["batch", "label_y", "strategy"])},
+            "mark": {"type": "text", "align": "left", "dx": 6, "fontSize": 11},
+            "encoding": {"x": {"field": "batch", "type": _Q}, "y": {"field": "label_y", "type": _Q},
+                         "text": {"field": "strategy", "type": "nominal"}, "color": _color_enc(legend=False)}}
 
 
 def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
-                band: tuple[float, float] | None = None) -> alt.LayerChart:
-    """Time per draft step vs batch (log-log) per strategy; the FOCUS crossover as a rule, its interval a band."""
-    pick = alt.selection_point(fields=["strategy"], bind="legend")
-    base = alt.Chart(table).encode(
-        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch (sequences per decode step)"),
-        y=alt.Y("time_per_draft_step_us:Q", scale=alt.Scale(type="log"), title="time per draft step (µs)",
-                axis=alt.Axis(format=",.3~r")),
-        color=_strategy_color(),
-    )
-    lines = base.mark_line().encode(
-        strokeDash=_strategy_dash(), strokeWidth=_strategy_width(),
-        opacity=alt.condition(pick, alt.value(0.9), alt.value(0.15))).add_params(pick)
-    hover = base.mark_point(size=40, filled=True).encode(opacity=alt.value(0),
-        tooltip=[alt.Tooltip("batch:Q", format=",.4~r"), "strategy:N",
-                 alt.Tooltip("time_per_draft_step_us:Q", format=",.3~r", title="time (µs)"),
-                 alt.Tooltip("saving_per_draft_step_us:Q", format="+,.3~r", title="saving vs baseline (µs)"),
-                 alt.Tooltip("saving_pct:Q", format="+.1f", title="saving (%)")])
+                band: tuple[float, float] | None = None) -> dict:
+    """Time per draft step vs batch (log-log) per strategy; the FOCUS crossover as a rule, its interval a band.
+
+    A Vega-Lite dict; a legend click highlights one strategy."""
+    columns = ["batch", "strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct"]
+    data = {"values": _records(table, columns)}
+    y = {"field": "time_per_draft_step_us", "type": _Q, "scale": {"type": "log"}, "title": "time per draft step (µs)",
+         "axis": {"format": ",.3~r"}}
+    lines = {"data": data, "mark": {"type": "line"},
+             "params": [{"name": "pick", "select": {"type": "point", "fields": ["strategy"]}, "bind": "legend"}],
+             "encoding": {"x": _X_BATCH, "y": y, **_line_encodings(),
+                          "opacity": {"condition": {"param": "pick", "value": 0.9}, "value": 0.15}}}
+    hover = {"data": data, "mark": {"type": "point", "size": 40, "filled": True},
+             "encoding": {"x": _X_BATCH, "y": y, "color": _color_enc(), "opacity": {"value": 0},
+                          "tooltip": [{"field": "batch", "type": _Q, "format": ",.4~r"},
+                                      {"field": "strategy", "type": "nominal"},
+                                      {"field": "time_per_draft_step_us", "type": _Q, "format": ",.3~r",
+                                       "title": "time (µs)"},
+                                      {"field": "saving_per_draft_step_us", "type": _Q, "format": "+,.3~r",
+                                       "title": "saving vs baseline (µs)"},
+                                      {"field": "saving_pct", "type": _Q, "format": "+.1f", "title": "saving (%)"}]}}
     layers = [*_crossover_layers(crossover_batch, band), lines, hover,
               _end_labels(table, "time_per_draft_step_us", 420)]
-    return alt.layer(*layers).properties(height=420, padding={"right": 190})
+    return {"$schema": VEGA_LITE_SCHEMA, "height": 420, "padding": {"right": 190}, "layer": layers}
 
 
 def symlog_ticks(values) -> list[float]:
@@ -179,24 +229,24 @@ def symlog_ticks(values) -> list[float]:
 
 
 def saving_chart(table: pd.DataFrame, crossover_batch: float | None = None,
-                 band: tuple[float, float] | None = None) -> alt.LayerChart:
+                 band: tuple[float, float] | None = None) -> dict:
     """Saving per decode step vs the baseline for each alternative strategy (symlog, round ticks, 0 marked)."""
     data = table[table["strategy"] != BASELINE]
     ticks = symlog_ticks(data["saving_per_decode_step_us"])
-    base = alt.Chart(data).encode(
-        x=alt.X("batch:Q", scale=LOG_BATCH, title="batch (sequences per decode step)"),
-        y=alt.Y("saving_per_decode_step_us:Q", scale=alt.Scale(type="symlog"),
-                title="saving / decode step (µs)",
-                axis=alt.Axis(values=ticks, format=",.0f", labelOverlap=False)),
-        color=_strategy_color())
-    lines = base.mark_line().encode(
-        strokeDash=_strategy_dash(), strokeWidth=_strategy_width(), opacity=alt.value(0.9),
-        tooltip=[alt.Tooltip("batch:Q", format=",.4~r"), "strategy:N",
-                 alt.Tooltip("saving_per_decode_step_us:Q", format="+,.3~r", title="saving / decode step (µs)")])
-    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="black").encode(y="y:Q")
+    y = {"field": "saving_per_decode_step_us", "type": _Q, "scale": {"type": "symlog"},
+         "title": "saving / decode step (µs)", "axis": {"values": ticks, "format": ",.0f", "labelOverlap": False}}
+    lines = {"data": {"values": _records(data, ["batch", "strategy", "saving_per_decode_step_us"])},
+             "mark": {"type": "line"},
+             "encoding": {"x": _X_BATCH, "y": y, **_line_encodings(), "opacity": {"value": 0.9},
+                          "tooltip": [{"field": "batch", "type": _Q, "format": ",.4~r"},
+                                      {"field": "strategy", "type": "nominal"},
+                                      {"field": "saving_per_decode_step_us", "type": _Q, "format": "+,.3~r",
+                                       "title": "saving / decode step (µs)"}]}}
+    zero = {"data": {"values": [{"y": 0.0}]}, "mark": {"type": "rule", "color": "black"},
+            "encoding": {"y": {"field": "y", "type": _Q}}}
     layers = [*_crossover_layers(crossover_batch, band), zero, lines,
               _end_labels(data, "saving_per_decode_step_us", 340, symlog=True)]
-    return alt.layer(*layers).properties(height=340, padding={"right": 190})
+    return {"$schema": VEGA_LITE_SCHEMA, "height": 340, "padding": {"right": 190}, "layer": layers}
 
 
 def with_batch_marker(spec: dict, batch: float) -> dict:

@@ -104,9 +104,9 @@ def report_html(ev: Evaluation) -> str:
         band = (float(v.interval.crossover_batch.low), float(v.interval.crossover_batch.high))
     figures = [
         ("Time per draft step vs batch", charts.with_batch_marker(
-            charts.sweep_chart(sweep, v.crossover_batch, band).to_dict(), inputs.batch)),
+            charts.sweep_chart(sweep, v.crossover_batch, band), inputs.batch)),
         (f"Saving vs {BASELINE} per decode step", charts.with_batch_marker(
-            charts.saving_chart(sweep, v.crossover_batch, band).to_dict(), inputs.batch)),
+            charts.saving_chart(sweep, v.crossover_batch, band), inputs.batch)),
         (f"Where the time goes at batch {inputs.batch:,}", charts.breakdown_chart(breakdown_table(ev.point)).to_dict()),
     ]
     prov = profile.provenance

@@ -51,7 +51,8 @@ PROGRESS_AFTER_S = 0.05
 def chart_spec(name: str, *args) -> dict:
     """Vega-Lite spec of charts.<name>(*args), cached on the data: Altair's schema validation costs ~0.1 s a
     chart, so reruns that do not change a chart's data reuse its spec."""
-    return getattr(charts, name)(*args).to_dict(validate=False)  # the tests build every chart validated
+    built = getattr(charts, name)(*args)  # an Altair chart, or a plain Vega-Lite dict (the sweep charts)
+    return built if isinstance(built, dict) else built.to_dict(validate=False)  # the tests validate every chart
 
 
 def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None) -> dict:

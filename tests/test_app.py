@@ -740,6 +740,10 @@ def test_sweep_charts_mark_the_batch_the_crossover_and_its_band():
         assert "rect" in types and "rule" in types  # the crossover interval band and the crossover rule
     saving_axis = next(layer["encoding"]["y"]["axis"] for layer in specs[1]["layer"]
                        if "axis" in layer.get("encoding", {}).get("y", {}))
+    import altair as alt
+
+    for spec in specs:  # the plain-dict charts are valid Vega-Lite (with the batch marker)
+        alt.LayerChart.from_dict(spec, validate=True)
     assert 0.0 in saving_axis["values"] and all(v == 0 or math.log10(abs(v)).is_integer()
                                                 for v in saving_axis["values"])
 
@@ -813,7 +817,7 @@ def test_exports_png_svg_and_an_offline_html_report(ev):
     from dashboard import export
 
     table = tables.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096))
-    spec = dashboard_charts.with_batch_marker(dashboard_charts.sweep_chart(table, 5.0, (3.0, 8.0)).to_dict(), 96)
+    spec = dashboard_charts.with_batch_marker(dashboard_charts.sweep_chart(table, 5.0, (3.0, 8.0)), 96)
     svg = export.chart_svg(spec)
     width, height = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
     png = export.chart_png(spec, scale=2)

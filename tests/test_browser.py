@@ -228,7 +228,7 @@ def test_recommendation_panel_and_png_export(server, browser):
                                                 ev_inputs.batch_max))
     u = ev.verdict.interval
     band = None if u is None or u.crossover_batch is None else (u.crossover_batch.low, u.crossover_batch.high)
-    spec = charts.with_batch_marker(charts.sweep_chart(table, ev.verdict.crossover_batch, band).to_dict(),
+    spec = charts.with_batch_marker(charts.sweep_chart(table, ev.verdict.crossover_batch, band),
                                     ev_inputs.batch)
     svg = export.chart_svg(spec)
     width, height = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
