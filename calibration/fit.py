@@ -13,11 +13,18 @@ Collectives, per (op, world_size p, mode) group, with S = total_bytes(op, b, p) 
 
 fitted by calibration.segmented: least squares on relative error (model - t) / t with c_i >= 0 and
 bw_i <= BW_MAX_GBPS, the split into K <= --max-regimes regimes by dynamic programming over the distinct sizes
-(at least MIN_REGIME_SIZES sizes per regime), K chosen by the small-sample-corrected BIC on log residuals
-(formula in calibration.segmented). A breakpoint between neighbouring sizes lo < hi sits where the two fitted
-lines cross when that point lies strictly between lo and hi, else at sqrt(lo hi); it is written as
-floor(breakpoint) so S = lo stays in the lower regime. With >= 2 world sizes measured for (op, mode) a generic
-curve (world_size null) is fitted over all of them: alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
+(at least MIN_REGIME_SIZES sizes per regime). Number of regimes: every K is scored by its leave-one-size-out
+error (the p90 of |relative error| on the held-out sizes, each fold refitted with that K; vectorized over folds),
+and by the small-sample-corrected BIC on log residuals (formula in calibration.segmented). BIC alone under-fits
+regime switches on held-out sizes, so the K with the best cross-validated score replaces BIC's choice when it
+beats BIC's by more than CV_TOLERANCE; within it (CV cannot tell them apart) BIC's K stands. The report's
+`regime_choice` says which K each criterion gave and the CV score of every K. A mid-size bandwidth ramp of the
+form busbw S / (S + s_half) (costmodel.collectives) is, inside one regime, an intercept shift (alpha + f s_half
+/ busbw), so every regime's free intercept already fits it; fitted curves carry s_half_bytes = 0.
+A breakpoint between neighbouring sizes lo < hi sits where the two fitted lines cross when that point lies
+strictly between lo and hi, else at sqrt(lo hi); it is written as floor(breakpoint) so S = lo stays in the lower
+regime. With >= 2 world sizes measured for (op, mode) a generic curve (world_size null) is fitted over all of them:
+alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
 shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
 
 Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
@@ -106,6 +113,9 @@ MAX_REPEATS_PER_POINT = 16  # rows kept per measured point (evenly spaced order 
 MAX_FIT_ROWS = 2_000_000  # input rows before binning
 MIN_REGIME_SIZES = 3  # distinct sizes per regime when choosing K
 MIN_REFIT_SIZES = 2  # distinct sizes per regime in bootstrap / cross-validation refits
+CV_SCORE_QUANTILE = 0.9  # K is chosen by this quantile of the leave-one-size-out |relative error|
+CV_TOLERANCE = 0.05  # ... when it beats the BIC choice's score by more than 5% (relative)
+CV_MIN_FOLD_SHARE = 0.5  # a K counts only when at least half of the folds have an admissible split
 MAX_STORED_REPLICATES = 100
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
@@ -113,7 +123,7 @@ REDRAW_ROUNDS = 5
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPORT_COLUMNS = ("kind", "op", "world_size", "mode", "nodes", "status", "n_points", "n_sizes", "n_regimes",
                   "breakpoints_bytes", "in_median_rel_err", "in_p90_rel_err", "cv_median_rel_err",
-                  "cv_p90_rel_err", "cv_folds", "n_bootstrap", "note")
+                  "cv_p90_rel_err", "cv_folds", "n_bootstrap", "regime_choice", "note")
 
 
 class _Skip(Exception):
@@ -271,8 +281,82 @@ def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, seg
     return out, np.tile(breakpoints, (n_boot, 1))
 
 
+def _cv_errors(rows: _Rows, sizes: np.ndarray, held: np.ndarray, cv_split) -> tuple[np.ndarray, int]:
+    """Leave-one-size-out |relative errors| (pooled over the folds with an admissible split) and the fold count."""
+    err = [_errors(_predict(_curve_dict(rows, th, mb), rows, held[f]), rows.time_us[held[f]])
+           for f, th, mb in zip(np.flatnonzero(cv_split.valid), *_replicates(rows, sizes, cv_split))]
+    return (np.concatenate(err) if err else np.array([])), int(cv_split.valid.sum())
+
+
+def _cv_score(err: np.ndarray) -> float:
+    """CV_SCORE_QUANTILE of the held-out |relative errors| (inf when there are none)."""
+    return float(np.quantile(err, CV_SCORE_QUANTILE)) if err.size else math.inf
+
+
+def _choose_regimes(candidates: list, n_folds: int, by_bic) -> tuple[Any, dict]:
+    """The number of regimes with the least cross-validated score (module doc, "Number of regimes").
+
+    Candidates need held-out errors on at least CV_MIN_FOLD_SHARE of the folds. The K with the least score
+    replaces the BIC choice when it beats the BIC choice's score by more than CV_TOLERANCE (relative); within
+    that tolerance (cross-validation cannot tell them apart) the BIC choice stands, as it does when no K has
+    enough folds.
+    """
+    scored = [(c, _cv_score(c[4])) for c in candidates if c[5] >= CV_MIN_FOLD_SHARE * n_folds and c[4].size]
+    per_k = {str(c[0]): (None if not math.isfinite(sc) else _num(sc)) for c, sc in scored}
+    info = {"bic_regimes": by_bic[0], "cv_score": f"p{round(100 * CV_SCORE_QUANTILE)} |rel err|, leave-one-size-out",
+            "cv_score_by_regimes": per_k}
+    if not scored:
+        return by_bic, _choice_text({"by": "bic (no K with enough cross-validation folds)", "cv_regimes": None,
+                                     **info})
+    best, best_score = min(scored, key=lambda t: (t[1], t[0][0]))
+    bic_score = next((sc for c, sc in scored if c is by_bic), math.inf)
+    if best is not by_bic and best_score < bic_score / (1.0 + CV_TOLERANCE):
+        return best, _choice_text({"by": "cv", "cv_regimes": best[0], **info})
+    by = "bic = cv" if best is by_bic else "bic (cross-validation within tolerance)"
+    return by_bic, _choice_text({"by": by, "cv_regimes": best[0], **info})
+
+
+def _choice_text(info: dict) -> str:
+    """'K by cv (BIC: 2, CV: 1; p90 |rel err|, leave-one-size-out by K: 1 0.092, 2 0.107)' for the report."""
+    chosen = info["cv_regimes"] if info["by"] == "cv" else info["bic_regimes"]
+    scores = ", ".join(f"{k} {v:.3g}" if v is not None else f"{k} -" for k, v in info["cv_score_by_regimes"].items())
+    return (f"{chosen} by {info['by']} (BIC: {info['bic_regimes']}, CV: {info['cv_regimes']}; "
+            f"{info['cv_score']} by K: {scores or 'none'})")
+
+
+def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, segment: np.ndarray,
+                        breakpoints: np.ndarray, n_boot: int, rng: np.random.Generator
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of a segmented fit by resampling its log residuals, breakpoints fixed (module doc).
+
+    With q = a.theta = model / t per row, t* = model * exp(eps*) for eps* resampled from
+    eps = log(t / model) gives a* = a * q[idx] / q. Each regime is refitted on its own rows by the
+    normal equations of min |a* theta - 1|^2, batched over replicates; a replicate whose solution
+    breaks a bound is re-solved by `polish` (bounded least squares).
+    """
+    n = a.shape[0]
+    q = np.einsum("nd,nd->n", a, theta[segment])
+    idx = rng.integers(0, n, size=(n_boot, n))
+    c = q[idx] / q[None, :]  # (B, n)
+    out = np.empty((n_boot, theta.shape[0], theta.shape[1]))
+    for i in range(theta.shape[0]):
+        m = segment == i
+        ai, ci = a[m], c[:, m]
+        gram = np.einsum("bj,jd,je->bde", ci * ci, ai, ai)
+        rhs = np.einsum("bj,jd->bd", ci, ai)
+        try:
+            sol = np.linalg.solve(gram, rhs[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            sol = np.tile(theta[i], (n_boot, 1))
+        bad = ~np.all(np.isfinite(sol) & (sol >= lower[None, :]), axis=1)
+        for b in np.flatnonzero(bad):
+            sol[b] = polish(ai * ci[b][:, None], lower, theta[i])
+        out[:, i] = sol
+    return out, np.tile(breakpoints, (n_boot, 1))
+
+
 def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
-    """Segmented fit, K by BIC, leave-one-size-out CV and bootstrap of one group (see module doc)."""
+    """Segmented fit, K by cross-validated error, leave-one-size-out CV and bootstrap of one group (module doc)."""
     sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
     k, n = len(sizes), len(rows.time_us)
     if k < MIN_GROUP_SIZES:
@@ -284,7 +368,11 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
     a, lower = rows.design(), rows.lower()
     groups = dict(group_index=rows.p, min_groups=2) if rows.generic else {}
     main = range_fits(a, size_index, k, np.ones((1, n)), lower, min_sizes=MIN_REGIME_SIZES, **groups)
-    best = None
+    refit = dict(min_sizes=MIN_REFIT_SIZES, **groups)
+    folds = np.unique(rows.bytes_per_rank)
+    held = rows.bytes_per_rank[None, :] == folds[:, None]
+    cv_fits = range_fits(a, size_index, k, (~held).astype(float), lower, **refit)  # every fold, every run
+    candidates = []  # (n_regimes, split, theta, bic, cv errors, cv folds)
     for n_regimes in range(1, max_regimes + 1):
         split = best_split(main, n_regimes)
         if not split.valid[0]:
@@ -292,22 +380,16 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         segment = np.searchsorted(split.ends[0], size_index)
         theta = np.array([polish(a[segment == i], lower, split.theta[0, i]) for i in range(n_regimes)])
         score = bic(np.log(np.einsum("nd,nd->n", a, theta[segment])), n_regimes * a.shape[1] + n_regimes - 1)
-        if best is None or score < best[0]:
-            best = (score, n_regimes, split, theta)
-    if best is None or not math.isfinite(best[0]):
+        cv_err, n_folds = _cv_errors(rows, sizes, held, best_split(cv_fits, n_regimes))
+        candidates.append((n_regimes, split, theta, score, cv_err, n_folds))
+    if not candidates or not any(math.isfinite(c[3]) or c[4].size for c in candidates):
         raise _Skip(f"too few points for even one regime ({n} rows, {k} sizes)")
-    _, n_regimes, split, theta = best
+    by_bic = min((c for c in candidates if math.isfinite(c[3])), key=lambda c: c[3], default=candidates[0])
+    chosen, choice = _choose_regimes(candidates, len(folds), by_bic)
+    n_regimes, split, theta, _, cv_err, n_cv_folds = chosen
     breakpoints = _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]])
     curve = _curve_dict(rows, theta, breakpoints)
     in_err = _errors(_predict(curve, rows), rows.time_us)
-
-    refit = dict(min_sizes=MIN_REFIT_SIZES, **groups)
-    folds = np.unique(rows.bytes_per_rank)
-    held = rows.bytes_per_rank[None, :] == folds[:, None]
-    cv_split = best_split(range_fits(a, size_index, k, (~held).astype(float), lower, **refit), n_regimes)
-    cv_err = [_errors(_predict(_curve_dict(rows, th, mb), rows, held[f]), rows.time_us[held[f]])
-              for f, th, mb in zip(np.flatnonzero(cv_split.valid), *_replicates(rows, sizes, cv_split))]
-    cv_err = np.concatenate(cv_err) if cv_err else np.array([])
 
     boot_theta = np.zeros((0, n_regimes, a.shape[1]))
     boot_bytes = np.zeros((0, n_regimes - 1))
@@ -331,8 +413,8 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         "nodes": rows.nodes, "status": "fitted", "n_points": n, "n_sizes": k, "n_regimes": n_regimes,
         "breakpoints_bytes": [r["max_bytes"] for r in curve["regimes"][:-1]],
         "in_median_rel_err": in_med, "in_p90_rel_err": in_p90, "cv_median_rel_err": cv_med,
-        "cv_p90_rel_err": cv_p90, "cv_folds": int(cv_split.valid.sum()), "n_bootstrap": len(boot_theta),
-        "note": note,
+        "cv_p90_rel_err": cv_p90, "cv_folds": n_cv_folds, "n_bootstrap": len(boot_theta),
+        "note": note, "regime_choice": choice,
     }
     return _GroupFit(curve=curve, report=report, replicates=replicates)
 
@@ -779,6 +861,12 @@ def format_fit_report(profile: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(v.ljust(w) if i in (0, 1, 4, 7, 12) else v.rjust(w) for i, (v, w) in
                        enumerate(zip(row, widths))).rstrip() for row in table]
+    choices = [r for r in fitted if r.get("regime_choice")]
+    if choices:
+        lines.append("")
+        lines.append("number of regimes (leave-one-size-out CV vs BIC; calibration.fit module doc):")
+        lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {r['regime_choice']}"
+                  for r in choices]
     if base:
         by_op: dict[str, list[str]] = {}
         for r in base:

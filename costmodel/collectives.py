@@ -163,19 +163,21 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
     b, p, n, eager = (x.reshape(-1) for x in (b, p, n, eager))
     out = np.zeros(b.shape, dtype=float)
     key = np.where(p > 1, p * 1024 + n, 0)  # (world size, nodes) groups; p, nodes are scalars inside one
-    present = np.flatnonzero(np.bincount(key)) if key.size and key.max() < 1 << 22 else np.unique(key)
-    for g in present[present > 0]:
-        ws, nn = divmod(int(g), 1024)
-        graph, eager_curve = profile.curve(op, ws, "graph", nn), profile.curve(op, ws, "eager", nn)
-        idx = slice(None) if len(present) == 1 else np.flatnonzero(key == g)
-        if graph is eager_curve:
-            out[idx] = curve_time_us(graph, b[idx], ws, nn, eager[idx])
+    moded = key * 2 + eager  # which modes occur in each group (only those curves are looked up)
+    present = np.flatnonzero(np.bincount(moded)) if key.size and key.max() < 1 << 21 else np.unique(moded)
+    groups = sorted({int(m) // 2 for m in present} - {0})
+    for g in groups:
+        ws, nn = divmod(g, 1024)
+        modes = [m for m in (False, True) if 2 * g + m in present]
+        curves = {m: profile.curve(op, ws, "eager" if m else "graph", nn) for m in modes}
+        idx = slice(None) if len(groups) == 1 and present.min() >= 2 else np.flatnonzero(key == g)
+        if len(modes) == 1 or curves[False] is curves[True]:
+            out[idx] = curve_time_us(curves[modes[0]], b[idx], ws, nn, eager[idx])
             continue
-        for curve, want in ((graph, False), (eager_curve, True)):
-            sub = np.flatnonzero(key == g) if isinstance(idx, slice) else idx
-            sub = sub[eager[sub] == want]
-            if sub.size:
-                out[sub] = curve_time_us(curve, b[sub], ws, nn, want)
+        sub_all = np.flatnonzero(key == g) if isinstance(idx, slice) else idx
+        for m in modes:
+            sub = sub_all[eager[sub_all] == m]
+            out[sub] = curve_time_us(curves[m], b[sub], ws, nn, m)
     return out.reshape(shape)
 
 

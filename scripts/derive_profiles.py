@@ -18,17 +18,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from costmodel.collectives import bus_factor  # noqa: E402
+from costmodel.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
 from costmodel.profile import save_profile  # noqa: E402
 
 DATE = "2026-11-30"
-TYPICAL_P = 8  # breakpoints are placed where adjacent regimes cross on an 8-GPU node
+TP_SIZES = range(2, 9)  # one curve per TP size inside an 8-GPU node (NCCL picks the protocol at the actual p)
 
-# NCCL tuning model, ring, per protocol (LL, LL128, Simple): base latency and
-# per-hop hardware latency on NVLink and on the network (us).
+# NCCL tuning model, src/graph/tuning.cc of the NCCL 2.23-2.27 line (the version with PAT and a Blackwell
+# row in llMaxBws; the published tables are NCCL 2.26.2 / 2.27). ncclTopoTuneModel:
+#   ring latency   = baseLat[proto] + nsteps * hwLat[NVLink][proto]  (+ inter-node steps at hwLat[NET])
+#                    nsteps = 2(p-1) all_reduce, p-1 all_gather / reduce_scatter, p broadcast / reduce
+#   ring busBw     = nChannels * bwIntra, then per protocol
+#                    LL    = min(llMaxBw, 0.5 * busBw)                       (every ring collective)
+#                    LL128 = min(0.92 * busBw, nChannels * perChMaxRingLL128Bw)
+#                    algBw = busBw * nRanks / nsteps  (= our busbw convention: t = S f(p) / busbw)
+#   NVLS (all_reduce, one node, Hopper+): latency = hwLat[NVLink][NVLS] = 25 us (baseLat 0), algBw =
+#                    nChannels * bw * 5/6, independent of p (busbw = algBw * 2(p-1)/p); disabled on > 1 node
+#                    without CollNet, and on Ampere (no NVSwitch multicast).
+#   ncclTopoGetAlgoTime: time = lat + nBytes / (1000 * algBw); the tuner takes the least time (our select "min").
+# Older NCCL (<= 2.22, e.g. NVIDIA/nccl@b6475625) used LL = busBw/3 (all_gather, broadcast) or /4 (all_reduce)
+# and llMaxBw(Hopper) = 87.7 GB/s: NCCL_RULES keeps both so a profile can name the version it models.
+NCCL_RULES = {
+    "2.23+": {"ll_factor": {"all_gather": 0.5, "gather": 0.5, "broadcast": 0.5, "all_reduce": 0.5},
+              "ll_max_gbps": {"hopper": 141.0, "ampere": 87.7}, "nvls_us": 25.0},
+    "<=2.22": {"ll_factor": {"all_gather": 1 / 3, "gather": 1 / 3, "broadcast": 1 / 3, "all_reduce": 1 / 4},
+               "ll_max_gbps": {"hopper": 87.7, "ampere": 87.7}, "nvls_us": 23.0},
+}
+NCCL_VERSION = "2.23+"
 RING_BASE_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
 RING_NVLINK_HOP_US = {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}
 RING_NET_HOP_US = {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}
-NVLS_HW_US, NVLS_NET_US = 25.0, 18.0
+NVLS_NET_US = 18.0
+LL128_PER_CHANNEL_GBPS = {"hopper": 36.7, "ampere": 20.0}  # perChMaxRingLL128Bws[arch][N1]
+# nsteps per peer and per-node steps of the ring (broadcast: nsteps = p = 1 + (p - 1))
+RING_STEPS = {"all_gather": (0, 1), "gather": (0, 1), "broadcast": (1, 1), "all_reduce": (0, 2)}
 
 # Launch overheads the NCCL model leaves out (nccl-model.md, published figures):
 # 4x H100 all-reduce graph floor 13-16 us vs a 10.2 us model latency -> ~4 us;
@@ -38,58 +61,124 @@ LAUNCH_US, EAGER_OVERHEAD_US = 4.0, 9.0
 INTER_NODE_BUSBW_GBPS = 45.0
 
 CITATIONS = [
-    "NCCL src/graph/tuning.cc (2.2x): baseLat, hwLat[NVLink/NET], llMaxBw(Hopper)=141 GB/s, "
-    "LL128 = 0.92 x busBw, per-channel Hopper NVLink 20.6 GB/s x 18 = 370.8 GB/s",
-    "8x H200 SXM, NCCL 2.27: all-gather busbw 361.4 GB/s at 16 GiB; all-reduce NVLS 480 GB/s",
+    "NCCL src/graph/tuning.cc (2.23-2.27 line): baseLat, hwLat[NVLink/NET], LL = min(llMaxBw, 0.5 busBw), "
+    "llMaxBw(Hopper, 1 node) = 141 GB/s, (Ampere) = 87.7 GB/s, LL128 = min(0.92 busBw, nCh x 36.7 GB/s), "
+    "NVLS latency 25 us and algBw = nCh x bw x 5/6; the tuner picks the least predicted time per call",
+    "Hopper NVLink busBw 20.6 GB/s x 18 links = 370.8 GB/s (NCCL's ring model bandwidth)",
+    "8x H200 SXM, NCCL 2.27: all-gather busbw 361.4 GB/s at 16 GiB; all-reduce NVLS 480 GB/s; all-reduce "
+    "busbw 128 MiB 402 GB/s (ramp); NCCL switched all-reduce from Ring/LL (<= 1 MiB) to NVLS (>= 2 MiB)",
     "8x H100 SXM: all-gather busbw saturates near 350-360 GB/s (NCCL maintainer)",
+    "NVIDIA/nccl issue #1455 (8x H100 SXM, -b 2G -e 4G): ring busbw 365-370 GB/s for 2-8 GPUs; NVLS busbw "
+    "365-370 for 2-4 GPUs, 420 / 440 / 460 / 480 GB/s for 5 / 6 / 7 / 8 GPUs",
+    "NVIDIA/Megatron-LM PR #5596: 8x H100 NCCL all-gather kernel device time 128 MiB 385.3 us (ramp)",
     "4x H100 all-reduce: eager floor ~23 us, CUDA-graph floor ~13-16 us",
     "HBM: H100 SXM 3.35 TB/s, H200 4.8 TB/s; device copies reach 75-85%",
     "CUDA-graph replay ~1-3 us per kernel; eager launches from Python ~5-20 us",
 ]
+# NVLS all-reduce busbw per TP size, NVIDIA/nccl issue #1455 (8x H100 SXM); 2-4 GPUs: NVLS ~= ring (367.5)
+NVLS_BUSBW_BY_P = {2: 367.5, 3: 367.5, 4: 367.5, 5: 420.0, 6: 440.0, 7: 460.0, 8: 480.0}
 
 
-def ring_regimes(op: str, busbw: dict[str, float], per_step: float = 1.0) -> list[dict]:
+def s_half_from_point(time_us: float, size_bytes: float, p: int, op: str, alpha_us: float, busbw: float) -> float:
+    """Ramp s_half from one cited (size, time) point:  t = alpha + f(p) (S + s_half) / busbw  solved for s_half."""
+    f = float(bus_factor(op, p))
+    return max(0.0, (time_us - alpha_us) * busbw * 1e3 / f - size_bytes)
+
+
+def ring_regimes(op: str, arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_half: dict[str, float],
+                 rules: dict) -> list[dict]:
+    """LL / LL128 / Simple ring regimes of `op` by NCCL's rules (see NCCL_RULES); busbw in nccl-tests units.
+
+    simple_busbw: the published ring Simple busbw per collective ("all_reduce", and "all_gather" for the rest).
+    """
+    bw = {"LL": min(rules["ll_max_gbps"][arch], rules["ll_factor"][op] * nccl_busbw),
+          "LL128": min(0.92 * nccl_busbw, 16 * LL128_PER_CHANNEL_GBPS[arch]),
+          "Simple": simple_busbw["all_reduce" if op == "all_reduce" else "all_gather"]}
+    base_steps, per_peer = RING_STEPS[op]
     regimes = []
     for proto in ("LL", "LL128", "Simple"):
+        hop = RING_NVLINK_HOP_US[proto]
         regimes.append({
             "name": proto,
-            "alpha_base_us": RING_BASE_US[proto],
-            "alpha_per_peer_us": per_step * RING_NVLINK_HOP_US[proto],
-            "alpha_per_node_us": per_step * (RING_NET_HOP_US[proto] - RING_NVLINK_HOP_US[proto]),
-            "busbw_gbps": busbw[proto],
+            "alpha_base_us": round(RING_BASE_US[proto] + base_steps * hop, 4),
+            "alpha_per_peer_us": per_peer * hop,
+            "alpha_per_node_us": per_peer * (RING_NET_HOP_US[proto] - hop),
+            "busbw_gbps": round(bw[proto], 2),
+            "s_half_bytes": int(s_half.get(proto, 0.0)),
         })
     return regimes
 
 
-def place_breakpoints(op: str, regimes: list[dict], p: int = TYPICAL_P) -> list[dict]:
-    """Drop dominated regimes, then set max_bytes where adjacent regimes cross at p ranks."""
+def place_breakpoints(op: str, regimes: list[dict], p: int) -> list[dict]:
+    """Every regime, with max_bytes = the S where it stops being the fastest at p ranks (null: fastest up to any
+    size, or never fastest at p). Select "min" prices by the minimum, so these only document NCCL's switch points
+    at p; a regime never fastest at this p is kept (it matters when another is removed, e.g. NVLS off)."""
     f = float(bus_factor(op, p))
 
     def alpha(r):
-        return r["alpha_base_us"] + r["alpha_per_peer_us"] * (p - 1)
+        return r["alpha_base_us"] + r["alpha_per_peer_us"] * (p - 1) + f * r.get("s_half_bytes", 0) / r[
+            "busbw_gbps"] * 1e-3
 
     def slope(r):
         return f / r["busbw_gbps"] * 1e-3
 
-    kept = [r for r in regimes if not any(alpha(o) <= alpha(r) and slope(o) <= slope(r) and o is not r
-                                          for o in regimes)]
-    kept.sort(key=alpha)
+    # lower envelope of the lines alpha + slope * S over S > 0
+    hull: list[dict] = []
+    for r in sorted(regimes, key=lambda r: (alpha(r), slope(r))):
+        if hull and slope(r) >= slope(hull[-1]):
+            continue
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (alpha(r) - alpha(a)) / (slope(a) - slope(r)) <= (alpha(b) - alpha(a)) / (slope(a) - slope(b)):
+                hull.pop()
+            else:
+                break
+        hull.append(r)
+    ends = {id(cur): max(1, int(round((alpha(nxt) - alpha(cur)) / (slope(cur) - slope(nxt)))))
+            for cur, nxt in zip(hull, hull[1:])}
+    return [{**r, "max_bytes": ends.get(id(r))} for r in regimes]
+
+
+def curve(op: str, regimes: list[dict], p: int | None) -> dict:
+    """One select-"min" curve: world_size p on one node, or generic (p None, any node count; priced at p = 8)."""
+    return {"op": op, "world_size": p, "mode": None, "nodes": None if p is None else 1, "select": "min",
+            "launch_us": LAUNCH_US, "eager_overhead_us": EAGER_OVERHEAD_US,
+            "inter_node_busbw_gbps": INTER_NODE_BUSBW_GBPS, "provenance": "derived",
+            "regimes": place_breakpoints(op, regimes, p or 8)}
+
+
+def nvls_regime(p: int, s_half: float, rules: dict, scale: float = 1.0) -> dict:
+    """NVLS all-reduce at p ranks: busbw from NVLS_BUSBW_BY_P (scaled to the GPU's published 8-GPU figure)."""
+    return {"name": "NVLS", "alpha_base_us": rules["nvls_us"], "alpha_per_peer_us": 0.0,
+            "alpha_per_node_us": NVLS_NET_US, "busbw_gbps": round(NVLS_BUSBW_BY_P[p] * scale, 2),
+            "s_half_bytes": int(s_half)}
+
+
+def collectives(arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_half: dict[str, float],
+                nvls_busbw_8: float | None, version: str = NCCL_VERSION) -> list[dict]:
+    """One generic ring curve per op (select "min": NCCL's protocol choice at any p, any node count) plus, where
+    NVLS exists, one all_reduce curve per TP size p = 2..8 on one node (NVLS bandwidth depends on p)."""
     out = []
-    for cur, nxt in zip(kept, kept[1:]):
-        crossing = (alpha(nxt) - alpha(cur)) / (slope(cur) - slope(nxt))
-        out.append({**cur, "max_bytes": int(round(crossing))})
-    out.append({**kept[-1], "max_bytes": None})
+    for op in ("all_gather", "all_reduce", "gather", "broadcast"):
+        ring = ring_regimes(op, arch, nccl_busbw, simple_busbw, s_half, NCCL_RULES[version])
+        out.append(curve(op, ring, None))
+        if op == "all_reduce" and nvls_busbw_8 is not None:
+            scale = nvls_busbw_8 / NVLS_BUSBW_BY_P[8]
+            out += [curve(op, ring + [nvls_regime(p, s_half.get("NVLS", 0.0), NCCL_RULES[version], scale)], p)
+                    for p in TP_SIZES]
     return out
 
 
-def curve(op: str, regimes: list[dict]) -> dict:
-    return {"op": op, "world_size": None, "mode": None, "launch_us": LAUNCH_US,
-            "eager_overhead_us": EAGER_OVERHEAD_US, "inter_node_busbw_gbps": INTER_NODE_BUSBW_GBPS,
-            "provenance": "derived", "regimes": place_breakpoints(op, regimes)}
-
-
-def kernels(hbm_gbps: float) -> dict:
+def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
+    """The kernels section: the GPU kernel model (costmodel.gpu_kernels; fitted on the H200 probe tables, derived
+    for H100 / A100 from it - costmodel.gpu_kernel_fit.kernel_sections) plus a roofline for the ops it does not
+    price (fused Triton kernels), its small-kernel cost and copy rate taken from the model."""
     copy_bw, reduce_bw = 0.8 * hbm_gbps, 0.6 * hbm_gbps  # assumption: copies 80%, reductions 60% of HBM
+    graph_us, eager_us = 2.0, 8.0
+    if section is not None:
+        model = section["model"]
+        copy_bw, reduce_bw = model["copy_gbps"]["bf16"], model["reduce_gbps"]
+        graph_us, eager_us = model["small_us"], model["torch_op_us"]
     ops = {  # launches = torch kernels an engine runs for the step (see costmodel/strategies.py)
         "local_argmax": (6, reduce_bw), "key_pack": (6, reduce_bw), "relayout_copy": (1, copy_bw),
         "argmax": (1, reduce_bw), "relayout_argmax": (2, reduce_bw), "chunked_argmax": (4, reduce_bw),
@@ -99,33 +188,58 @@ def kernels(hbm_gbps: float) -> dict:
         "local_argmax_fused": (2, reduce_bw), "key_pack_fused": (2, reduce_bw),
         "pair_reduce_fused": (1, reduce_bw), "key_unpack_fused": (1, reduce_bw),
     }
-    return {"graph_kernel_us": 2.0, "eager_launch_us": 8.0,
-            "ops": {op: {"launches": n, "fixed_us": 0.0, "bw_gbps": round(bw, 1), "provenance": "derived"}
-                    for op, (n, bw) in ops.items()},
-            "tables": []}
+    out = {"graph_kernel_us": round(graph_us, 4), "eager_launch_us": round(eager_us, 4),
+           "ops": {op: {"launches": n, "fixed_us": 0.0, "bw_gbps": round(bw, 1), "provenance": "derived"}
+                   for op, (n, bw) in ops.items()},
+           "tables": []}
+    if section is not None:
+        out.update(model=section["model"], lm_head=section["lm_head"], tables=section["tables"])
+        if section["host"]:
+            out["host"] = section["host"]
+    return out
 
 
-def profile(name: str, title: str, gpu: str, hbm_gbps: float, simple_busbw: float, ll_busbw: float,
-            ll128_busbw: float, allreduce_big: dict | None, notes: str, citations: list[str]) -> dict:
-    bw = {"LL": ll_busbw, "LL128": ll128_busbw, "Simple": simple_busbw}
-    ar = ring_regimes("all_reduce", bw, per_step=2.0)
-    if allreduce_big is not None:
-        ar = [ar[0], allreduce_big]
+KERNEL_SECTIONS = kernel_sections(n_replicates=100, seed=0)
+_REDUCE_CUH = ("pytorch/pytorch aten/src/ATen/native/cuda/Reduce.cuh: ReduceConfig::set_block_dimension and "
+               "setReduceConfig (512 threads, vt0 = 4, warp split at 16 values per thread, block split at 256)")
+KERNEL_CITATIONS = {key: [_REDUCE_CUH, GPU_SPECS[key][4]] + ([] if key == "h200" else [
+    "kernel rates derived from the H200 fit: element rates x SMs x SM clock, byte rates x HBM bandwidth"])
+    for key in GPU_SPECS}
+
+
+def kernel_provenance(name: str, provenance: dict) -> dict:
+    """H200: "mixed" - kernels measured on one H200 (the probe), collectives derived. Others: derived kernels."""
+    key = name.split("-")[0]
+    section = KERNEL_SECTIONS.get(key)
+    if section is None:
+        return provenance
+    model = section["model"]
+    provenance = {**provenance, "citations": list(provenance["citations"]) + KERNEL_CITATIONS[key]}
+    if section["tables"]:
+        return {**provenance, "kind": "mixed",
+                "source": "mixed: kernels measured on one H200 (standalone probe, 2026-11-30), collectives derived. "
+                          "Kernels: " + model["source"] + "; collectives: " + provenance["source"],
+                "software": {**provenance.get("software", {}), "kernels": "torch 2.11.0+cu130, CUDA 13.0"},
+                "files": [f"data/calibration/h200-2026-11-30/{f}.csv" for f in ("kernels", "lm_head", "c10d_world1")]}
+    return {**provenance, "source": provenance["source"] + " Kernels: " + model["source"] + "."}
+
+
+def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], notes: str,
+            citations: list[str], version: str = NCCL_VERSION) -> dict:
     return {
         "schema_version": 1,
         "name": name,
-        "title": title,
-        "provenance": {
+        "title": title.replace("(derived)", "(kernels measured, collectives derived)")
+        if name.startswith("h200") else title,
+        "provenance": kernel_provenance(name, {
             "kind": "derived",
             "source": "derived from public figures, not measured: " + notes,
             "gpu": gpu, "interconnect": "NVLink + NVSwitch, one node of 8 GPUs", "gpus_per_node": 8,
-            "software": {"nccl": "2.2x tuning model"}, "date": DATE, "citations": citations, "files": [],
-        },
-        "collectives": [curve("all_gather", ring_regimes("all_gather", bw)),
-                        curve("all_reduce", ar),
-                        curve("gather", ring_regimes("gather", bw)),
-                        curve("broadcast", ring_regimes("broadcast", bw))],
-        "kernels": kernels(hbm_gbps),
+            "software": {"nccl": f"{version} tuning model (scripts/derive_profiles.py NCCL_RULES)"},
+            "date": DATE, "citations": citations, "files": [],
+        }),
+        "collectives": coll,
+        "kernels": kernels(hbm_gbps, KERNEL_SECTIONS.get(name.split("-")[0])),
     }
 
 
@@ -146,10 +260,14 @@ RANGES = {
 
 
 def ensemble(data: dict, hbm_gbps: float, seed: int) -> list[dict]:
-    """Replicates with every uncertain parameter drawn from RANGES (stored as profile["bootstrap"])."""
+    """Replicates with every uncertain parameter drawn from RANGES (stored as profile["bootstrap"]).
+
+    The GPU kernel model's replicates are refits on bootstrap resamples of the H200 probe tables (carried to
+    H100 / A100 by the same derivation): `kernel_sections`' "replicates"."""
     rng = np.random.default_rng(seed)
     reps = []
-    for _ in range(N_REPLICATES):
+    section = KERNEL_SECTIONS.get(data["name"].split("-")[0])
+    for i in range(N_REPLICATES):
         draw = {k: rng.uniform(*v) for k, v in RANGES.items()}
         curves = copy.deepcopy(data["collectives"])
         for c in curves:
@@ -159,35 +277,60 @@ def ensemble(data: dict, hbm_gbps: float, seed: int) -> list[dict]:
                 scale = draw["simple_busbw_scale"] if r["name"] in ("Simple", "NVLS") else draw["ll_busbw_scale"]
                 r["busbw_gbps"] = round(r["busbw_gbps"] * scale, 2)
                 r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * draw["hop_scale"], 4)
+        # kernels: every op's efficiency drawn independently (issue 9), each range relative to the range's middle,
+        # around the profile's own point value (so the replicates bracket the point parameters)
         ops = {}
         for op, spec in data["kernels"]["ops"].items():
-            copy_like = op in ("relayout_copy", "d2t_scatter")
-            eff = draw["copy_eff"] if copy_like else draw["reduce_eff"]
-            ops[op] = {**spec, "bw_gbps": round(eff * hbm_gbps, 1)}
-        reps.append({"collectives": curves,
-                     "kernels": {"graph_kernel_us": round(draw["graph_kernel_us"], 3),
-                                 "eager_launch_us": round(draw["eager_launch_us"], 3), "ops": ops}})
+            lo, hi = RANGES["copy_eff" if op in ("relayout_copy", "d2t_scatter") else "reduce_eff"]
+            ops[op] = {**spec, "bw_gbps": round(spec["bw_gbps"] * rng.uniform(lo, hi) / ((lo + hi) / 2), 1)}
+        kern = {k: round(data["kernels"][k] * draw[k] / (sum(RANGES[k]) / 2), 3)
+                for k in ("graph_kernel_us", "eager_launch_us")}
+        kern["ops"] = ops
+        if section is not None:
+            kern["model"] = section["replicates"][i % len(section["replicates"])]
+        reps.append({"collectives": curves, "kernels": kern})
     return reps
 
 
 def main() -> None:
-    nvls = {"name": "NVLS", "alpha_base_us": NVLS_HW_US, "alpha_per_peer_us": 0.0,
-            "alpha_per_node_us": NVLS_NET_US, "busbw_gbps": 480.0}
-    ll128 = round(0.92 * 370.8, 1)
+    hopper_busbw = 370.8  # NCCL's Hopper ring model bandwidth (CITATIONS[1]); LL / LL128 derive from it
+    # Ramps (s_half), each from one cited mid-size point (those points are in-sample in data/reference):
+    # H100 ring Simple from Megatron-LM PR #5596 (8x H100 all-gather 128 MiB: 385.3 us kernel device time);
+    # H200 NVLS from the published 8x H200 all-reduce busbw 402 GB/s at 128 MiB (torch, eager);
+    # A100 ring Simple from the published 4x A100 all-reduce 16 MB: 196 us (eager).
+    simple_alpha_8 = RING_BASE_US["Simple"] + 7 * RING_NVLINK_HOP_US["Simple"]
+    hopper_simple = s_half_from_point(385.3, 128 * 2**20, 8, "all_gather", simple_alpha_8, 355.0)
+    h200_nvls = s_half_from_point(128 * 2**20 * 1.75 / 402.0e3, 128 * 2**20, 8, "all_reduce",
+                                  LAUNCH_US + EAGER_OVERHEAD_US + NCCL_RULES[NCCL_VERSION]["nvls_us"], 480.0)
+    a100_alpha_4 = LAUNCH_US + EAGER_OVERHEAD_US + RING_BASE_US["Simple"] + 6 * RING_NVLINK_HOP_US["Simple"]
+    a100_simple = s_half_from_point(196.0, 2**24, 4, "all_reduce", a100_alpha_4, 230.0)
+    hopper_ramps = {"Simple": hopper_simple, "NVLS": h200_nvls}
+    # A100: with a Simple-only ramp LL128 (no ramp) undercuts the cited 16 MB point by 20%, so the point says
+    # both bandwidth protocols ramp: the same s_half for LL128 and Simple reproduces it (Simple is then chosen).
+    a100_ramps = {"LL128": a100_simple, "Simple": a100_simple}
     out = [
-        profile("h200-sxm-nvlink", "8x H200 SXM, NVLink 4 (derived)", "NVIDIA H200 SXM", 4800.0, 361.4, 141.0,
-                ll128, nvls, "NCCL tuning constants; all-gather Simple busbw 361.4 GB/s and all-reduce NVLS "
-                "480 GB/s from published 8x H200 runs; kernels at 60-80% of 4.8 TB/s HBM.", CITATIONS),
-        profile("h100-sxm-nvlink", "8x H100 SXM, NVLink 4 (derived)", "NVIDIA H100 80GB HBM3", 3350.0, 355.0,
-                141.0, ll128, nvls, "NCCL tuning constants; all-gather Simple busbw 355 GB/s (published "
-                "350-360); all-reduce NVLS 480 GB/s assumed equal to H200 (same NVLink 4 / NVSwitch); kernels at "
-                "60-80% of 3.35 TB/s HBM.", CITATIONS),
-        profile("a100-sxm-nvlink", "8x A100 SXM, NVLink 3 (derived)", "NVIDIA A100-SXM4-80GB", 2039.0, 230.0,
-                87.7, round(0.92 * 230.0, 1), None, "NCCL tuning constants with llMaxBw(Ampere)=87.7 GB/s; "
-                "Simple busbw 230 GB/s (published A100 all-reduce busbw ~200-230 GB/s); no NVLS; kernels at "
-                "60-80% of the 2,039 GB/s HBM2e datasheet figure.",
-                CITATIONS[:1] + ["A100 SXM (NVLink 3, 300 GB/s one-way): all-reduce busbw ~200-230 GB/s",
-                                 "A100 80GB SXM datasheet: 2,039 GB/s HBM2e"] + CITATIONS[3:4] + CITATIONS[5:]),
+        profile("h200-sxm-nvlink", "8x H200 SXM, NVLink 4 (derived)", "NVIDIA H200 SXM", 4800.0,
+                collectives("hopper", hopper_busbw, {"all_gather": 361.4, "all_reduce": 367.5}, hopper_ramps, 480.0),
+                "NCCL 2.23+ tuning rules per TP size (the tuner's fastest protocol at the actual p); ring Simple "
+                "busbw 361.4 GB/s and all-reduce NVLS 480 GB/s at 8 GPUs from published 8x H200 runs, NVLS per "
+                "TP size from NVIDIA/nccl#1455; mid-size ramps from one cited point each.", CITATIONS),
+        profile("h100-sxm-nvlink", "8x H100 SXM, NVLink 4 (derived)", "NVIDIA H100 80GB HBM3", 3350.0,
+                collectives("hopper", hopper_busbw, {"all_gather": 355.0, "all_reduce": 367.5}, hopper_ramps, 480.0),
+                "NCCL 2.23+ tuning rules per TP size; ring Simple busbw 355 GB/s (published 350-360); NVLS "
+                "all-reduce per TP size from NVIDIA/nccl#1455 (NCCL uses it by default on one NVSwitch node; "
+                "runs with NCCL_ALGO=RING or NVLS off price without it); ramps as for H200.", CITATIONS),
+        profile("a100-sxm-nvlink", "8x A100 SXM, NVLink 3 (derived)", "NVIDIA A100-SXM4-80GB", 2039.0,
+                collectives("ampere", 230.0, {"all_gather": 230.0, "all_reduce": 230.0}, a100_ramps, None,
+                            version="<=2.22"),
+                "NCCL <= 2.22 tuning rules per TP size (the published 8x A100 table ran NCCL 2.19.3): LL = "
+                "min(87.7, busBw/4) for all-reduce, busBw/3 otherwise, LL128 at 20 GB/s per channel; Simple "
+                "busbw 230 GB/s "
+                "(published A100 all-reduce busbw ~200-230 GB/s); no NVLS; ramp "
+                "from the published 4x A100 16 MB all-reduce.",
+                CITATIONS[:1] + ["A100 SXM (NVLink 3, 300 GB/s one-way): all-reduce busbw ~200-230 GB/s; 4x A100 "
+                                 "all-reduce 16 MB 196 us (ramp)",
+                                 "A100 80GB SXM datasheet: 2,039 GB/s HBM2e"] + CITATIONS[6:7] + CITATIONS[8:],
+                version="<=2.22"),
     ]
     for seed, (data, hbm) in enumerate(zip(out, (4800.0, 3350.0, 2039.0), strict=True)):
         data["bootstrap_method"] = ("derived ensemble, not a statistical bootstrap: " + str(N_REPLICATES)

@@ -365,3 +365,85 @@ def test_eager_only_fit_prices_graph_mode_from_its_own_curves():
     graph = collective_time_us(loaded, "all_gather", b, 2, mode="graph")
     assert np.allclose(graph, collective_time_us(loaded, "all_gather", b, 2, mode="eager"))
     assert loaded.curve("all_gather", 2, "graph").provenance == "measured"
+
+
+# -- number of regimes by cross-validation (issue 9, item 7) -------------------------------------------------------
+def _every_other_size(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    sizes = np.sort(frame["bytes_per_rank"].unique())
+    train = frame["bytes_per_rank"].isin(sizes[::2])
+    return frame[train], frame[~train]
+
+
+def _held_out_p90(profile: dict, test: pd.DataFrame, op: str, p: int) -> float:
+    pred = collective_time_us(profile_from_dict(profile), op, test["bytes_per_rank"].to_numpy(float), p, 1,
+                              test["mode"].to_numpy().astype(str))
+    return float(np.percentile(np.abs(pred - test["median_us"].to_numpy()) / test["median_us"].to_numpy(), 90))
+
+
+def _bic_only(monkeypatch) -> None:
+    """The fitter as it was: cross-validation never overrides BIC."""
+    import calibration.fit as fit_module
+
+    monkeypatch.setattr(fit_module, "CV_TOLERANCE", float("inf"))
+
+
+@pytest.fixture(scope="module")
+def h100_all_gather_table() -> pd.DataFrame:
+    ref = pd.read_csv(ROOT / "data/reference/nccl-tests.csv")
+    table = ref[ref["table"] == "h100x8-all_gather-ring"]
+    return table[["op", "mode", "world_size", "nodes", "bytes_per_rank", "dtype", "gpu", "median_us"]]
+
+
+def test_cross_validation_picks_regimes_on_a_published_all_gather_table(h100_all_gather_table, monkeypatch):
+    # every other size of the published 8x H100 all_gather table (the only published H100 all_gather table
+    # bundled; the issue's 4x table is not public here): BIC picks 2 regimes, CV 1, and the held-out sizes agree
+    train, test = _every_other_size(h100_all_gather_table)
+    after = fit_measurements(train, name="cv", bootstrap=0)
+    row = report_of(after, "all_gather", 8, "eager")
+    assert row["n_regimes"] == 1 and row["regime_choice"].startswith("1 by cv (BIC: 2, CV: 1;")
+    p90_after = _held_out_p90(after, test, "all_gather", 8)
+    _bic_only(monkeypatch)
+    before = fit_measurements(train, name="bic", bootstrap=0)
+    assert report_of(before, "all_gather", 8, "eager")["n_regimes"] == 2
+    p90_before = _held_out_p90(before, test, "all_gather", 8)
+    assert p90_after < p90_before  # 0.102 vs 0.114 when written
+    # the report's CV score of the chosen K is its leave-one-size-out p90
+    assert row["cv_p90_rel_err"] == pytest.approx(float(row["regime_choice"].split("K: 1 ")[1].split(",")[0]),
+                                                  rel=1e-2)
+
+
+def test_gloo_cliff_cross_validation_keeps_what_generalises(monkeypatch):
+    # the bundled gloo all_gather at 4 ranks (cliff at 8-16 MiB per rank), fitted on every other size: a third
+    # regime for the cliff has 3 noisy sizes and a leave-one-size-out p90 above 1, so CV rejects it; 1 vs 2
+    # regimes are within the tolerance, so BIC's 2 stand and the held-out error equals the BIC-only fit's
+    frame = pd.read_csv(ROOT / "data/calibration/cpu-gloo/collectives.csv")
+    frame = frame[(frame["op"] == "all_gather") & (frame["world_size"] == 4)]
+    train, test = _every_other_size(frame)
+    after = fit_measurements(train, name="cv", bootstrap=0)
+    choice = report_of(after, "all_gather", 4, "eager")["regime_choice"]
+    scores = {int(k): float(v) for k, v in (kv.split() for kv in choice.split("by K: ")[1].rstrip(")").split(", "))}
+    assert scores[3] > 2 * scores[2] and abs(scores[1] - scores[2]) < 0.05 * scores[2]
+    assert report_of(after, "all_gather", 4, "eager")["n_regimes"] == 2
+    p90_after = _held_out_p90(after, test, "all_gather", 4)
+    _bic_only(monkeypatch)
+    p90_before = _held_out_p90(fit_measurements(train, name="bic", bootstrap=0), test, "all_gather", 4)
+    assert p90_after == pytest.approx(p90_before)
+
+
+def test_cv_overrides_bic_only_when_clearly_better():
+    from calibration.fit import CV_TOLERANCE, _choose_regimes
+
+    def cand(k, bic_score, errors):
+        return (k, None, None, bic_score, np.asarray(errors, dtype=float), 10)
+
+    one, two = cand(1, -5.0, [0.1] * 10), cand(2, -6.0, [0.1 * (1 - CV_TOLERANCE / 2)] * 10)
+    chosen, text = _choose_regimes([one, two], 10, two)
+    assert chosen is two and "by bic = cv" in text
+    chosen, text = _choose_regimes([one, two], 10, one)  # CV 2.5% better only: BIC's K stands
+    assert chosen is one and "within tolerance" in text
+    better = cand(2, -6.0, [0.05] * 10)
+    chosen, text = _choose_regimes([one, better], 10, one)
+    assert chosen is better and text.startswith("2 by cv (BIC: 1, CV: 2;")
+    few_folds = (2, None, None, -6.0, np.asarray([0.01]), 2)  # under half of the 10 folds: not scored
+    chosen, text = _choose_regimes([one, few_folds], 10, one)
+    assert chosen is one

@@ -192,3 +192,51 @@ def test_cli_missing_file_and_missing_out_exit_2(tmp_path, capsys):
     assert main([str(tmp_path / "nope.log")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out" in err
+
+
+# -- reference tables from a manifest (data/reference/nccl-tests) -------------------------------------------------
+MANIFEST_HEADER = "file,table,profile,nccl_algo,launch,software,source,status\n"
+
+
+def test_manifest_builds_reference_rows_with_provenance_and_host_floor(tmp_path):
+    from calibration.import_nccl_tests import reference_from_manifest
+
+    points = [(8, 30.0), (1024, 32.0), (32768, 34.0), (65536, 40.0), (2**20, 80.0)]
+    (tmp_path / "ar.log").write_text(nccl_log("all_reduce_perf", ["h1"], 8, points, marker=True))
+    (tmp_path / "rs.log").write_text("whatever: not parsed")
+    (tmp_path / "m.csv").write_text(
+        MANIFEST_HEADER + "ar.log,t-ar,h100-sxm-nvlink,ring,single process -g 8,NCCL 2.26.2,repo @ abc,priced\n"
+        + "rs.log,t-rs,,default,x,y,z,not priced: no reduce_scatter model\n")
+    rows = reference_from_manifest(tmp_path / "m.csv")
+    assert list(rows["id"]) == [f"t-ar-{i}" for i in range(5)]
+    assert set(rows["table"]) == {"t-ar"} and set(rows["profile"]) == {"h100-sxm-nvlink"}
+    assert set(rows["nccl_algo"]) == {"ring"} and not rows["used_in_profile"].any()
+    # host floor = median time of the rows below 64 KiB per rank: 30, 32, 34 -> 32
+    assert set(rows["host_floor_us"]) == {32.0}
+    assert rows["source"].iloc[0].startswith("repo @ abc, ar.log line ")
+    assert list(rows["median_us"]) == [t for _, t in points]
+    assert "single process -g 8" in rows["method"].iloc[0]
+
+
+def test_manifest_errors_are_one_line(tmp_path):
+    from calibration.import_nccl_tests import reference_from_manifest
+
+    (tmp_path / "m.csv").write_text("file,table\nx.log,t\n")
+    with pytest.raises(InputError, match="missing column"):
+        reference_from_manifest(tmp_path / "m.csv")
+    (tmp_path / "m.csv").write_text(MANIFEST_HEADER + "x.log,t,,default,a,b,c,priced\n")
+    with pytest.raises(InputError, match="names no profile"):
+        reference_from_manifest(tmp_path / "m.csv")
+    (tmp_path / "m.csv").write_text(MANIFEST_HEADER + "x.log,t,p,default,a,b,c,priced\n")
+    with pytest.raises(InputError, match="no such file"):
+        reference_from_manifest(tmp_path / "m.csv")
+    assert main(["--manifest", str(tmp_path / "m.csv"), "x.log", "--out", str(tmp_path / "o.csv")]) == 2
+
+
+def test_bundled_reference_table_is_the_manifest_output(tmp_path):
+    # data/reference/nccl-tests.csv is exactly what the manifest builds from the bundled logs
+    out = tmp_path / "ref.csv"
+    assert main(["--manifest", str(ROOT / "data/reference/nccl-tests/MANIFEST.csv"), "--out", str(out)]) == 0
+    built = pd.read_csv(out)
+    bundled = pd.read_csv(ROOT / "data/reference/nccl-tests.csv")
+    pd.testing.assert_frame_equal(built, bundled)
