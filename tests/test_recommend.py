@@ -9,9 +9,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel import InputError, Scenario, load_profile, predict
 from costmodel.presets import preset
+from costmodel.profile import profile_from_dict
 from costmodel.recommend import FLAG_STRATEGY, impact_change, recommend
 from costmodel.strategies import BASELINE, STRATEGIES
 from costmodel.uncertainty import replicate_profiles
@@ -223,3 +226,31 @@ def test_recommendation_frame_stands_alone():
     assert row.expected_saving_per_decode_step_us == pytest.approx(
         rec.strategies[FLAG_STRATEGY].expected_saving_per_decode_step_us)
     assert row.mean_batch == pytest.approx(0.25 * 4 + 0.75 * 64) and (frame.tp == 8).all()
+
+
+# -- properties (a profile without replicates keeps them fast) -----------------------------------------------
+POINT_PROFILE = profile_from_dict({k: v for k, v in load_profile(None).raw.items() if k != "bootstrap"},
+                                  source="h200 without replicates")
+MIXES = st.lists(st.tuples(st.integers(1, 4096), st.floats(0.01, 100.0)), min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(mix=MIXES)
+def test_expected_saving_is_a_convex_combination_and_splitting_rows_changes_nothing(mix):
+    batch = np.array([b for b, _ in mix])
+    weight = np.array([w for _, w in mix])
+    rec = recommend(MAVERICK, Workload(batch, weight, "csv", "w"), POINT_PROFILE)
+    per_batch = predict(Scenario(**MAVERICK, batch=batch.astype(float)), POINT_PROFILE)
+    for s in STRATEGIES:
+        values = np.asarray(per_batch.saving_per_decode_step_us(s), dtype=float)
+        e = rec.strategies[s].expected_saving_per_decode_step_us
+        assert values.min() - 1e-6 <= e <= values.max() + 1e-6
+        assert rec.strategies[s].interval_us is None  # no replicates, no interval
+    assert sum(o.win_share for o in rec.strategies.values()) == pytest.approx(1.0)
+    # the same mix written with every row split in two halves (and shuffled) is the same workload
+    split = Workload(np.concatenate([batch, batch[::-1]]), np.concatenate([weight / 2, (weight / 2)[::-1]]), "csv", "w")
+    again = recommend(MAVERICK, split, POINT_PROFILE)
+    for s in STRATEGIES:
+        assert again.strategies[s].expected_saving_per_decode_step_us == pytest.approx(
+            rec.strategies[s].expected_saving_per_decode_step_us)
+    assert again.decision == rec.decision
