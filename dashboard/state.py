@@ -249,7 +249,15 @@ def _positive_int(name: str, value: Any) -> int:
         raise InputError(f"{name}: expected a positive integer, got {value!r}") from None
     if not number.is_integer() or number < 1:
         raise InputError(f"{name}: expected a positive integer, got {value!r}")
+    limit = _SESSION_MAX.get(name)
+    if limit is not None and number > limit:  # a TP typed as 99999999999999999999: one error line
+        raise InputError(f"{name}: {value} is larger than {limit}")
     return int(number)
+
+
+# largest value of each integer widget (as in the query-parameter table above)
+_SESSION_MAX = {"vocab": 2**31 - 1, "draft_vocab": 2**31 - 1, "hidden": 2**20, "tp": 1024, "nodes": 1024, "k": 64,
+                "batch": BATCH_LIMIT}
 
 
 def inputs_from_session(values: Mapping[str, Any]) -> Inputs:

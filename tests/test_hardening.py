@@ -462,3 +462,12 @@ def test_no_traceback_for_a_bug_either(monkeypatch, capsys):
     code, _, err = run_cli(capsys, "presets")
     assert code == 2 and "internal error (ZeroDivisionError" in err and "Traceback" not in err
     assert sys.exc_info() == (None, None, None)
+
+
+def test_dashboard_tp_typed_as_a_huge_integer_is_one_error():
+    from dashboard import state
+
+    values = state.session_values(state.Inputs())
+    for key, value in (("tp", 99999999999999999999), ("batch", float("inf")), ("vocab", "1e400")):
+        with pytest.raises(InputError, match=key):
+            state.inputs_from_session({**values, key: value})
