@@ -16,10 +16,11 @@ fitted profiles the cross-validated residuals of its fit report (sigma = the mea
 and median / 0.674 of the leave-one-out |relative error| - |log error| to second order, averaged
 over both signs - which holds measurement noise and model error; RMS over the op's groups) and,
 for derived profiles, the spread against the published / measured reference rows that name the
-profile and were not used to build it (RMS of log(predicted / measured), bias included), the
-larger of the two; ops without data take the largest sigma of their kind (collective / kernel)
-in the profile, else PRIOR_SIGMA_LOG. Each ensemble member gets independent per-op factors
-exp(sigma_op z), so the efficiencies of different ops vary independently.
+profile and were not used to build it (RMS of log(predicted / measured), bias included, minus
+the part the ensemble's own spread already explains), the larger of the two; ops without data
+take the largest sigma of their kind (collective / kernel) in the profile, else
+PRIOR_SIGMA_LOG. Each ensemble member gets independent per-op factors exp(sigma_op z), so the
+efficiencies of different ops vary independently.
 
 Intervals: the central `level` (default 90%) of the pooled replicate x discrepancy distribution -
 of each saving and crossover batch (`propagate`) or of each measurement row (`point_intervals`).
@@ -248,17 +249,47 @@ def fit_report_sigmas(profile: Profile) -> dict[str, float]:
     return {op: float(np.sqrt(np.mean(np.square(v)))) for op, v in per_op.items()}
 
 
-def reference_sigmas(table: pd.DataFrame, exclude_files: tuple[str, ...] = ()) -> dict[str, tuple[float, int]]:
-    """Per op, from a `validate.validate` table: (RMS log residual, n) over held-out rows not in `exclude_files`."""
-    rows = table[~table["used_in_profile"].astype(bool)]
-    if exclude_files and "file" in rows.columns:
-        rows = rows[~rows["file"].isin(exclude_files)]
+def reference_sigmas(table: pd.DataFrame, exclude_files: tuple[str, ...] = (),
+                     param_var: np.ndarray | None = None) -> dict[str, tuple[float, int]]:
+    """Per op, from a `validate.validate` table: (sigma, n) over held-out rows not in `exclude_files`.
+
+    sigma^2 = mean(log residual^2) - mean(param_var): the part of the observed error the ensemble's own
+    spread (param_var: per-row variance of log prediction over the replicates) does not already explain,
+    so parameter spread and discrepancy are not counted twice (>= 0).
+    """
+    keep = ~table["used_in_profile"].astype(bool).to_numpy()
+    if exclude_files and "file" in table.columns:
+        keep &= ~table["file"].isin(exclude_files).to_numpy()
+    rows = table[keep]
+    pv = np.zeros(len(rows)) if param_var is None else np.asarray(param_var, dtype=float)[keep]
     out = {}
     log_res = np.log(rows["predicted_us"].to_numpy(float) / rows["median_us"].to_numpy(float))
     for op in rows["op"].unique():
         m = (rows["op"] == op).to_numpy() & np.isfinite(log_res)
         if m.sum() >= MIN_RESIDUALS:
-            out[op] = (sigma_from_residuals(log_res[m]), int(m.sum()))
+            total = sigma_from_residuals(log_res[m]) ** 2
+            out[op] = (float(np.sqrt(max(total - float(np.mean(pv[m])), 0.0))), int(m.sum()))
+    return out
+
+
+_PARAM_VAR_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def param_log_variance(frame: pd.DataFrame, profile: Profile) -> np.ndarray:
+    """Per row, the variance over the profile's replicates of log(predicted_us) (0 without replicates)."""
+    key = (id(profile), id(frame), len(frame))
+    hit = _PARAM_VAR_CACHE.get(key)
+    if hit is not None:
+        return hit
+    reps = replicate_profiles(profile)
+    if not reps or not len(frame):
+        out = np.zeros(len(frame))
+    else:
+        logs = np.stack([np.log(predict_points(frame, rep)["predicted_us"].to_numpy(float)) for rep in reps])
+        out = np.nan_to_num(np.var(logs, axis=0), nan=0.0, posinf=0.0)
+    if len(_PARAM_VAR_CACHE) > 32:
+        _PARAM_VAR_CACHE.clear()
+    _PARAM_VAR_CACHE[key] = out
     return out
 
 
@@ -297,9 +328,11 @@ def discrepancy(profile: Profile, *, exclude_files: tuple[str, ...] = (),
     if reference is None and profile.name in bundled_profiles() and profile.provenance.kind != "measured":
         reference = _reference_table(profile)
     if reference is not None and len(reference):
-        for op, (v, n) in reference_sigmas(reference, exclude_files).items():
+        pv = param_log_variance(reference, profile)
+        for op, (v, n) in reference_sigmas(reference, exclude_files, pv).items():
             if v > sigma.get(op, 0.0) or op not in source:
-                sigma[op], source[op] = v, f"spread vs {n} held-out reference rows (RMS log error)"
+                sigma[op], source[op] = v, (f"spread vs {n} held-out reference rows (RMS log error beyond the "
+                                            "ensemble's own spread)")
     explicit = profile.raw.get("discrepancy") if isinstance(profile.raw, dict) else None
     if isinstance(explicit, dict):
         for op, spec in explicit.items():
@@ -325,9 +358,9 @@ def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9
                     floor_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) central `level` prediction interval of every measurement row (see the module doc).
 
-    Draws: log(predicted) + (log t_replicate - log t_point) + sigma_op z over replicates x
+    Draws: log(max(floor, predicted * t_replicate / t_point)) + sigma_op z over replicates x
     discrepancy quantiles; predicted_us defaults to the profile's point prediction; floor_us (e.g.
-    a host floor) bounds every draw from below.
+    a host floor, NaN = none) bounds every member's prediction from below before the discrepancy.
     """
     point = predict_points(frame, profile)["predicted_us"].to_numpy(float)
     base = point if predicted_us is None else np.asarray(predicted_us, dtype=float)
@@ -344,10 +377,11 @@ def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9
     chunk = max(1, 2_000_000 // (rel.shape[0] * len(z)))
     for start in range(0, len(frame), chunk):
         sl = slice(start, start + chunk)
-        draws = np.log(base[sl])[None, None, :] + rel[:, None, sl] + sig[None, None, sl] * z[None, :, None]
+        member = base[sl][None, :] * np.exp(rel[:, sl])  # (R, n): each ensemble member's prediction
+        if floor_us is not None:  # e.g. a host floor: part of the prediction the discrepancy then applies to
+            member = np.fmax(member, np.asarray(floor_us, dtype=float)[None, sl])
+        draws = np.log(member)[:, None, :] + sig[None, None, sl] * z[None, :, None]
         draws = np.exp(draws.reshape(-1, draws.shape[-1]))
-        if floor_us is not None:
-            draws = np.fmax(draws, np.asarray(floor_us, dtype=float)[None, sl])
         lo[sl], hi[sl] = np.percentile(draws, [tail, 100 - tail], axis=0)
     return lo, hi
 
