@@ -8,8 +8,9 @@ than the baseline `full_all_gather`):
     expected saving per draft step          sum_i w_i * saving_us(s, B_i)
     saving_pct  = 100 * E[s] / sum_i w_i * T_baseline(B_i) * calls_per_decode_step
     win share   = sum_i w_i [s is the fastest valid strategy at B_i]
-    90% interval of E[s]: E[s] recomputed under every bootstrap / ensemble replicate of the profile
-                (`uncertainty.replicate_profiles`), 5th..95th percentile.
+    90% interval of E[s]: E[s] recomputed under every member of the profile's ensemble - the members
+                of the predict intervals (`uncertainty.propagate`): each bootstrap replicate with independent
+                per-op model-discrepancy factors - 5th..95th percentile.
 
 Impact, given a baseline ITL (ms per decode step at this workload) and a mean acceptance length
 AL in 1..K+1 (tokens emitted per decode step): ITL_after = ITL - E[s] / 1000,
@@ -197,16 +198,27 @@ def _weighted(weight: np.ndarray, values: np.ndarray) -> float:
     return float(np.dot(weight, np.asarray(values, dtype=float).reshape(-1)))
 
 
-def _replicate_expectations(sc: Scenario, profile: Profile, weight: np.ndarray) -> dict[str, np.ndarray]:
-    from .uncertainty import replicate_profiles
+def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, with_discrepancy: bool
+                           ) -> tuple[dict[str, np.ndarray], str]:
+    """E[s] under every ensemble member - the same members as `uncertainty.propagate` (the predict
+    intervals): each bootstrap replicate (or the point profile PRIOR_MEMBERS times when there are none)
+    with independent per-op model-discrepancy factors."""
+    from . import uncertainty as unc
 
-    reps = replicate_profiles(profile)
+    reps = unc.replicate_profiles(profile)
+    disc = unc.discrepancy(profile) if with_discrepancy else None
+    if not reps and disc is None:
+        return {}, "none (the profile carries no replicates)"
+    members = reps or [profile] * unc.PRIOR_MEMBERS
+    factors = unc._op_factors(disc, unc.DISCREPANCY_OPS, len(members)) if disc is not None else [None] * len(members)
     out: dict[str, list[float]] = {s: [] for s in STRATEGIES[1:]}
-    for rep in reps:
-        pred = predict(sc, rep)
+    for member, fac in zip(members, factors, strict=True):
+        pred = predict(sc, member, factors=fac)
         for s in out:
             out[s].append(_weighted(weight, pred.saving_per_decode_step_us(s)))
-    return {s: np.asarray(v) for s, v in out.items() if v}
+    source = (f"{len(reps)} bootstrap replicates" if reps else "the point profile") + (
+        " x per-op model discrepancy" if disc is not None else "")
+    return {s: np.asarray(v) for s, v in out.items()}, source
 
 
 def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str = "eagle",
@@ -232,12 +244,13 @@ def _configs(decision: str, k: int, method: str, parallel: bool) -> tuple[Engine
 
 def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Profile | None = None, *,
               itl_ms: float | None = None, acceptance_length: float | None = None, level: float = 0.9,
-              method: str | None = None) -> Recommendation:
+              method: str | None = None, with_discrepancy: bool = True) -> Recommendation:
     """Price every strategy at each workload batch; weigh by step share; decide the engine switch.
 
     `scenario_kwargs` are `Scenario` fields (any `batch` is replaced by the workload's batches).
     `itl_ms` and `acceptance_length` go together (both or neither); AL must be in 1..K+1.
     `method` is the vLLM speculative method for the pasted config (default eagle3 with d2t, else eagle).
+    `with_discrepancy=False`: parameter uncertainty (the replicates) only.
     """
     profile = profile or default_profile()
     if (itl_ms is None) != (acceptance_length is None):
@@ -258,7 +271,7 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     pred: Prediction = predict(sc, profile)
     base_decode = _weighted(w, pred.total_us(BASELINE) * sc.calls_per_decode_step)
     best = pred.best()
-    reps = _replicate_expectations(sc, profile, w)
+    reps, interval_source = _ensemble_expectations(sc, profile, w, with_discrepancy)
     tail = (1 - level) / 2 * 100
     outcomes: dict[str, StrategyOutcome] = {}
     for s in STRATEGIES:
@@ -295,8 +308,6 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     recommended = FLAG_STRATEGY if decision == "enable" else BASELINE
     candidates = [s for s in STRATEGIES if outcomes[s].valid_share >= 1.0 - 1e-9]
     best_modelled = max(candidates, key=lambda s: outcomes[s].expected_saving_per_decode_step_us)
-    interval_source = ("bootstrap / ensemble replicates of the profile" if reps
-                       else "none (the profile carries no replicates)")
     headline = _headline(decision, flag, workload, interval_source if not reps else "", level)
     if method is None:
         method = "eagle3" if bool(single.d2t) else "eagle"

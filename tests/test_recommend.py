@@ -110,7 +110,7 @@ def test_example_workloads_load():
 def test_expected_saving_is_the_step_weighted_mean_and_shares_add_up():
     profile = load_profile(None)
     wl = Workload(np.array([1, 16, 256]), np.array([0.5, 0.3, 0.2]), "csv", "w")
-    rec = recommend(MAVERICK, wl, profile)
+    rec = recommend(MAVERICK, wl, profile, with_discrepancy=False)
     pred = predict(Scenario(**MAVERICK, batch=np.array([1.0, 16.0, 256.0])), profile)
     for s in STRATEGIES:
         expected = float(np.dot([0.5, 0.3, 0.2], pred.saving_per_decode_step_us(s)))
@@ -119,13 +119,26 @@ def test_expected_saving_is_the_step_weighted_mean_and_shares_add_up():
     best = pred.best()
     assert rec.strategies[FLAG_STRATEGY].win_share == pytest.approx(float(np.dot([0.5, 0.3, 0.2],
                                                                                  best == FLAG_STRATEGY)))
-    # the interval: percentiles of the same weighted mean under every replicate
+    # the interval (parameter uncertainty only): percentiles of the same weighted mean under every replicate
     values = [float(np.dot([0.5, 0.3, 0.2], predict(pred.scenario, rep).saving_per_decode_step_us(FLAG_STRATEGY)))
               for rep in replicate_profiles(profile)]
     lo, hi = rec.strategies[FLAG_STRATEGY].interval_us
     assert (lo, hi) == pytest.approx(tuple(np.percentile(values, [5, 95])))
     assert rec.strategies[BASELINE].verdict == "baseline" and rec.strategies[BASELINE].interval_us is None
     json.dumps(rec.to_dict())  # serialisable
+
+
+def test_one_batch_interval_equals_the_predict_interval():
+    """With model discrepancy (the default), a one-batch workload's interval is predict's 90% interval."""
+    from costmodel.uncertainty import propagate
+
+    profile = load_profile(None)
+    rec = recommend(MAVERICK, Workload(np.array([64]), np.array([1.0]), "csv", "b64"), profile)
+    unc = propagate(Scenario(**MAVERICK, batch=64.0), profile, with_crossover=False)
+    for s in STRATEGIES[1:]:
+        iv = unc[s].saving_per_decode_step_us
+        assert rec.strategies[s].interval_us == pytest.approx((iv.low, iv.high))
+    assert "discrepancy" in rec.interval_source
 
 
 def test_decision_follows_the_interval_and_the_config_says_so():
@@ -239,7 +252,7 @@ MIXES = st.lists(st.tuples(st.integers(1, 4096), st.floats(0.01, 100.0)), min_si
 def test_expected_saving_is_a_convex_combination_and_splitting_rows_changes_nothing(mix):
     batch = np.array([b for b, _ in mix])
     weight = np.array([w for _, w in mix])
-    rec = recommend(MAVERICK, Workload(batch, weight, "csv", "w"), POINT_PROFILE)
+    rec = recommend(MAVERICK, Workload(batch, weight, "csv", "w"), POINT_PROFILE, with_discrepancy=False)
     per_batch = predict(Scenario(**MAVERICK, batch=batch.astype(float)), POINT_PROFILE)
     for s in STRATEGIES:
         values = np.asarray(per_batch.saving_per_decode_step_us(s), dtype=float)
@@ -249,7 +262,7 @@ def test_expected_saving_is_a_convex_combination_and_splitting_rows_changes_noth
     assert sum(o.win_share for o in rec.strategies.values()) == pytest.approx(1.0)
     # the same mix written with every row split in two halves (and shuffled) is the same workload
     split = Workload(np.concatenate([batch, batch[::-1]]), np.concatenate([weight / 2, (weight / 2)[::-1]]), "csv", "w")
-    again = recommend(MAVERICK, split, POINT_PROFILE)
+    again = recommend(MAVERICK, split, POINT_PROFILE, with_discrepancy=False)
     for s in STRATEGIES:
         assert again.strategies[s].expected_saving_per_decode_step_us == pytest.approx(
             rec.strategies[s].expected_saving_per_decode_step_us)
