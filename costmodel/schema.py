@@ -146,7 +146,10 @@ def validate_measurements(
     for column in _TEXT_COLUMNS:
         fill = defaults.get(column, "")
         values = frame[column]
-        frame[column] = values.astype(object).where(values.notna(), fill).astype(str).str.strip()
+        if values.isna().any():  # a float column of NaN (an empty column) cannot take fillna(str)
+            values = values.fillna(fill) if pd.api.types.is_string_dtype(values) else \
+                values.astype(object).where(values.notna(), fill)
+        frame[column] = values.astype(str).str.strip()
     allowed = {"op": (ALL_OPS, "unknown op {!r} (known: " + ", ".join(ALL_OPS) + ")"),
                "mode": (MODES, "column mode has {!r}; expected graph or eager"),
                "dtype": (tuple(ELEM_BYTES), "column dtype has {!r}; expected one of " + ", ".join(ELEM_BYTES))}

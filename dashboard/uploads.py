@@ -22,7 +22,7 @@ import pandas as pd
 
 from costmodel import InputError, Profile, parse_profile
 from costmodel.safe_io import check_rows, check_size, csv_text
-from costmodel.schema import parse_measurement_csv, validate_measurements
+from costmodel.schema import COLLECTIVE_OPS, parse_measurement_csv, validate_measurements
 
 from .state import UPLOAD_PREFIX
 
@@ -61,6 +61,14 @@ def _fit(frame: pd.DataFrame, file_name: str) -> tuple[str, str]:
     except ImportError:
         raise InputError(NEEDS_FIT) from None
     check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=file_name)
+    from calibration.fit import MAX_GROUP_SIZES
+
+    coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
+    sizes = coll.groupby(["op", "world_size", "mode"])["bytes_per_rank"].nunique()
+    if len(sizes) and int(sizes.max()) > MAX_GROUP_SIZES:  # refused before any fitting work
+        (op, ws, mode), n = sizes.idxmax(), int(sizes.max())
+        raise InputError(f"{file_name}: {op} p={ws} {mode} has {n} distinct sizes, more than the limit of "
+                         f"{MAX_GROUP_SIZES} per curve")
     frame = bin_repeats(frame)  # the points the fit uses; also what the Calibration tab plots
     name = PurePath(file_name).stem.strip() or "upload"
     try:
