@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -88,7 +87,7 @@ from costmodel.profile import (
     profile_from_dict,
     save_profile,
 )
-from costmodel.safe_io import check_rows
+from costmodel.safe_io import check_rows, loads_json, read_bytes
 from costmodel.schema import (
     COLLECTIVE_OPS,
     D2T_DRAFT_COLS,
@@ -248,37 +247,6 @@ def bin_repeats(frame: pd.DataFrame, max_repeats: int = MAX_REPEATS_PER_POINT) -
     rank = np.arange(len(order)) - start[codes[order]]
     keep = (c <= max_repeats) | (rank == ((rank * max_repeats // c) * 2 + 1) * c // (2 * max_repeats))
     return frame.iloc[np.sort(order[keep])].reset_index(drop=True)
-
-
-def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, segment: np.ndarray,
-                        breakpoints: np.ndarray, n_boot: int, rng: np.random.Generator
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Replicates of a segmented fit by resampling its log residuals, breakpoints fixed (module doc).
-
-    With q = a.theta = model / t per row, t* = model * exp(eps*) for eps* resampled from
-    eps = log(t / model) gives a* = a * q[idx] / q. Each regime is refitted on its own rows by the
-    normal equations of min |a* theta - 1|^2, batched over replicates; a replicate whose solution
-    breaks a bound is re-solved by `polish` (bounded least squares).
-    """
-    n = a.shape[0]
-    q = np.einsum("nd,nd->n", a, theta[segment])
-    idx = rng.integers(0, n, size=(n_boot, n))
-    c = q[idx] / q[None, :]  # (B, n)
-    out = np.empty((n_boot, theta.shape[0], theta.shape[1]))
-    for i in range(theta.shape[0]):
-        m = segment == i
-        ai, ci = a[m], c[:, m]
-        gram = np.einsum("bj,jd,je->bde", ci * ci, ai, ai)
-        rhs = np.einsum("bj,jd->bd", ci, ai)
-        try:
-            sol = np.linalg.solve(gram, rhs[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            sol = np.tile(theta[i], (n_boot, 1))
-        bad = ~np.all(np.isfinite(sol) & (sol >= lower[None, :]), axis=1)
-        for b in np.flatnonzero(bad):
-            sol[b] = polish(ai * ci[b][:, None], lower, theta[i])
-        out[:, i] = sol
-    return out, np.tile(breakpoints, (n_boot, 1))
 
 
 def _cv_errors(rows: _Rows, sizes: np.ndarray, held: np.ndarray, cv_split) -> tuple[np.ndarray, int]:
@@ -723,10 +691,8 @@ def _provenance_files(files: Sequence[str]) -> dict[str, Any]:
             continue
         candidate = path.parent / "provenance.json"
         if candidate.is_file() and _relative(candidate) not in found:
-            try:
-                found[_relative(candidate)] = json.loads(candidate.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-                raise InputError(f"{_relative(candidate)}: not valid JSON") from None
+            data = read_bytes(candidate, limit_bytes=16 * 2**20)  # stat first, bounded
+            found[_relative(candidate)] = loads_json(data, _relative(candidate))  # strict: one error line
     return found
 
 
@@ -762,10 +728,12 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
     fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
     """
-    if bootstrap < 0:
-        raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
-    if max_regimes < 1:
-        raise InputError(f"--max-regimes must be >= 1, got {max_regimes}")
+    if not 0 <= bootstrap <= 10_000:
+        raise InputError(f"--bootstrap must be in 0..10000, got {bootstrap}")
+    if not 1 <= max_regimes <= 16:
+        raise InputError(f"--max-regimes must be in 1..16, got {max_regimes}")
+    if not 0 <= seed <= 2**63 - 1:
+        raise InputError(f"--seed must be in 0..{2**63 - 1}, got {seed}")
     if not isinstance(name, str) or not name.strip():
         raise InputError("--name must be a non-empty string")
     if len(frame) == 0:
