@@ -23,6 +23,7 @@ import pandas as pd
 
 from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.kernels import kernel_bytes
+from costmodel.safe_io import write_csv
 from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, read_measurements
 
 
@@ -102,11 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         try:
             args.out.mkdir(parents=True, exist_ok=True)
-            bw.to_csv(args.out / "bandwidth.csv", index=False)
+            write_csv(bw, args.out / "bandwidth.csv")  # formula-safe text cells (gpu names come from the CSV)
             if b1 is not None:
-                b1.to_csv(args.out / "batch1.csv", index=False)
+                write_csv(b1, args.out / "batch1.csv")
             if cmp is not None:
-                cmp.to_csv(args.out / "probe_comparison.csv", index=False)
+                write_csv(cmp, args.out / "probe_comparison.csv")
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except OSError as exc:
             print(f"error: --out {args.out}: cannot write ({first_line(exc)})", file=sys.stderr)
             return 2
