@@ -24,7 +24,7 @@ from .profile import Profile, profile_from_dict
 from .scenario import Scenario
 from .strategies import BASELINE
 
-_REGIME_KEYS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busbw_gbps", "max_bytes")
+_REGIME_KEYS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busbw_gbps", "s_half_bytes", "max_bytes")
 _CURVE_KEYS = ("launch_us", "eager_overhead_us", "inter_node_busbw_gbps")
 _OP_KEYS = ("launches", "fixed_us", "bw_gbps")
 
