@@ -178,7 +178,9 @@ class _Ctx:
         b = np.asarray(bytes_per_rank, dtype=float)
         p, nodes = np.broadcast_arrays(np.asarray(sc.tp), np.asarray(sc.nodes))
         measured = np.zeros(p.shape, dtype=bool)
-        for ws, nn in {(int(a), int(n)) for a, n in zip(p.reshape(-1), nodes.reshape(-1)) if a > 1}:
+        has_measured = any(c.op == "gather" and c.provenance == "measured" for c in self.profile.collectives)
+        keys = np.unique(p.astype(np.int64) * 65536 + nodes) if has_measured else np.zeros(0, dtype=np.int64)
+        for ws, nn in ((int(k) // 65536, int(k) % 65536) for k in keys if k // 65536 > 1):
             try:
                 is_measured = self.profile.curve("gather", ws, "graph", nn).provenance == "measured"
             except InputError:
@@ -401,7 +403,8 @@ def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:
     head = np.where(sc.engine == "vllm", lm_head_us(ctx.profile, sc), 0.0)
     step = step_time_us(stages, head)
     gpu = sum((np.asarray(c.time_us, dtype=float) for c in comps.values()), np.zeros(()))
-    host_total = sum((np.asarray(c.host_us, dtype=float) for c in comps.values()), np.zeros(()))
+    host_total = (sum((np.asarray(c.host_us, dtype=float) for c in comps.values()), np.zeros(()))
+                  if sc.size == 1 else np.nan)  # for explanations (single scenarios) only
     exposed = np.maximum(step - gpu, 0.0)
     return Component(exposed, 0.0, False, (Call("host", "host_exposed", {"host_us": host_total, "gpu_us": gpu,
                                                                           "head_start_us": head, "exposed": exposed},
