@@ -50,6 +50,7 @@ prices these rows that way (the scored rows start at 64 KiB per rank).
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -291,8 +292,9 @@ def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
     """Validation rows (REFERENCE_COLUMNS) of every "priced" log listed in `manifest` (see the module doc)."""
     manifest = Path(manifest)
     try:
-        table = pd.read_csv(manifest, dtype=str, keep_default_na=False)
-    except (FileNotFoundError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        data = read_bytes(manifest, limit_bytes=MAX_LOG_BYTES)  # stat first, bounded
+        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{manifest}: cannot read the manifest ({str(exc).splitlines()[0]})") from None
     missing = [c for c in MANIFEST_COLUMNS if c not in table.columns]
     if missing:

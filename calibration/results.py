@@ -34,6 +34,8 @@ class RowWriter:
         self.path = Path(path)
         self.columns = list(MEASUREMENT_COLUMNS) + [c for c in extra_columns if c not in MEASUREMENT_COLUMNS]
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            _regular(self.path)  # appending to a FIFO would block; to a device would lose the rows
         new = not self.path.exists() or self.path.stat().st_size == 0
         self._fh = open(self.path, "a", newline="")
         self._writer = csv.DictWriter(self._fh, fieldnames=self.columns, extrasaction="ignore")
