@@ -373,9 +373,14 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
                         align=np.where(table["saving_change_us_per_10pct"] >= 0, "left", "right"))
     y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
               axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
+    change = data["saving_change_us_per_10pct"].to_numpy(dtype=float)
+    extent = float(np.abs(change).max(initial=0.0)) or 1.0
+    lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
+    hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent
     bars = alt.Chart(data).mark_bar().encode(
         y=y,
-        x=alt.X("saving_change_us_per_10pct:Q", title="change of the saving per draft step for +10% (µs)"),
+        x=alt.X("saving_change_us_per_10pct:Q", title="change of the saving per draft step for +10% (µs)",
+                scale=alt.Scale(domain=[lo, hi], nice=False)),  # room for the value labels at both ends
         color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
                                                     range=["#4c78a8", "#e45756"]),
                         legend=alt.Legend(orient="bottom", title=None)),

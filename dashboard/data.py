@@ -345,7 +345,8 @@ def measured_points(profile_text: str, measurements_csv: str | None, root: str =
                     ) -> tuple[pd.DataFrame, list[str]]:
     """Measured collective points (upload and provenance.files) next to the profile's prediction.
 
-    costmodel.points.predict_points prices them; rel_error_pct = 100 (predicted - measured) / measured,
+    costmodel.points.predict_points prices them (world size > 1: at p = 1 the model prices no collective);
+    rel_error_pct = 100 (predicted - measured) / measured,
     the convention of costmodel.validate.
     """
     profile = profile_from_text(profile_text)
@@ -360,7 +361,12 @@ def measured_points(profile_text: str, measurements_csv: str | None, root: str =
     for label, read in sources:
         try:
             frame = read()
-            frames.append(predict_points(frame[frame["op"].isin(COLLECTIVE_OPS)], profile).assign(file=label))
+            rows = frame[frame["op"].isin(COLLECTIVE_OPS)]
+            single = rows["world_size"] == 1
+            if single.any():  # the model prices no collective at p = 1 (engines skip it): nothing to compare
+                notes.append(f"{label}: {int(single.sum())} collective rows at world size 1 not plotted - the model "
+                             "prices no collective at p = 1 (engines skip it); their time is host overhead")
+            frames.append(predict_points(rows[~single], profile).assign(file=label))
         except InputError as exc:
             notes.append(str(exc))
     columns = ["file", "op", "world_size", "nodes", "mode", "dtype", "bytes_per_rank", "measured_median_us",

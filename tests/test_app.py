@@ -640,9 +640,11 @@ def test_calibration_points_and_residuals(tmp_path):
     row = curves.iloc[5]
     assert row["predicted_us"] == pytest.approx(float(collective_time_us(
         profile, "all_gather", row["bytes_per_rank"], int(row["world_size"]), 1, "graph")))
-    # an uploaded measurement CSV is plotted too
-    points, _ = data.measured_points(text, frame.to_csv(index=False), str(tmp_path))
-    assert set(points["file"]) == {"runs/ag.csv", "upload"}
+    # an uploaded measurement CSV is plotted too; world size 1 rows are named, not plotted as -100% errors
+    single = frame.iloc[:2].assign(world_size=1)
+    points, notes = data.measured_points(text, pd.concat([frame, single]).to_csv(index=False), str(tmp_path))
+    assert set(points["file"]) == {"runs/ag.csv", "upload"} and (points["world_size"] > 1).all()
+    assert any(n.startswith("upload: 2 collective rows at world size 1 not plotted") for n in notes)
     assert "rel_error_pct" in parse_csv(points).columns
 
 
