@@ -631,8 +631,10 @@ def main(argv: list[str] | None = None) -> int:
             cases = [c for c in cases if any(w in c.name for w in words)]
             if not cases:
                 raise InputError(f"--cases {args.cases!r} matches no case (see the table of a full run)")
-        if args.repeats < 1:
-            raise InputError(f"--repeats must be >= 1, got {args.repeats}")
+        if not 1 <= args.repeats <= 100_000:
+            raise InputError(f"--repeats must be in 1..100000, got {args.repeats}")
+        if not 0 <= args.seed <= 2**31 - 1:
+            raise InputError(f"--seed must be in 0..{2**31 - 1}, got {args.seed}")
         if args.time:
             from costmodel import load_profile
 
@@ -648,6 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError) as exc:  # the process group could not start
         print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     import torch.distributed as dist
 
     try:
@@ -689,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, OSError) as exc:  # typically a peer rank died or the group broke
         print(f"error: {type(exc).__name__}: {first_line(exc)} (a peer rank died or hung?)", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print("error: interrupted (verify keeps no partial results; rerun it)", file=sys.stderr)
+        return 130
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
