@@ -503,14 +503,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_predict_points(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     frame = read_measurements(args.input, require_times=False)
-    out = predict_points(frame, profile)
+    if getattr(args, "engine", None):
+        from .strategies import engine_points
+
+        out = engine_points(frame, profile, parse_choice_list(args.engine, "engine", ENGINES[1:])[0])
+    else:
+        out = predict_points(frame, profile)
     bad = ~np.isfinite(out["predicted_us"].to_numpy(float))
     if bad.any():
         raise InputError(f"{args.input}: row {int(np.flatnonzero(bad)[0]) + 2} has no finite prediction")
     if getattr(args, "intervals", False):
         from .uncertainty import point_intervals
 
-        out["predicted_p05_us"], out["predicted_p95_us"] = point_intervals(out, profile)
+        out["predicted_p05_us"], out["predicted_p95_us"] = point_intervals(
+            out, profile, predicted_us=out["predicted_us"].to_numpy(float))
     write_table(out, args.out)
     return 0
 
@@ -616,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--in", dest="input", required=True,
                     help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
     pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
+    pp.add_argument("--engine", default=None,
+                    help="vllm | sglang | trtllm: price each row as that engine runs the op (captured: graph "
+                         "price; vllm: host launches + GPU through the step model); sets the mode column")
     pp.add_argument("--intervals", action="store_true",
                     help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
                          "per-op model discrepancy; costmodel/uncertainty.py)")

@@ -426,3 +426,37 @@ def lm_head_us(profile: Profile, scenario: Scenario) -> np.ndarray | float:
         return np.asarray(fn(profile, scenario.rows, scenario.hidden, scenario.shard), dtype=float)
     except (InputError, KeyError, ValueError, TypeError):
         return 0.0
+
+
+# ops of the measurement schema without a strategy component of their own: torch ops they issue
+_POINT_OPS = {"local_max": 1, "local_pack": 4, "local_argmax_masked": 6, "relayout_argmax": 2}
+
+
+def engine_points(frame, profile: Profile, engine: str):
+    """Measurement rows priced as `engine` runs each op alone (predict-points --engine).
+
+    Captured engines (sglang, trtllm): the graph-mode price. vllm: the op is launched by the host,
+    so one op of n torch ops / c10d calls alone takes step_time_us([Stage(h, g, n)]) =
+    max(h/n + g, h + g/n) with g its graph-mode GPU time and h its host time
+    (engines.HostCosts). Returns a copy of `frame` with `predicted_us` and `mode` as priced.
+    """
+    from .points import predict_points  # points imports kernels / collectives only
+
+    plan = PLANS.get(engine)
+    if plan is None:
+        raise InputError(f"engine: unknown {engine!r} (known: {', '.join(PLANS)})")
+    graph = predict_points(frame.assign(mode="graph"), profile)
+    if plan.is_captured("*"):
+        return graph
+    hc = host_costs(profile)
+    ops = graph["op"].astype(str)
+    n = ops.map(lambda op: TORCH_OPS["fused"] if op.endswith("_fused")
+                else TORCH_OPS.get(op, _POINT_OPS.get(op, 1))).to_numpy(float)
+    views = ops.map(lambda op: TORCH_VIEWS.get(op, 0)).to_numpy(float)
+    collective = ops.isin(["all_gather", "all_reduce", "gather", "broadcast"]).to_numpy()
+    h = np.where(collective, hc.c10d_call_us, n * hc.torch_op_us + views * hc.view_op_us)
+    n = np.where(collective, 1.0, n)
+    g = graph["predicted_us"].to_numpy(float)
+    out = graph.assign(mode="eager")
+    out["predicted_us"] = step_time_us([Stage(h, g, n)])
+    return out

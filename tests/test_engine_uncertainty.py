@@ -261,3 +261,24 @@ def test_predict_points_intervals_columns(tmp_path):
     # about +-1.645 sigma around the point: the fit's noise was sigma = 0.1 in log
     ratio = np.log(got["predicted_p95_us"] / got["predicted_p05_us"])
     assert ((ratio > 2 * 1.645 * 0.05) & (ratio < 2 * 1.645 * 0.25)).all()
+
+
+def test_predict_points_engine_prices_rows_as_the_engine_runs_them(tmp_path):
+    """sglang / trtllm capture the op: graph price; vllm launches it: max(h/n + g, h + g/n) >= graph price."""
+    rows = pd.DataFrame({"op": ["local_pack", "relayout_argmax", "all_gather"], "mode": "eager",
+                         "world_size": [1, 8, 8], "nodes": 1, "bytes_per_rank": [0, 0, 65536], "rows": [64, 64, 0],
+                         "cols": [25256, 25256, 0],
+                         "dtype": "bf16", "gpu": "NVIDIA H200"})
+    src = tmp_path / "in.csv"
+    rows.to_csv(src, index=False)
+    got = {}
+    for engine in ("sglang", "vllm"):
+        out = tmp_path / f"{engine}.csv"
+        assert main(["predict-points", "--in", str(src), "--out", str(out), "--engine", engine]) == 0
+        got[engine] = pd.read_csv(out)
+    assert (got["sglang"]["mode"] == "graph").all() and (got["vllm"]["mode"] == "eager").all()
+    hc = host_costs(H200)
+    g = got["sglang"]["predicted_us"].to_numpy()
+    v = got["vllm"]["predicted_us"].to_numpy()
+    assert v[2] == pytest.approx(hc.c10d_call_us + g[2])  # one c10d call: launch, then the GPU work
+    assert (v >= g + min(hc.torch_op_us, hc.c10d_call_us) / 14 - 1e-9).all()
