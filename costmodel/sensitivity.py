@@ -52,6 +52,10 @@ def parameters(profile: Profile) -> Iterator[Parameter]:
     for key in ("graph_kernel_us", "eager_launch_us"):
         if raw["kernels"].get(key):
             yield Parameter(f"kernels {key}", ("kernels", key))
+    host = raw["kernels"].get("host") or {}
+    for key in ("torch_op_us", "view_op_us", "c10d_call_us"):  # host launch costs (engines.host_costs)
+        if isinstance(host.get(key), (int, float)) and not isinstance(host.get(key), bool) and host[key]:
+            yield Parameter(f"host {key}", ("kernels", "host", key))
     for op, spec in raw["kernels"]["ops"].items():
         for key in _OP_KEYS:
             if spec.get(key):
