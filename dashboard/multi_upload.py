@@ -19,7 +19,7 @@ import pandas as pd
 
 from costmodel import InputError, Profile, parse_profile
 from costmodel.safe_io import check_rows, check_size, csv_text
-from costmodel.schema import validate_measurements
+from costmodel.schema import COLLECTIVE_OPS, validate_measurements
 
 from .tables import provenance_table
 from .uploads import (
@@ -75,6 +75,7 @@ def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedP
     names = [name for name, _ in files]
     label = ", ".join(names)
     check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=label)
+    _check_group_sizes(frame, label)
     frame = bin_repeats(frame)
     name = combined_name(names)
     try:
@@ -86,6 +87,22 @@ def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedP
         raise InputError(f"{label}: cannot fit these measurements ({' '.join(str(exc).split())})") from None
     text = json.dumps(doc, allow_nan=False)
     return UploadedProfile(label, parse_profile(text, source=label), text, csv_text(frame))
+
+
+def _check_group_sizes(frame: pd.DataFrame, label: str) -> None:
+    """The single-file upload's limit (dashboard.uploads): at most calibration.fit.MAX_GROUP_SIZES distinct sizes
+    per collective curve, refused before any fitting work."""
+    import calibration.fit
+
+    limit = getattr(calibration.fit, "MAX_GROUP_SIZES", None)
+    coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
+    if limit is None or coll.empty:
+        return
+    sizes = coll.groupby(["op", "world_size", "mode"])["bytes_per_rank"].nunique()
+    if int(sizes.max()) > limit:
+        (op, ws, mode), n = sizes.idxmax(), int(sizes.max())
+        raise InputError(f"{label}: {op} p={ws} {mode} has {n} distinct sizes, more than the limit of {limit} "
+                         "per curve")
 
 
 def parse_uploads(files: Sequence[tuple[str, bytes]], base: Profile) -> tuple[UploadedProfile, ...]:

@@ -505,9 +505,12 @@ def test_measurement_upload_is_fitted(monkeypatch):
         seen.update(name=name, rows=len(frame), cols=set(frame.columns))
         return json.loads((ROOT / "data/profiles/a100-sxm-nvlink.json").read_text()) | {"name": name}
 
+    import calibration.fit as real
+
     fake = type(sys)("calibration.fit")
     fake.fit_measurements = fake_fit
     fake.bin_repeats = lambda frame: frame  # no repeated points here
+    fake.MAX_GROUP_SIZES = getattr(real, "MAX_GROUP_SIZES", 10**6)  # the upload's size limit per curve
     monkeypatch.setitem(sys.modules, "calibration.fit", fake)
     frame = measurement_csv()
     up = uploads.parse_upload("cluster-7.csv", frame.to_csv(index=False).encode())
