@@ -393,7 +393,8 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     left = alt.Chart(data[data["align"] == "right"]).mark_text(align="right", dx=-3, fontSize=11).encode(
         y=y, x="saving_change_us_per_10pct:Q", text="label:N")
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
-    return alt.layer(bars, right, left, zero).properties(height=26 * len(data) + 50, padding={"right": 60,
+    # Streamlit fits the whole chart (axes and legend included) into `height`
+    return alt.layer(bars, right, left, zero).properties(height=26 * len(data) + 130, padding={"right": 60,
                                                                                               "left": 10})
 
 
@@ -408,4 +409,4 @@ def workload_chart(per_batch: pd.DataFrame) -> alt.LayerChart:
         tooltip=["batch:O", alt.Tooltip("share_pct:Q", format=".1f", title="share (%)"),
                  alt.Tooltip("strategy:N", title="fastest")])
     text = alt.Chart(data).mark_text(dy=-6, fontSize=10).encode(x=x, y="share_pct:Q", text="label:N")
-    return alt.layer(bars, text).properties(height=240)
+    return alt.layer(bars, text).properties(height=340)  # axes and legend included (Streamlit fits the chart)
