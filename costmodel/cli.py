@@ -340,9 +340,12 @@ def _format_table(result: dict[str, Any]) -> str:
         lines.append(f"{'':30s}   = {parts}")
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
+            gain_iv = im.get("output_throughput_gain_pct_interval")
+            gain_txt = "" if not gain_iv else f" [{gain_iv['low']:+.2f}..{gain_iv['high']:+.2f}%]"
             lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms "
                          f"(reduction {im['itl_reduction_pct']:+.2f}%), TPOT {im['tpot_before_ms']:.3f} -> "
-                         f"{im['tpot_after_ms']:.3f} ms, output throughput {im['output_throughput_gain_pct']:+.2f}%")
+                         f"{im['tpot_after_ms']:.3f} ms, output throughput {im['output_throughput_gain_pct']:+.2f}%"
+                         f"{gain_txt}")
     lines.append("")
     lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
     return "\n".join(lines)
@@ -424,6 +427,11 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
         if name in unc:
             entry["interval"] = unc[name].to_dict()
             entry["verdict"] = unc[name].verdict
+            if "impact" in entry:  # the impact's throughput gain over the same interval
+                im, iv = entry["impact"], unc[name].saving_per_decode_step_us
+                entry["impact"] = impact_change(entry["saving_per_decode_step_us"], im["itl_before_ms"],
+                                                im["itl_before_ms"] / im["tpot_before_ms"], name,
+                                                (iv.low, iv.high)).to_dict()
         elif name != BASELINE:
             s = entry["saving_per_draft_step_us"]
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"

@@ -224,10 +224,13 @@ def test_validate_summary_only_prints_just_the_summary():
 
 def test_predict_impact_sign_convention(capsys):
     assert main(["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "5",
-                 "--itl-ms", "25", "--acceptance-length", "3", "--json", "--no-intervals"]) == 0
+                 "--itl-ms", "25", "--acceptance-length", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     s = out["strategies"]["local_argmax_pairs"]
     im = s["impact"]
+    lo, hi = (s["interval"]["saving_per_decode_step_us"][k] / 1000 for k in ("low", "high"))
+    gain = im["output_throughput_gain_pct_interval"]
+    assert (gain["low"], gain["high"]) == pytest.approx((100 * (25 / (25 - lo) - 1), 100 * (25 / (25 - hi) - 1)))
     saving_ms = s["saving_per_decode_step_us"] / 1000
     assert im["itl_after_ms"] == pytest.approx(25 - saving_ms)
     assert im["itl_reduction_pct"] == pytest.approx(100 * saving_ms / 25)
