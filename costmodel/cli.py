@@ -28,7 +28,7 @@ from .kernels import kernel_context
 from .points import predict_points
 from .predict import Prediction, crossover, predict
 from .presets import preset, preset_logit_ops, presets
-from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, load_profile
+from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, check_tp_placement, load_profile
 from .recommend import impact_change
 from .safe_io import write_csv
 from .scenario import Scenario
@@ -383,6 +383,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     check_impact_args(args)
     scenario = scenario_from_args(args)
+    check_tp_placement(profile, int(scenario.tp), int(scenario.nodes))  # TP above GPUs per node needs --nodes
     if args.acceptance_length is not None and args.acceptance_length > int(scenario.num_spec_tokens) + 1:
         raise InputError(f"--acceptance-length: must be in 1..K+1 = 1..{int(scenario.num_spec_tokens) + 1} "
                          f"tokens per decode step, got {args.acceptance_length}")
@@ -448,6 +449,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, args.workload_kind)
     model = _single(_model_fields(args), "preset/--vocab")
     grid = {k: _single(v, k.replace("_", "-")) for k, v in _grid(args).items() if k != "batch"}
+    check_tp_placement(profile, int(grid["tp"]), int(grid["nodes"]))  # TP above GPUs per node needs --nodes
     method = args.method
     if method is None:
         name = (args.preset or ("" if args.vocab or args.draft_vocab else DEFAULT_PRESET)).strip()

@@ -8,7 +8,8 @@ it is ever executed. Layout::
       "name": "h200-sxm-nvlink",            # short id, used by --profile
       "title": "8x H200 SXM, NVLink 4",
       "provenance": {"kind": "derived|measured|mixed", "source": str, "gpu": str,
-                     "interconnect": str, "gpus_per_node": int, "software": {..},
+                     "interconnect": str, "gpus_per_node": int, "nics_per_node": int?,
+                     "nic_gbps": float?, "software": {..},
                      "date": "YYYY-MM-DD", "citations": [str], "files": [str]},
       "collectives": [                        # one curve per (op, world_size?, mode?)
         {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager", "nodes": null|int,
@@ -122,7 +123,9 @@ class Provenance:
     source: str
     gpu: str
     interconnect: str = ""
-    gpus_per_node: int | None = None
+    gpus_per_node: int | None = None  # GPUs in one NVLink / PCIe domain ("node"; 72 for a GB200 NVL72 rack)
+    nics_per_node: int | None = None  # scale-out NICs per node (multi-node bus bandwidth = NICs x NIC bw x eff)
+    nic_gbps: float | None = None  # one NIC's line rate, GB/s (400 Gb/s = 50 GB/s)
     software: dict[str, Any] = field(default_factory=dict)
     date: str = ""
     citations: tuple[str, ...] = ()
@@ -355,6 +358,8 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         gpu=_get(prov, "gpu", pw, str),
         interconnect=_get(prov, "interconnect", pw, str, default=""),
         gpus_per_node=_get(prov, "gpus_per_node", pw, int, default=None),
+        nics_per_node=_get(prov, "nics_per_node", pw, int, default=None),
+        nic_gbps=_get(prov, "nic_gbps", pw, float, default=None),
         software=_get(prov, "software", pw, dict, default={}),
         date=_get(prov, "date", pw, str, default=""),
         citations=tuple(_get(prov, "citations", pw, list, default=[])),
@@ -446,3 +451,27 @@ def save_profile(data: dict[str, Any], path: str | Path) -> Profile:
     profile = profile_from_dict(data, source=str(path))
     Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
     return profile
+
+
+def tp_placement_problem(profile: Profile, tp: int, nodes: int = 1) -> str | None:
+    """Why a TP group of `tp` ranks over `nodes` nodes cannot run on `profile`'s machines, or None when it can.
+
+    A node holds `provenance.gpus_per_node` GPUs (one NVLink / PCIe domain; 72 for a GB200 NVL72 rack), so the
+    group needs ceil(tp / nodes) <= gpus_per_node; profiles that do not say how many GPUs a node has accept any tp.
+    """
+    per_node = profile.provenance.gpus_per_node
+    if per_node is None or tp <= 1 or nodes < 1:
+        return None
+    need = -(-int(tp) // int(nodes))
+    if need <= per_node:
+        return None
+    fix = -(-int(tp) // per_node)
+    return (f"tp {tp} on {nodes} node(s) needs {need} GPUs per node, but profile {profile.name} has "
+            f"{per_node} GPUs per node: pass --nodes {fix} (or more)")
+
+
+def check_tp_placement(profile: Profile, tp: int, nodes: int = 1) -> None:
+    """InputError (one line) when `tp_placement_problem` finds one."""
+    problem = tp_placement_problem(profile, tp, nodes)
+    if problem is not None:
+        raise InputError(problem)

@@ -311,6 +311,8 @@ PROVENANCE_FIELDS: dict[str, dict] = {
     "gpu": _str(max_length=1000),
     "interconnect": _str(max_length=1000),
     "gpus_per_node": _int(1, 1024, nullable=True),
+    "nics_per_node": _int(0, 1024, nullable=True),
+    "nic_gbps": _num(0, 1e5, exclusive_low=True, nullable=True),
     "software": {"type": "object"},
     "date": _str(max_length=64),
     "citations": _arr(_str(), maxItems=10_000),
