@@ -194,6 +194,9 @@ def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
            "tables": []}
     if section is not None:
         out.update(model=section["model"], lm_head=section["lm_head"], tables=section["tables"])
+        if section["cv"] is not None:  # leave-one-batch / vocab-out error per op (costmodel.gpu_kernel_fit)
+            out["model_cv"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
+                               for row in section["cv"].to_dict("records")]
         if section["host"]:
             out["host"] = section["host"]
     return out
@@ -220,7 +223,8 @@ def kernel_provenance(name: str, provenance: dict) -> dict:
                 "source": "mixed: kernels measured on one H200 (standalone probe, 2026-11-30), collectives derived. "
                           "Kernels: " + model["source"] + "; collectives: " + provenance["source"],
                 "software": {**provenance.get("software", {}), "kernels": "torch 2.11.0+cu130, CUDA 13.0"},
-                "files": [f"data/calibration/h200-2026-11-30/{f}.csv" for f in ("kernels", "lm_head", "c10d_world1")]}
+                # schema rows of the kernel ops only (lm_head.csv is context, c10d_world1.csv host costs: kernels.host)
+                "files": ["data/calibration/h200-2026-11-30/kernels.csv"]}
     return {**provenance, "source": provenance["source"] + " Kernels: " + model["source"] + "."}
 
 
