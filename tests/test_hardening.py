@@ -471,3 +471,19 @@ def test_dashboard_tp_typed_as_a_huge_integer_is_one_error():
     for key, value in (("tp", 99999999999999999999), ("batch", float("inf")), ("vocab", "1e400")):
         with pytest.raises(InputError, match=key):
             state.inputs_from_session({**values, key: value})
+
+
+def test_exactly_three_sizes_are_fitted_as_the_readme_says():
+    text = measurement_csv(collective_rows([1024, 4096, 16384]))
+    up = uploads.parse_upload("three.csv", text.encode())
+    statuses = [r["status"] for r in up.profile.fit_report if r["kind"] == "collective"]
+    assert statuses == ["fitted"]
+
+
+def test_a_fifo_results_file_is_refused_by_the_row_writer(tmp_path):
+    from calibration.results import RowWriter
+
+    fifo = tmp_path / "kernels.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        RowWriter(fifo)
