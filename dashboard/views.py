@@ -140,9 +140,9 @@ def verdict(ev: Evaluation) -> None:
     st.markdown(v.comparison())
     if v.interval is not None:
         st.caption(f"Intervals: the central {v.interval.saving_us.level:.0%} of {len(ev.profile.bootstrap)} "
-                   f"replicates of the profile - {bootstrap_method(ev.profile)}.")
+                   f"replicates of the profile - {plain(bootstrap_method(ev.profile))}.")
     elif ev.interval_note:
-        st.caption(ev.interval_note)
+        st.caption(plain(ev.interval_note))
     if not v.focus_valid:
         st.warning(f"{FOCUS} packs ids into fp32, exact only below 2^24 ids: it is not valid for this vocab.")
     per_node = ev.inputs.tp // max(ev.inputs.nodes, 1)
