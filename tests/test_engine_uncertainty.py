@@ -282,3 +282,37 @@ def test_predict_points_engine_prices_rows_as_the_engine_runs_them(tmp_path):
     v = got["vllm"]["predicted_us"].to_numpy()
     assert v[2] == pytest.approx(hc.c10d_call_us + g[2])  # one c10d call: launch, then the GPU work
     assert (v >= g + min(hc.torch_op_us, hc.c10d_call_us) / 14 - 1e-9).all()
+
+
+def test_coverage_is_scored_leave_one_set_out():
+    """Each reference set's intervals use a discrepancy estimated from the other sets only."""
+    from costmodel.validate import coverage_summary, interval_coverage, reference_set
+
+    prof = load_profile("h100-sxm-nvlink")
+    rng = np.random.default_rng(0)
+    sizes = 2.0 ** np.arange(16, 28)
+    frames = []
+    for name, spread in (("tight", 0.02), ("loose", 0.5)):  # the 'loose' set is 25x noisier
+        rows = pd.DataFrame({"op": "all_gather", "mode": "graph", "world_size": 8, "nodes": 1,
+                             "bytes_per_rank": sizes, "gpu": "H100", "source": "synthetic", "table": name,
+                             "dtype": "fp32", "rows": 0, "cols": 0, "file": "syn.csv", "used_in_profile": False,
+                             "profile": prof.name})
+        pred = predict_points_frame(rows, prof)
+        rows["median_us"] = pred * np.exp(spread * rng.standard_normal(len(rows)))
+        rows["predicted_us"] = pred
+        frames.append(rows)
+    table = pd.concat(frames, ignore_index=True).assign(profile_used=prof.name)
+    assert list(reference_set(table).unique()) == ["tight", "loose"]
+    covered = interval_coverage(table)
+    summ = coverage_summary(covered).set_index("reference_set")
+    # 'tight' is scored with the loose set's sigma (wide: everything covered); 'loose' with the tight one's
+    assert summ.loc["tight", "coverage_90"] == 1.0
+    assert summ.loc["loose", "coverage_90"] < 0.5
+    assert summ.loc["tight", "median_width_ratio"] > summ.loc["loose", "median_width_ratio"]
+    assert covered["covered"].dtype == bool and {"predicted_p05_us", "predicted_p95_us"} <= set(covered.columns)
+
+
+def predict_points_frame(rows, profile):
+    from costmodel.points import predict_points
+
+    return predict_points(rows, profile)["predicted_us"].to_numpy(float)
