@@ -618,6 +618,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             raise InputError(f"--threads must be in 1..4096, got {threads}")
         torch.set_num_threads(threads)
     device = torch.device(args.device)
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out}: exists and is not a directory (kernels.csv and provenance.json go "
+                         "into a directory)")
     csv_path = args.out / CSV_NAME
     done = existing_keys(csv_path)
     if done and not args.resume:
