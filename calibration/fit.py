@@ -881,6 +881,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc.filename or out_arg}: {exc.strerror}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # nothing is written before the fit completes
+        print("error: interrupted; no profile written", file=sys.stderr)
+        return 130
     for row in profile["fit_report"]:
         if str(row["status"]).startswith("skipped"):
             where = " ".join(str(row[c]) for c in ("op", "world_size", "mode") if row[c] is not None)
