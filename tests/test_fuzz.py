@@ -281,3 +281,48 @@ def test_escape_markdown_leaves_no_active_markup(text):
         if ch in "[]!*_`$<~|":
             run = len(out[:i]) - len(out[:i].rstrip("\\"))
             assert run % 2 == 1, (text, out, i)  # preceded by an odd number of backslashes: escaped
+
+
+# -- calibration CLIs --------------------------------------------------------------------------------------
+COLLECTIVE_FLAGS = ("--min-bytes", "--max-bytes", "--points-per-octave", "--graph-ops", "--warmup", "--rel-tol",
+                    "--max-iters", "--point-time-s", "--watchdog-s", "--batches", "--world-sizes", "--modes")
+
+
+@FAST
+@given(st.lists(st.tuples(st.sampled_from(COLLECTIVE_FLAGS), FLAG_VALUE), max_size=3))
+def test_collectives_flags_give_a_config_or_one_input_error(tmp_path_factory, flags):
+    from calibration import collectives
+
+    argv = ["--backend", "gloo", "--out", str(tmp_path_factory.mktemp("c") / "out")]
+    for flag, value in flags:
+        argv += [flag, value.replace("\x00", "")]
+    try:
+        cfg = collectives.parse_config(argv)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert math.isfinite(cfg.point_time_s) and cfg.watchdog_s > cfg.point_time_s * len(cfg.modes)
+
+
+FIT_FLAGS = ("--bootstrap", "--max-regimes", "--seed", "--name", "--title", "--base-profile")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(FIT_FLAGS), FLAG_VALUE), max_size=2))
+def test_fit_cli_writes_a_profile_or_one_line(capsys, tmp_path_factory, flags):
+    from calibration import fit
+
+    folder = tmp_path_factory.mktemp("fit")
+    csv = folder / "m.csv"
+    csv.write_text("op,mode,world_size,bytes_per_rank,median_us\n" +
+                   "".join(f"all_gather,eager,2,{b},{10 + b / 1e3}\n" for b in (64, 256, 1024, 4096)))
+    argv = [str(csv), "--out", str(folder / "p.json"), "--bootstrap", "0"]
+    for flag, value in flags:
+        argv += [flag, value.replace("\x00", "")]
+    code = fit.main(argv)
+    out, err = capsys.readouterr()
+    if code == 0:
+        profile_from_dict(json.loads((folder / "p.json").read_text()), source="fitted")
+    else:
+        assert code == 2
+        _assert_one_line(err)
