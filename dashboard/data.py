@@ -146,18 +146,23 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
 @st.cache_data(**_CACHE)
 def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     profile = profile_from_text(profile_text)
-    rows = []
-    for name in FUSED_STRATEGIES:
-        row: dict[str, object] = {"strategy": name}
-        for impl in IMPLS:
-            try:
-                c = crossover(spec.with_(impl=impl).scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
-                batch, status = (np.nan if c.batch is None else float(c.batch)), c.status
-            except InputError as exc:
-                batch, status = np.nan, f"error: {exc}"
-            row |= {f"crossover_batch_{impl}": batch, f"status_{impl}": status}
-        rows.append(row)
-    frame = pd.DataFrame(rows)
+    rows: dict[str, dict[str, object]] = {name: {"strategy": name} for name in FUSED_STRATEGIES}
+    for impl in IMPLS:
+        try:  # the verdict's crossover frame of the same scenario: cached when the sidebar shows this impl
+            table = _crossover_frame(profile_text, spec.with_(impl=impl)).set_index("strategy")
+            found = {name: (table.loc[name, "crossover_batch"], table.loc[name, "status"]) for name in rows}
+        except InputError:
+            found = {}
+            for name in rows:
+                try:
+                    c = crossover(spec.with_(impl=impl).scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
+                    found[name] = (c.batch, c.status)
+                except InputError as exc:
+                    found[name] = (None, f"error: {exc}")
+        for name, (batch, status) in found.items():
+            rows[name] |= {f"crossover_batch_{impl}": np.nan if batch is None or batch != batch else float(batch),
+                           f"status_{impl}": status}
+    frame = pd.DataFrame(list(rows.values()))
     frame["shift_pct"] = 100.0 * (frame["crossover_batch_fused"] / frame["crossover_batch_torch"] - 1.0)
     return frame
 
