@@ -143,12 +143,20 @@ class DraftHead:
     target_vocab: int | None = None
     softcap: float | None = None
     scale: float = 1.0
+    top_k: int = 1  # 1: one greedy id per row ([B] ids); k > 1: the top-k ids per row ([B, k], see `stable_topk`)
+
+
+def check_top_k(top_k: int, vocab: int) -> None:
+    """1 <= k <= V (the draft vocab): with k > V some output slots would have no real id."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= vocab:
+        raise InputError(f"top-k must be an integer in 1..{vocab} (the vocab), got {top_k!r}")
 
 
 def draft_head(vocab: int, world_size: int, *, d2t: torch.Tensor | None = None, target_vocab: int | None = None,
-               softcap: float | None = None, scale: float = 1.0) -> DraftHead:
-    """Validated `DraftHead` (layout, d2t map, pre-step); raises `InputError`."""
+               softcap: float | None = None, scale: float = 1.0, top_k: int = 1) -> DraftHead:
+    """Validated `DraftHead` (layout, d2t map, pre-step, top-k); raises `InputError`."""
     check_prestep(softcap, scale)
+    check_top_k(top_k, vocab)
     layout = vocab_layout(vocab, world_size)
     if d2t is not None:
         if target_vocab is None:
@@ -156,7 +164,7 @@ def draft_head(vocab: int, world_size: int, *, d2t: torch.Tensor | None = None, 
         check_d2t(d2t, vocab, target_vocab)
     elif target_vocab is not None and target_vocab != vocab:
         raise InputError("a target vocab different from the draft vocab needs a d2t map")
-    return DraftHead(layout, d2t, target_vocab if d2t is not None else None, softcap, scale)
+    return DraftHead(layout, d2t, target_vocab if d2t is not None else None, softcap, scale, top_k)
 
 
 # -- single-rank building blocks (pure) --------------------------------------------------------------------------
@@ -343,6 +351,49 @@ class TorchComm:
         self.dist.all_reduce(tensor, op=self.dist.ReduceOp.MAX, group=self.group)
 
 
+ONESHOT_MAX_BYTES = 8 * 1024 * 1024  # vLLM CustomAllreduce max_size (8 MiB): above it engines fall back to NCCL
+
+
+class OneShotComm(TorchComm):
+    """One-shot semantics over any backend (gloo included): every rank reads every peer's buffer once.
+
+    all_gather_into / all_reduce_max: the rank exposes its input, reads the p - 1 peer buffers (here: one
+    isend / irecv per peer pair, `dist.batch_isend_irecv`, then a barrier, as the symmetric-memory kernels end
+    with one) and combines them locally in rank order, so every rank computes the same result from the same p
+    buffers (vLLM / SGLang custom all-reduce, torch `_symmetric_memory` one_shot_all_reduce). A buffer above
+    `max_bytes` (symmetric buffer bytes: p x input for all-gather, the input for all-reduce) falls back to the
+    NCCL collective, as the engines do; gather / broadcast always use it (no one-shot variant).
+    """
+
+    def __init__(self, group=None, max_bytes: int = ONESHOT_MAX_BYTES):
+        super().__init__(group)
+        self.max_bytes = max_bytes
+        self.fallbacks = 0
+
+    def _read_peers(self, inp: torch.Tensor) -> list[torch.Tensor]:
+        dist, p, me = self.dist, self.world_size, self.rank
+        parts = [inp if r == me else torch.empty_like(inp) for r in range(p)]
+        peer = (lambda r: dist.get_global_rank(self.group, r)) if self.group is not None else (lambda r: r)
+        ops = [dist.P2POp(dist.isend, inp, peer(r), self.group) for r in range(p) if r != me]
+        ops += [dist.P2POp(dist.irecv, parts[r], peer(r), self.group) for r in range(p) if r != me]
+        for work in dist.batch_isend_irecv(ops) if ops else ():
+            work.wait()
+        dist.barrier(group=self.group)
+        return parts
+
+    def all_gather_into(self, out: torch.Tensor, inp: torch.Tensor) -> None:
+        if inp.numel() * inp.element_size() * self.world_size > self.max_bytes:
+            self.fallbacks += 1
+            return super().all_gather_into(out, inp)
+        torch.cat(self._read_peers(inp.contiguous()), dim=0, out=out)
+
+    def all_reduce_max(self, tensor: torch.Tensor) -> None:
+        if tensor.numel() * tensor.element_size() > self.max_bytes:
+            self.fallbacks += 1
+            return super().all_reduce_max(tensor)
+        tensor.copy_(torch.stack(self._read_peers(tensor.contiguous().clone())).amax(dim=0))
+
+
 class _ThreadGroup:
     def __init__(self, world_size: int):
         self.world_size = world_size
@@ -481,16 +532,194 @@ def packed_allreduce_max(local: torch.Tensor, comm: Comm, head: DraftHead) -> to
         ids = d2t_lookup(ids, head.d2t, key_is_neg_inf(keys))
     return ids
 
+# -- top-k (tree / multi-candidate drafting) ---------------------------------------------------------------------
+# Output definition (every strategy, k > 1): per row the k largest values in descending order, ties broken by the
+# lowest global id - exactly `stable_topk` (torch.sort(descending=True, stable=True)[..., :k]) over the full,
+# unpadded logits after the pre-step (and after the d2t scatter into the target vocab when a map is given).
+# torch.topk promises no tie order, so the reference is a stable sort. As for argmax: NaN counts as the largest
+# value (several NaNs in id order), -0.0 ties +0.0, padding never appears, and -inf entries are ordered by id.
+def stable_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, ids) [.., k]: the k largest of the last dim, descending; equal values by lowest index; NaN first."""
+    vals, idx = torch.sort(x, dim=-1, descending=True, stable=True)
+    return vals[..., :k], idx[..., :k]
+
+
+def local_topk(local: torch.Tensor, rank: int, shard: int, vocab: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values [B, k], global ids [B, k]) of a rank's shard, padding excluded, in `stable_topk` order.
+
+    A shard with fewer than k real ids (k > shard, or padding) fills the rest with (-inf, V): sentinel ids
+    >= V lose every tie against a real id, so with k <= V none reaches the merged output.
+    """
+    if local.shape[-1] != shard:
+        raise InputError(f"local logits have {local.shape[-1]} columns, expected the shard {shard}")
+    valid = valid_cols(rank, shard, vocab)
+    take = min(k, valid)
+    rows = local.shape[:-1]
+    vals = local.new_full((*rows, k), NEG_INF)
+    ids = torch.full((*rows, k), vocab, dtype=torch.int64, device=local.device)
+    if take:
+        v, i = stable_topk(local[..., :valid], take)
+        vals[..., :take] = v
+        ids[..., :take] = i + rank * shard
+    return vals, ids
+
+
+def merge_topk(vals: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top k of p*k candidates [B, p*k] by (value descending, id ascending): a stable sort by id, then by value."""
+    by_id = torch.sort(ids, dim=-1, stable=True)
+    v = vals.gather(-1, by_id.indices)
+    v, order = torch.sort(v, dim=-1, descending=True, stable=True)
+    return v[..., :k], by_id.values.gather(-1, order)[..., :k]
+
+
+def pack_topk_pairs(vals: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[B, k, 2] fp32 (value, id): k x 8 bytes per row; exact for bf16/fp16/fp32 values and ids < 2^24."""
+    return torch.stack([vals.float(), ids.float()], dim=-1)
+
+
+def topk_pair_merge(gathered: torch.Tensor, p: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, int64 ids) [B, k] from the concat-layout all-gather of p [B, k, 2] pair blocks ([p*B, k, 2])."""
+    rows = gathered.shape[0] // p
+    table = gathered.reshape(p, rows, k, 2).movedim(0, 1).reshape(rows, p * k, 2)
+    return merge_topk(table[..., 0], table[..., 1].long(), k)
+
+
+def d2t_lookup_topk(ids: torch.Tensor, vals: torch.Tensor, d2t: torch.Tensor) -> torch.Tensor:
+    """Target ids of draft top-k [B, k], equal to the scatter baseline's stable top-k over the target vocab.
+
+    Entries above -inf map to draft + d2t[draft] (an increasing map keeps their tie order). They form a prefix
+    of m entries; when m < k the baseline fills the rest with -inf positions of the target row in id order, i.e.
+    the smallest target ids not among those m targets (all other target ids hold -inf): at most m of the ids
+    0 .. k + m - 1 are taken, so the first k - m free ones among 0 .. 2k - 1 are what the baseline returns.
+    """
+    k = ids.shape[-1]
+    live = vals != NEG_INF  # NaN counts as live (it beats -inf)
+    target = ids.clamp(max=d2t.shape[0] - 1)
+    target = target + d2t[target]
+    mapped = torch.where(live, target, torch.full_like(target, -1))
+    cand = torch.arange(2 * k, device=ids.device, dtype=torch.int64)
+    taken = (cand[None, :, None] == mapped[:, None, :]).any(-1)
+    free = cand[torch.sort(taken.to(torch.int8), dim=-1, stable=True).indices]
+    slot = (torch.arange(k, device=ids.device)[None, :] - live.sum(-1, keepdim=True)).clamp(min=0)
+    return torch.where(live, target, free.gather(-1, slot))
+
+
+def _topk_full(x: torch.Tensor, head: DraftHead) -> torch.Tensor:
+    """Baseline top-k of the unsharded [B, V] (pre-stepped) logits: [d2t scatter] then `stable_topk`."""
+    if head.d2t is not None:
+        x = d2t_scatter(x, head.d2t, head.target_vocab)
+    return stable_topk(x, head.top_k)[1]
+
+
+def chunked_topk(gathered: torch.Tensor, p: int, vocab: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, ids) [B, k] of a concat-layout [p*B, s] all-gather buffer: top-k per rank chunk, then merge."""
+    rows, shard = gathered.shape[0] // p, gathered.shape[-1]
+    chunks = gathered.view(p, rows, shard)
+    parts = [local_topk(chunks[r], r, shard, vocab, k) for r in range(p)]
+    return merge_topk(torch.cat([v for v, _ in parts], -1), torch.cat([i for _, i in parts], -1), k)
+
+
+def _topk_full_all_gather(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    x = _prestep(local, head)
+    full = relayout(_gather_concat(x, comm), comm.world_size) if comm.world_size > 1 else x
+    return _topk_full(full[:, :head.layout.vocab], head)
+
+
+def _topk_no_relayout(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    x = _prestep(local, head)
+    p = comm.world_size
+    gathered = _gather_concat(x, comm) if p > 1 else x
+    vals, ids = chunked_topk(gathered, p, head.layout.vocab, head.top_k)
+    return d2t_lookup_topk(ids, vals, head.d2t) if head.d2t is not None else ids
+
+
+def _topk_gather_to_rank0(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    x = _prestep(local, head)
+    if comm.world_size == 1:
+        return _topk_full(x[:, :head.layout.vocab], head)
+    parts = comm.gather_to_first(x.contiguous())
+    if comm.rank == 0:
+        ids = _topk_full(torch.cat(parts, dim=-1)[:, :head.layout.vocab], head).contiguous()
+    else:
+        ids = torch.empty((x.shape[0], head.top_k), dtype=torch.int64, device=x.device)
+    comm.broadcast_from_first(ids)
+    return ids
+
+
+def _topk_pairs(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    """Local top-k, [B, k, 2] fp32 (value, id) all-gather (k x 8 B per row per rank), merge p x k, [d2t]."""
+    lay = head.layout
+    if lay.padded_vocab > MAX_EXACT_FP32_ID:
+        raise InputError(f"local_argmax_pairs: padded vocab {lay.padded_vocab} > 2^24, ids are not exact in fp32")
+    x = _prestep(local, head)
+    k = head.top_k
+    vals, ids = local_topk(x, comm.rank, lay.shard, lay.vocab, k)
+    if comm.world_size > 1:
+        vals, ids = topk_pair_merge(_gather_concat(pack_topk_pairs(vals, ids), comm), comm.world_size, k)
+    return d2t_lookup_topk(ids, vals, head.d2t) if head.d2t is not None else ids
+
+
+def _topk_keys(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    raise InputError("packed_allreduce_max is exact only at top-k 1: all_reduce(MAX) keeps one key per row")
+
+
+_TOPK_FUNCS: dict[str, Callable[[torch.Tensor, Comm, DraftHead], torch.Tensor]] = {
+    "full_all_gather": _topk_full_all_gather,
+    "full_all_gather_no_relayout": _topk_no_relayout,
+    "gather_to_rank0": _topk_gather_to_rank0,
+    "local_argmax_pairs": _topk_pairs,
+    "packed_allreduce_max": _topk_keys,
+}
+TOPK_EXACT: dict[str, str] = {
+    "packed_allreduce_max": "top-k 1 only (an all_reduce(MAX) of one 64-bit key per row cannot carry k > 1)",
+    "local_argmax_pairs": "V_pad <= 2^24 (fp32 ids, the sentinel id V included)",
+}
+
+
+def _topk_dispatch(name: str):
+    def wrap(fn):
+        def run(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+            if head.top_k > 1:
+                return _TOPK_FUNCS[name](local, comm, head)
+            return fn(local, comm, head)
+        run.__name__, run.__doc__, run.__wrapped__ = fn.__name__, fn.__doc__, fn
+        return run
+    return wrap
+
 
 Strategy = Callable[[torch.Tensor, Comm, DraftHead], torch.Tensor]
 
+# every strategy dispatches to its top-k variant when head.top_k > 1 (k = 1 runs the argmax code unchanged)
 STRATEGY_FUNCS: dict[str, Strategy] = {
-    "full_all_gather": full_all_gather,
-    "full_all_gather_no_relayout": full_all_gather_no_relayout,
-    "gather_to_rank0": gather_to_rank0,
-    "local_argmax_pairs": local_argmax_pairs,
-    "packed_allreduce_max": packed_allreduce_max,
+    name: _topk_dispatch(name)(fn) for name, fn in {
+        "full_all_gather": full_all_gather,
+        "full_all_gather_no_relayout": full_all_gather_no_relayout,
+        "gather_to_rank0": gather_to_rank0,
+        "local_argmax_pairs": local_argmax_pairs,
+        "packed_allreduce_max": packed_allreduce_max,
+    }.items()
 }
+
+
+# -- target-side greedy verification --------------------------------------------------------------------------
+def greedy_verify(strategy: Strategy, target_local: torch.Tensor, comm: Comm, head: DraftHead,
+                  draft_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy (temperature-0) verification of K draft tokens on the vocab-sharded target logits.
+
+    target_local: this rank's shard of the target logits for the B x (K + 1) verified rows ([B*(K+1), s],
+    row b*(K+1) + j = position j of request b); draft_ids: [B, K]. The target argmax of every row comes from
+    `strategy` at top-k 1 (the same code as a draft step), then accepted = the length of the prefix where
+    draft == target argmax, and the tokens emitted are the target ids of positions 0..accepted (the accepted
+    drafts plus the target's own next token). Returns (accepted [B] int64, target ids [B, K+1]).
+    """
+    b, k = draft_ids.shape
+    if target_local.shape[0] != b * (k + 1):
+        raise InputError(f"verification needs B x (K + 1) = {b * (k + 1)} target rows, got {target_local.shape[0]}")
+    if head.top_k != 1:
+        raise InputError("greedy verification takes the target argmax (top-k 1)")
+    target = strategy(target_local, comm, head).reshape(b, k + 1)
+    accepted = torch.cumprod((draft_ids == target[:, :k]).to(torch.int64), dim=-1).sum(-1)
+    return accepted, target
 
 
 # -- whole-problem helpers ---------------------------------------------------------------------------------------
@@ -510,9 +739,10 @@ def shard_of(padded: torch.Tensor, rank: int, layout: VocabLayout) -> torch.Tens
 
 
 def expected_ids(full: torch.Tensor, head: DraftHead) -> torch.Tensor:
-    """Ground truth: the same pre-step on the unsharded [B, V] logits, [d2t scatter], torch.argmax."""
+    """Ground truth: the same pre-step on the unsharded [B, V] logits, [d2t scatter], torch.argmax ([B]) -
+    or, at top-k k > 1, `stable_topk` ([B, k])."""
     x = apply_softcap_scale(full[:, :head.layout.vocab], head.softcap, head.scale)
-    return _scatter_and_argmax(x, head)
+    return _topk_full(x, head) if head.top_k > 1 else _scatter_and_argmax(x, head)
 
 
 def simulate(strategy: Strategy, padded: torch.Tensor, head: DraftHead) -> list[torch.Tensor]:

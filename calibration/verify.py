@@ -74,6 +74,7 @@ class Case:
     target_vocab: int | None = None  # EAGLE-3: d2t into this target vocab
     softcap: float | None = None
     scale: float = 1.0
+    top_k: int | None = None  # None: the run's --top-k; an int: this case's own k (only run when --top-k > 1)
 
     @property
     def padded_vocab(self) -> int:
@@ -259,19 +260,76 @@ def default_cases() -> list[Case]:
     ]
 
 
+# -- top-k cases (run when --top-k K > 1) ---------------------------------------------------------------------
+def _case_k(case: Case, k: int) -> int:
+    return case.top_k if case.top_k is not None else k
+
+
+def build_kth_ties_across_shards(g: torch.Generator, case: Case, k: int = 4) -> torch.Tensor:
+    """k - 1 clear winners, then the k-th place tied at 3.0 by ids spread over every shard (lowest id wins)."""
+    v = case.vocab
+    x = (torch.rand(case.batch, v, generator=g) - 1.0).to(case.torch_dtype)  # in [-1, 0)
+    for row in range(case.batch):
+        for j in range(k - 1):
+            x[row, (j * 997 + row * 13 + 5) % v] = 5.0 + j % 3  # winners (with ties among them too)
+        for f in (0.93, 0.71, 0.52, 0.27, 0.04):  # ties at the k-th place, highest id first
+            col = min(v - 1, int(f * v) + row)
+            if x[row, col] < 1:
+                x[row, col] = 3.0
+    return _pad(x, case)
+
+
+def build_kth_ties_in_shard(g: torch.Generator, case: Case, k: int = 4) -> torch.Tensor:
+    """The k-th place tied by a run of equal values inside one shard, after k - 1 winners in other shards."""
+    v = case.vocab
+    x = torch.randint(-6, -1, (case.batch, v), generator=g).to(case.torch_dtype)
+    for row in range(case.batch):
+        for j in range(k - 1):
+            x[row, v - 1 - j * 3] = 9.0
+        start = (row * 101) % (v // 2)
+        x[row, start:start + 3 * k] = 2.0
+    return _pad(x, case)
+
+
+def _topk_builder(fn: Callable) -> Callable[[torch.Generator, Case], torch.Tensor]:
+    """Bind the case's k into a top-k builder (`Case.build` takes (g, case))."""
+    def build(g: torch.Generator, case: Case) -> torch.Tensor:
+        return fn(g, case, case.top_k or 4)
+    build.__name__ = fn.__name__
+    return build
+
+
+def topk_cases(k: int) -> list[Case]:
+    """Adversarial top-k inputs: k-th place ties inside and across shards, k > shard, few finite values + d2t."""
+    c = Case
+    return [
+        c("topk-kth-ties-across-shards-fp32-V1000-B6", 1000, 6, "fp32", _topk_builder(build_kth_ties_across_shards),
+          top_k=k),
+        c("topk-kth-ties-across-shards-bf16-V32003-B3", 32003, 3, "bf16",
+          _topk_builder(build_kth_ties_across_shards), top_k=k),
+        c("topk-kth-ties-in-shard-fp16-V1000-B4", 1000, 4, "fp16", _topk_builder(build_kth_ties_in_shard), top_k=k),
+        c("topk-k-over-shard-bf16-V130-B3", 130, 3, "bf16", build_ties_in_shard, top_k=100),
+        c("topk-k-is-vocab-fp32-V130-B2", 130, 2, "fp32", build_max_in_padding, top_k=130),
+        c("topk-k-over-shard-neg-inf-fp32-V130-B4", 130, 4, "fp32", build_all_neg_inf, top_k=100),
+        c("topk-d2t-few-finite-fp32-V1000-T4096-B4", 1000, 4, "fp32", build_all_neg_inf, target_vocab=4096),
+        c("topk-d2t-kth-ties-bf16-V1000-T3000-B4", 1000, 4, "bf16", _topk_builder(build_kth_ties_across_shards),
+          target_vocab=3000, top_k=k),
+    ]
+
+
 def make_d2t(g: torch.Generator, draft_vocab: int, target_vocab: int) -> torch.Tensor:
     """A random strictly increasing EAGLE-3 map that never maps draft id 0 to target id 0 (d2t[0] > 0)."""
     targets = (torch.randperm(target_vocab - 1, generator=g)[:draft_vocab] + 1).sort().values
     return targets - torch.arange(draft_vocab)
 
 
-def case_inputs(case: Case, seed: int, world_size: int) -> tuple[torch.Tensor, DraftHead]:
-    """(padded logits [B, V_pad], validated head) - identical on every rank for the same seed."""
+def case_inputs(case: Case, seed: int, world_size: int, top_k: int = 1) -> tuple[torch.Tensor, DraftHead]:
+    """(padded logits [B, V_pad], validated head at the case's top-k) - identical on every rank for the same seed."""
     g = torch.Generator().manual_seed(seed)
     padded = case.build(g, case)
     d2t = make_d2t(g, case.vocab, case.target_vocab) if case.target_vocab else None
     head = ref.draft_head(case.vocab, world_size, d2t=d2t, target_vocab=case.target_vocab,
-                          softcap=case.softcap, scale=case.scale)
+                          softcap=case.softcap, scale=case.scale, top_k=_case_k(case, top_k))
     return padded, head
 
 
@@ -321,11 +379,50 @@ def _pairs_nan_dropped(local: torch.Tensor, comm: ref.Comm, head: DraftHead) -> 
     return ref.local_argmax_pairs(torch.nan_to_num(local, nan=-INF), comm, head)
 
 
+def _topk_pairs_ties_highest(local: torch.Tensor, comm: ref.Comm, head: DraftHead) -> torch.Tensor:
+    """BUG (top-k): the merge sorts the p x k candidates by value only, highest rank first among equal values."""
+    lay, k, p = head.layout, head.top_k, comm.world_size
+    x = ref.apply_softcap_scale(local, head.softcap, head.scale)
+    vals, ids = ref.local_topk(x, comm.rank, lay.shard, lay.vocab, k)
+    if p > 1:
+        buf = ref._gather_concat(ref.pack_topk_pairs(vals, ids), comm)
+        table = buf.reshape(p, -1, k, 2).flip(0).movedim(0, 1).reshape(-1, p * k, 2)
+        v, order = torch.sort(table[..., 0], dim=-1, descending=True, stable=True)
+        vals, ids = v[..., :k], table[..., 1].long().gather(-1, order)[..., :k]
+    return ref.d2t_lookup_topk(ids, vals, head.d2t) if head.d2t is not None else ids
+
+
+def _topk_pairs_pad_zero(local: torch.Tensor, comm: ref.Comm, head: DraftHead) -> torch.Tensor:
+    """BUG (top-k): a shard with fewer than k real ids fills its list with (-inf, id 0) instead of (-inf, V)."""
+    lay, k, p = head.layout, head.top_k, comm.world_size
+    x = ref.apply_softcap_scale(local, head.softcap, head.scale)
+    vals, ids = ref.local_topk(x, comm.rank, lay.shard, lay.vocab, k)
+    ids = torch.where(ids >= lay.vocab, torch.zeros_like(ids), ids)
+    if p > 1:
+        vals, ids = ref.topk_pair_merge(ref._gather_concat(ref.pack_topk_pairs(vals, ids), comm), p, k)
+    else:
+        vals, ids = ref.merge_topk(vals, ids, k)
+    return ref.d2t_lookup_topk(ids, vals, head.d2t) if head.d2t is not None else ids
+
+
+def _topk_pairs_d2t_naive(local: torch.Tensor, comm: ref.Comm, head: DraftHead) -> torch.Tensor:
+    """BUG (top-k): every draft id is mapped as target = id + d2t[id], -inf entries too (vLLM's `top + d2t[top]`)."""
+    if head.d2t is None:
+        return ref.STRATEGY_FUNCS["local_argmax_pairs"](local, comm, head)
+    plain = ref.DraftHead(head.layout, None, None, head.softcap, head.scale, head.top_k)
+    ids = ref.STRATEGY_FUNCS["local_argmax_pairs"](local, comm, plain)
+    safe = ids.clamp(max=head.d2t.shape[0] - 1)
+    return safe + head.d2t[safe]
+
+
 BUGS: dict[str, tuple[str, Strategy]] = {
     "ties-highest": ("local_argmax_pairs", _pairs_ties_highest),
     "no-pad-mask": ("packed_allreduce_max", _keys_no_pad_mask),
     "raw-negzero": ("packed_allreduce_max", _keys_raw_negzero),
     "nan-dropped": ("local_argmax_pairs", _pairs_nan_dropped),
+    "topk-ties-highest": ("local_argmax_pairs", _topk_pairs_ties_highest),
+    "topk-pad-id-zero": ("local_argmax_pairs", _topk_pairs_pad_zero),
+    "topk-d2t-naive": ("local_argmax_pairs", _topk_pairs_d2t_naive),
 }
 
 
@@ -366,35 +463,47 @@ class Outcome:
 _ERROR, _PASS, _SKIP = 0, 1 << 40, (1 << 40) + 1
 
 
+def topk_skip(name: str, top_k: int) -> bool:
+    """True where a strategy has no exact top-k variant at this k (packed keys and the fused argmax kernels)."""
+    base = name[:-len(ref.FUSED_SUFFIX)] if name.endswith(ref.FUSED_SUFFIX) else name
+    return top_k > 1 and (name.endswith(ref.FUSED_SUFFIX) or base == "packed_allreduce_max")
+
+
 def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm, device: torch.device,
-              seed: int) -> list[Outcome]:
-    """Every case x strategy on this rank; outcomes reduced over ranks (the worst rank decides)."""
+              seed: int, top_k: int = 1) -> list[Outcome]:
+    """Every case x strategy on this rank at `top_k` (a case may fix its own k); outcomes reduced over ranks
+    (the worst rank decides). SKIP: p does not divide V_pad, k > V, or no exact top-k variant (`topk_skip`)."""
     codes, detail, keys = [], {}, []
     for index, case in enumerate(cases):
+        k = _case_k(case, top_k)
         try:
             ref.vocab_layout(case.vocab, comm.world_size)
+            ref.check_top_k(k, case.vocab)
         except InputError:  # p does not divide V_pad: the engine would refuse this TP size
             keys += [(case.name, name) for name in strategies]
             codes += [_SKIP] * len(strategies)
             continue
-        padded, head = case_inputs(case, seed + index, comm.world_size)
+        padded, head = case_inputs(case, seed + index, comm.world_size, top_k)
         padded = padded.to(device)
         head = _head_to(head, device)
         expected = ref.expected_ids(padded, head)
         local = ref.shard_of(padded, comm.rank, head.layout)
         for name, fn in strategies.items():
             keys.append((case.name, name))
+            if topk_skip(name, k):
+                codes.append(_SKIP)
+                continue
             try:
                 got = fn(local, comm, head)
             except Exception as exc:  # noqa: BLE001 - a broken strategy is a result, not a crash
                 detail[(case.name, name)] = f"{type(exc).__name__}: {first_line(exc)}"
                 codes.append(_ERROR)
                 continue
-            bad = torch.nonzero(got.reshape(-1) != expected.reshape(-1)).flatten() if got.shape == expected.shape \
-                else torch.zeros(1, dtype=torch.int64)
+            bad = torch.nonzero((got != expected).reshape(got.shape[0], -1).any(-1)).flatten() \
+                if got.shape == expected.shape else torch.zeros(1, dtype=torch.int64)
             if bad.numel():
                 first = int(bad[0])
-                detail[(case.name, name)] = (got.reshape(-1).cpu(), expected.cpu())
+                detail[(case.name, name)] = _first_diff(got, expected)
                 codes.append(first + 1)
             else:
                 codes.append(_PASS)
@@ -419,10 +528,20 @@ def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm
     return outcomes
 
 
+def _first_diff(got: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, (got, expected) at the first differing slot (top-k rows have k slots; argmax rows one)."""
+    exp = expected.reshape(expected.shape[0], -1)
+    if got.shape != expected.shape:
+        return got.reshape(-1)[:exp.shape[0]].cpu(), exp[:, 0].cpu()
+    g = got.reshape(exp.shape)
+    col = (g != exp).to(torch.int8).argmax(-1, keepdim=True)
+    return g.gather(1, col).squeeze(1).cpu(), exp.gather(1, col).squeeze(1).cpu()
+
+
 def _head_to(head: DraftHead, device: torch.device) -> DraftHead:
     if head.d2t is None:
         return head
-    return DraftHead(head.layout, head.d2t.to(device), head.target_vocab, head.softcap, head.scale)
+    return DraftHead(head.layout, head.d2t.to(device), head.target_vocab, head.softcap, head.scale, head.top_k)
 
 
 def format_table(outcomes: list[Outcome], strategies: list[str]) -> str:
@@ -558,6 +677,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cases", default=None, help="only cases whose name contains one of these comma-separated words")
     ap.add_argument("--softcap", type=float, default=None, help="add a case with this soft-cap (and --scale)")
     ap.add_argument("--scale", type=float, default=None, help="add a case with this logit scale (must be > 0)")
+    ap.add_argument("--top-k", type=int, default=1,
+                    help="check the top-k output (k largest, descending, ties by lowest id; default 1 = argmax) and "
+                         "add the adversarial top-k cases")
+    ap.add_argument("--collective", choices=("nccl", "oneshot"), default="nccl",
+                    help="oneshot: all-gather / all-reduce with one-shot semantics (every rank reads every peer's "
+                         "buffer, reference.OneShotComm) instead of the backend's collective")
     ap.add_argument("--fused", action="store_true",
                     help="also check (and with --time, time) the fused Triton variants of the local strategies "
                          "(needs Triton; on CPU they run under its interpreter)")
@@ -626,6 +751,10 @@ def main(argv: list[str] | None = None) -> int:
             ref.check_prestep(args.softcap, scale)
             cases.append(Case(f"cli-softcap{args.softcap}-scale{scale}-bf16-V32003-B4", 32003, 4, "bf16",
                               build_softcap, softcap=args.softcap, scale=scale))
+        if not 1 <= args.top_k <= 4096:
+            raise InputError(f"--top-k must be in 1..4096, got {args.top_k}")
+        if args.top_k > 1:
+            cases += topk_cases(args.top_k)
         if args.cases:
             words = [w for w in args.cases.split(",") if w]
             cases = [c for c in cases if any(w in c.name for w in words)]
@@ -656,15 +785,16 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     try:
-        comm = ref.TorchComm()
+        comm = ref.OneShotComm() if args.collective == "oneshot" else ref.TorchComm()
         rank, world = comm.rank, comm.world_size
-        outcomes = run_cases(cases, strategies, comm, device, args.seed)
+        outcomes = run_cases(cases, strategies, comm, device, args.seed, args.top_k)
         failed = any(o.failed for o in outcomes)
         if rank == 0:
             bug = f", injected bug: {args.inject_bug}" if args.inject_bug else ""
             fused = triton_note(device) if args.fused else ""
             print(f"verify: {len(cases)} cases x {len(strategies)} strategies, world size {world}, "
-                  f"backend {args.backend}, device {device.type}, seed {args.seed}{bug}{fused}")
+                  f"backend {args.backend}, device {device.type}, seed {args.seed}, top-k {args.top_k}, "
+                  f"collective {args.collective}{bug}{fused}")
             print(format_table(outcomes, list(strategies)))
             n_fail = sum(o.status == "FAIL" for o in outcomes)
             n_error = sum(o.status == "ERROR" for o in outcomes)

@@ -1,0 +1,149 @@
+"""Top-k references (calibration.reference): bit-exact against the stable-sort reference on p threads and on
+gloo ranks, k-th place ties across ranks, k > shard, -inf rows with d2t; injected top-k bugs fail; one-shot
+semantics; target-side greedy verification."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibration import reference as ref
+from calibration import verify
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPK_STRATEGIES = [n for n in ref.STRATEGY_FUNCS if n != "packed_allreduce_max"]
+
+
+def _check_all(padded: torch.Tensor, head: ref.DraftHead) -> None:
+    expected = ref.expected_ids(padded, head)
+    for name in TOPK_STRATEGIES:
+        for rank, got in enumerate(ref.simulate(ref.STRATEGY_FUNCS[name], padded, head)):
+            assert torch.equal(got, expected), (name, rank, got, expected)
+
+
+def test_stable_topk_definition_by_hand():
+    x = torch.tensor([[1.0, 3.0, float("nan"), 3.0, -0.0, 0.0, float("-inf"), float("nan")]])
+    vals, ids = ref.stable_topk(x, 6)
+    # NaNs first in id order, then 3.0 at ids 1 and 3, then 1.0, then the tied zeros by id
+    assert ids.tolist() == [[2, 7, 1, 3, 0, 4]]
+    assert vals[0, 2:].tolist() == [3.0, 3.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_kth_place_tie_across_ranks_lowest_id_wins(world):
+    vocab, k = 1024, 3
+    x = torch.full((2, vocab), -1.0)
+    x[0, 900], x[0, 10] = 9.0, 8.0             # places 1 and 2
+    x[0, [1000, 700, 300, 5]] = 7.0            # place 3 tied in every rank's shard: id 5 wins
+    x[1, [1023, 600]] = 7.0                    # row 1: two 7.0s, then -1.0 ties: lowest id 0
+    head = ref.draft_head(vocab, world, top_k=k)
+    expected = ref.expected_ids(x, head)
+    assert expected.tolist() == [[900, 10, 5], [600, 1023, 0]]
+    _check_all(x, head)
+
+
+def test_k_larger_than_a_shard_and_all_neg_inf_rows_with_d2t():
+    vocab, world, k = 130, 4, 100  # V_pad 192, shard 48 < k; the last shard holds 34 real ids
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-3, 3, (4, vocab), generator=g).float()
+    x[0] = float("-inf")
+    x[1, ::2] = float("-inf")
+    x[2, 7] = float("nan")
+    d2t = verify.make_d2t(g, vocab, 500)
+    for head in (ref.draft_head(vocab, world, top_k=k),
+                 ref.draft_head(vocab, world, top_k=k, d2t=d2t, target_vocab=500)):
+        padded = ref.pad_logits(x, head.layout.padded_vocab, float("inf"))  # padding maxima must never appear
+        _check_all(padded, head)
+    # the all -inf row with d2t: the baseline returns target ids 0..k-1 (the scatter's -inf fill), by hand
+    assert ref.expected_ids(padded, head)[0].tolist() == list(range(k))
+
+
+def test_packed_keys_refuse_k_above_one_and_top_k_is_validated():
+    head = ref.draft_head(1000, 2, top_k=2)
+    with pytest.raises(ref.InputError, match="top-k 1"):
+        ref.simulate(ref.STRATEGY_FUNCS["packed_allreduce_max"], torch.zeros(1, 1024), head)
+    for bad in (0, 1001, 2.0, True):
+        with pytest.raises(ref.InputError, match="top-k"):
+            ref.draft_head(1000, 2, top_k=bad)
+
+
+def test_top_k_one_is_the_argmax_path_unchanged():
+    x = torch.randn(5, 1000)
+    head = ref.draft_head(1000, 4)
+    padded = ref.pad_logits(x, 1024, float("inf"))
+    for name, fn in ref.STRATEGY_FUNCS.items():
+        got = ref.simulate(fn, padded, head)[0]
+        assert got.shape == (5,) and torch.equal(got, x.argmax(-1)), name
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), world=st.sampled_from([1, 2, 4]), k=st.integers(1, 70),
+       levels=st.integers(2, 6), dtype=st.sampled_from(["fp32", "bf16"]))
+def test_property_every_topk_strategy_equals_the_stable_sort(seed, world, k, levels, dtype):
+    g = torch.Generator().manual_seed(seed)
+    vocab = 200
+    x = torch.randint(0, levels, (3, vocab), generator=g).to(ref.TORCH_DTYPES[dtype])  # many ties
+    x[0, torch.randint(0, vocab, (5,), generator=g)] = float("-inf")
+    head = ref.draft_head(vocab, world, top_k=k)
+    _check_all(ref.pad_logits(x, head.layout.padded_vocab, float("inf")), head)
+
+
+@pytest.mark.parametrize("bug,word", [("topk-ties-highest", "kth-ties-across"),
+                                      ("topk-pad-id-zero", "k-over-shard-neg-inf"),
+                                      ("topk-d2t-naive", "d2t-few-finite")])
+def test_injected_topk_bugs_are_caught(bug, word):
+    cases = [c for c in verify.topk_cases(4) if word in c.name]
+    run = lambda strategies: ref.run_threads(  # noqa: E731
+        4, lambda comm: verify.run_cases(cases, strategies, comm, torch.device("cpu"), 0, 4))
+    bad = run(verify.strategies_with_bug(bug))[0]
+    assert {o.strategy for o in bad if o.failed} == {verify.BUGS[bug][0]}
+    assert all(o.status in ("PASS", "SKIP") for o in run(verify.strategies_with_bug(None))[0])
+
+
+def test_greedy_verification_accepts_the_matching_prefix():
+    vocab, world, b, k = 1000, 4, 3, 4
+    g = torch.Generator().manual_seed(3)
+    target = torch.randn(b * (k + 1), vocab, generator=g)
+    argmax = target.argmax(-1).reshape(b, k + 1)
+    draft = argmax[:, :k].clone()
+    draft[1, 2] += 1   # request 1: 2 accepted
+    draft[2, 0] += 1   # request 2: none accepted
+    head = ref.draft_head(vocab, world)
+    padded = ref.pad_logits(target, head.layout.padded_vocab, float("inf"))
+    shards = [ref.shard_of(padded, r, head.layout) for r in range(world)]
+    for name in ("full_all_gather", "local_argmax_pairs", "packed_allreduce_max"):
+        fn = ref.STRATEGY_FUNCS[name]
+        out = ref.run_threads(world, lambda comm, fn=fn: torch.cat(
+            [t.reshape(b, -1) for t in ref.greedy_verify(fn, shards[comm.rank], comm, head, draft)], -1))
+        accepted, ids = out[0][:, 0], out[0][:, 1:]
+        assert accepted.tolist() == [4, 2, 0] and torch.equal(ids, argmax), name
+
+
+def _torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+           "-m", "calibration.verify", "--backend", "gloo", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("world,collective", [(2, "oneshot"), (4, "nccl")])
+def test_verify_top_k_passes_on_gloo_ranks(world, collective):
+    proc = _torchrun(world, "--top-k", "4", "--collective", collective, "--cases", "topk-,ties,nan,d2t,padding")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"world size {world}" in proc.stdout and "top-k 4" in proc.stdout and "result: PASS" in proc.stdout
+    assert "FAIL" not in proc.stdout
+
+
+@pytest.mark.torchrun
+def test_verify_top_k_injected_bug_fails_on_gloo_ranks():
+    proc = _torchrun(4, "--top-k", "4", "--inject-bug", "topk-ties-highest", "--cases", "topk-kth")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "FAIL topk-kth-ties-across-shards-fp32-V1000-B6 / local_argmax_pairs" in proc.stdout
