@@ -33,7 +33,8 @@ breakpoints fixed at the fit's own (so a replicate never moves a regime switch t
 All replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per group; groups with more than
 ~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
 were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
-profile["bootstrap"] = [{"collectives": [curve, ...]}, ...].
+profile["bootstrap"] = [{"collectives": [curve, ...], "kernels": {"ops": ...}}, ...]: every fitted kernel op's
+roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point.
 
 Held-out error: leave-one-size-out (drop every row of one bytes_per_rank, refit with the same K, predict the
 dropped rows with costmodel.collectives.curve_time_us) pooled over sizes; kernels: leave-one-shape-out
@@ -462,9 +463,11 @@ class _KernelFit:
     cv_err: dict[str, np.ndarray]  # per mode, leave-one-shape-out relative errors
     cv_folds: int
     n_shapes: int
+    bw_boot_gbps: np.ndarray = field(default_factory=lambda: np.zeros(0))  # residual-bootstrap replicates of bw
 
 
-def _fit_kernel_op(op: str, sub: pd.DataFrame) -> _KernelFit:
+def _fit_kernel_op(op: str, sub: pd.DataFrame, *, bootstrap: int = 0, rng: np.random.Generator | None = None
+                   ) -> _KernelFit:
     """t = I(mode) + bytes 1e-3 / bw on relative error, plus leave-one-shape-out CV."""
     modes = sorted(set(sub["mode"]))
     nbytes = _kernel_nbytes(op, sub)
@@ -497,10 +500,15 @@ def _fit_kernel_op(op: str, sub: pd.DataFrame) -> _KernelFit:
             cv_err[m].append(_errors(pred[sel], t[~keep][sel]))
         folds += 1
     in_err = _errors(z @ theta, t)
+    bw_boot = np.zeros(0)
+    if bootstrap > 0 and rng is not None:  # the collectives' residual bootstrap, one regime (issue 9)
+        boot, _ = _residual_bootstrap(a, lower, theta[None, :], np.zeros(len(t), dtype=np.int64), np.zeros(0),
+                                      bootstrap, rng)
+        bw_boot = 1.0 / boot[:, 0, -1]
     return _KernelFit(op=op, intercept_us={m: float(theta[i]) for i, m in enumerate(modes)},
                       bw_gbps=1.0 / float(theta[-1]), in_err={m: in_err[mode == m] for m in modes},
                       cv_err={m: np.concatenate(v) if v else np.array([]) for m, v in cv_err.items()},
-                      cv_folds=folds, n_shapes=len(shapes))
+                      cv_folds=folds, n_shapes=len(shapes), bw_boot_gbps=bw_boot)
 
 
 def _launch_costs(fits: dict[str, _KernelFit], launches: dict[str, float], base: Profile
@@ -549,7 +557,30 @@ def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict]
     return tables, notes
 
 
-def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str]
+def _add_kernel_replicates(profile: dict[str, Any], fits: dict[str, _KernelFit]) -> None:
+    """Put each fitted op's bootstrap bandwidths into the profile's replicates (kernels.ops), in place.
+
+    Replicate j carries every op (the point spec for ops without replicates) with bw_gbps = the op's
+    j-th bootstrap value; the launch costs stay at the point. Replicates are created when the
+    collectives had none.
+    """
+    boots = {op: f.bw_boot_gbps for op, f in fits.items() if len(f.bw_boot_gbps)}
+    if not boots:
+        return
+    n = min(len(v) for v in boots.values())
+    reps = profile.setdefault("bootstrap", [])
+    if reps:
+        n = min(n, len(reps))
+        del reps[n:]
+    else:
+        reps.extend({} for _ in range(n))
+    point_ops = profile["kernels"]["ops"]
+    for j, rep in enumerate(reps):
+        rep["kernels"] = {"ops": {op: ({**spec, "bw_gbps": _num(boots[op][j])} if op in boots else spec)
+                                  for op, spec in point_ops.items()}}
+
+
+def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bootstrap: int = 0, seed: int = 0
                  ) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
     """(kernels section, report rows, per-op fits, number of tables kept from the base profile)."""
     kern = frame[frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS))]
@@ -557,7 +588,8 @@ def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str]
     reports: list[dict] = []
     for op, sub in kern.groupby("op", sort=True):
         try:
-            fits[op] = _fit_kernel_op(op, sub)
+            fits[op] = _fit_kernel_op(op, sub, bootstrap=min(bootstrap, MAX_STORED_REPLICATES),
+                                      rng=np.random.default_rng([seed, 7, len(fits)]))
         except _Skip as exc:
             reports.append(_skip_row("kernel", op, None, None, str(exc), len(sub)))
     launches = {op: (base.kernel_ops[op].launches if op in base.kernel_ops else 1.0) for op in fits}
@@ -747,7 +779,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed)
     if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
         _eager_prices_graph(curves, reps, coll_reports)
-    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files)
+    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
     if not curves and not kern_fits:
         reasons = [r["status"] for r in coll_reports + kern_reports]
         raise InputError("nothing fittable: " + (reasons[0] if reasons else "no collective or kernel rows"))
@@ -776,6 +808,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     n_stored = min([MAX_STORED_REPLICATES] + [len(r) for r in reps]) if reps and bootstrap > 0 else 0
     if n_stored:
         profile["bootstrap"] = [{"collectives": [r[j] for r in reps]} for j in range(n_stored)]
+    _add_kernel_replicates(profile, kern_fits)
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],

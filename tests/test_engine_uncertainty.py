@@ -316,3 +316,16 @@ def predict_points_frame(rows, profile):
     from costmodel.points import predict_points
 
     return predict_points(rows, profile)["predicted_us"].to_numpy(float)
+
+
+def test_fitted_kernels_carry_bootstrap_replicates_around_the_point():
+    fit = pytest.importorskip("calibration.fit")
+    from tests.test_fit import kernel_rows
+
+    data = fit.fit_measurements(kernel_rows(noise=0.05, seed=3), name="kern", bootstrap=40, seed=0)
+    prof = profile_from_dict(data)  # loads: the replicates pass the consistency check
+    point = data["kernels"]["ops"]["argmax"]["bw_gbps"]
+    boot = [rep["kernels"]["ops"]["argmax"]["bw_gbps"] for rep in data["bootstrap"]]
+    assert len(boot) == 40 and min(boot) < point < max(boot)
+    assert 0.7 * point < np.percentile(boot, 5) and np.percentile(boot, 95) < 1.3 * point  # 5% noise, 24 rows
+    assert len(prof.bootstrap) == 40
