@@ -53,9 +53,10 @@ Input limits (bounded cost): at most MAX_FIT_ROWS input rows; repeated rows of o
 the times equal) are binned to at most MAX_REPEATS_PER_POINT rows - the order statistics at ranks
 floor((j + 1/2) c / R) of its c times, j < R, so the point's median and spread survive - so n <= R x points;
 a curve with more than MAX_GROUP_SIZES distinct sizes and a kernel op with more than MAX_KERNEL_SHAPES shapes
-are skipped (reported). Binning is one hash group-by and one sort (O(rows log rows)); then the fit holds
-O(B n + B k^2) floats per group (B <= 200 replicates, k <= 256 sizes): below ~0.5 GB at the limits
-(scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload).
+are skipped (reported). Binning is one hash group-by and one sort (O(rows log rows)); then a group's fit holds
+O(B n + B k^2 + k^3) floats (B <= 200 replicates, n <= 16 k rows, k <= 192 sizes; the k^3 term is the
+leave-one-size-out range sums): scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload and a curve at the
+192-size limit (~0.6 GB peak RSS, a few seconds).
 
 Everything not measured comes from the base profile (default: the bundled default profile); provenance.kind is
 "measured" only when nothing of the base profile remains reachable, else "mixed".
@@ -107,7 +108,7 @@ from .segmented import best_split, bic, polish, range_fits, solve_bounded
 BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
 BETA_MIN = 1.0 / BW_MAX_GBPS
 MIN_GROUP_SIZES = 3  # distinct sizes a group needs to be fitted at all
-MAX_GROUP_SIZES = 256  # distinct sizes per curve (memory ~ B k^2, see "Input limits" in the module doc)
+MAX_GROUP_SIZES = 192  # distinct sizes per curve (leave-one-size-out holds ~k^3 floats: "Input limits" below)
 MAX_KERNEL_SHAPES = 1024  # distinct (rows, cols, world_size) shapes per kernel op (leave-one-shape-out)
 MAX_REPEATS_PER_POINT = 16  # rows kept per measured point (evenly spaced order statistics of its times)
 MAX_FIT_ROWS = 2_000_000  # input rows before binning

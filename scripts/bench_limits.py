@@ -7,7 +7,9 @@ fresh subprocess (so the peak RSS is the upload's own):
 
 * ``repeated``: 1,000,000 collective rows over 7 repeated sizes (the fitter bins repeats per point);
 * ``distinct``: as many rows as fit in 19.75 MiB, every one at a distinct size (refused: the fit's
-  distinct-size limit).
+  distinct-size limit);
+* ``at-limit``: one curve at calibration.fit.MAX_GROUP_SIZES distinct sizes x 16 repeats (the costliest fit
+  the limits allow: leave-one-size-out is ~k^3).
 
 Prints, per file: size, rows, outcome (fitted / the one-line refusal), wall time and peak RSS.
 Target (issue 13): fitted in < 10 s and < 1 GB, or refused fast.
@@ -67,9 +69,14 @@ def main() -> int:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, str(ROOT))
+        from calibration.fit import MAX_GROUP_SIZES
+
+        limit_sizes = np.unique(np.round(np.geomspace(64, 2**30, MAX_GROUP_SIZES)).astype(np.int64))
         cases = {
             "repeated": rng.choice(np.array([16, 32, 64, 128, 256, 512, 999]), args.rows),
             "distinct": rng.permutation(np.arange(100, 100 + args.rows)),
+            "at-limit": np.repeat(limit_sizes, 16),
         }
         for name, sizes in cases.items():
             path = Path(tmp) / f"{name}.csv"
