@@ -104,12 +104,18 @@ class Prediction:
 def _summarize(name: str, components: dict[str, Component], scenario: Scenario) -> StrategyResult:
     shape = scenario.shape
     times = {k: np.broadcast_to(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
-    total = sum(times.values(), np.zeros(shape))
-    wire = sum((np.broadcast_to(np.asarray(c.wire_bytes_per_rank, dtype=float), shape)
-                for c in components.values()), np.zeros(shape))
-    extrap = np.zeros(shape, dtype=bool)
-    for c in components.values():
-        extrap = extrap | np.asarray(c.extrapolated, dtype=bool)
+
+    def add(values, dtype=float):  # sum of arrays, skipping scalar zeros (no full-size pass for them)
+        out = np.zeros(shape, dtype=dtype)
+        for v in values:
+            v = np.asarray(v, dtype=dtype)
+            if v.ndim or v:
+                out = out + v if dtype is float else out | v
+        return out
+
+    total = add(c.time_us for c in components.values())
+    wire = add(c.wire_bytes_per_rank for c in components.values())
+    extrap = add((c.extrapolated for c in components.values()), bool)
     calls = {k: c.calls for k, c in components.items()}
     return StrategyResult(name, times, total, wire, validity(name, scenario), extrap, calls)
 

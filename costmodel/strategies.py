@@ -142,6 +142,7 @@ class _Ctx:
         # a plan captures all or nothing (engines.PLANS): one host mask for every component
         self._uniform = all(p.is_captured("*") or not p.captured for p in PLANS.values())
         self._eager_f = (~self._all_captured).astype(float) if self.any_host else 0.0
+        self._eager_when: dict[int, tuple] = {}
         self._eager_only = {op for op in {t.op for t in profile.kernel_tables}
                             if not any(t.op == op and t.mode == "graph" for t in profile.kernel_tables)}
 
@@ -155,9 +156,16 @@ class _Ctx:
         if not self.any_host:
             return 0.0
         per_call_us = per_call_us * self.factors.get("host", 1.0)
-        eager = self._eager_f if self._uniform else (~self.captured(component)).astype(float)
-        host = (per_call_us * calls) * eager
-        return host if when is True else np.where(when, host, 0.0)
+        if not self._uniform:
+            eager = (~self.captured(component)).astype(float)
+            return np.where(when, (per_call_us * calls) * eager, 0.0)
+        if when is True:
+            return (per_call_us * calls) * self._eager_f
+        key = id(when)  # the same mask objects recur (multi, d2t, ...): eager x mask once per mask
+        hit = self._eager_when.get(key)
+        if hit is None or hit[0] is not when:
+            hit = self._eager_when[key] = (when, self._eager_f * np.asarray(when, dtype=bool))
+        return (per_call_us * calls) * hit[1]
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
         sc = self.sc
@@ -229,7 +237,9 @@ class _Ctx:
         hw = when if host_when is None else host_when
         host = 0.0 if measured_eager else _add(self._host(component or op, self.host.torch_op_us, ops, hw),
                                                self._host(component or op, self.host.view_op_us, n_views, hw))
-        return Component(np.where(when, t, 0.0), 0.0, np.where(when, x, False), calls, host, np.maximum(ops, 1))
+        if when is not True:
+            t, x = np.where(when, t, 0.0), np.where(when, x, False)
+        return Component(t, 0.0, x, calls, host, np.maximum(ops, 1))
 
     def elementwise(self, name: str, cols, kernels: int, *, when=True, copies=1) -> Component:
         """`kernels` element-wise passes over [rows, cols] (read + write each), at the copy rate.
