@@ -66,8 +66,11 @@ def read_bytes(path: str | Path, *, limit_bytes: int, what: str = "") -> bytes:
         raise InputError(f"{label}: not a regular file (a FIFO, device or socket is refused)")
     if st.st_size > limit_bytes:
         raise InputError(f"{label}: {st.st_size} bytes, larger than the {_mib(limit_bytes)} limit")
-    try:
-        with open(path, "rb") as fh:
+    try:  # O_NONBLOCK + fstat: a path swapped for a FIFO after the stat still cannot block the read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise InputError(f"{label}: not a regular file (a FIFO, device or socket is refused)")
             data = fh.read(limit_bytes + 1)
     except OSError as exc:
         raise InputError(f"{label}: cannot read ({exc.strerror or exc})") from None
