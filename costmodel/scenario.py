@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .engines import ENGINES
+from .engines import ENGINES, PLANS
 from .errors import InputError
 from .schema import DTYPES
 
+COLLECTIVE_IMPLS = ("nccl", "oneshot", "multimem")  # costmodel.collective_impls.IMPLS
 PAD_MULTIPLE = 64
 MAX_EXACT_FP32_ID = 2**24  # fp32 represents every integer id below this exactly
 
@@ -32,6 +33,14 @@ def padded_vocab(vocab: Any) -> np.ndarray:
 
 def _as_array(value: Any, dtype: Any) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
+
+
+def _engine_mode(engine: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """`mode` where engine is "none", else the engine plan's own: eager (host-launched) or graph (captured)."""
+    out = np.array(np.broadcast_to(mode, np.broadcast_shapes(np.shape(engine), np.shape(mode))), dtype=mode.dtype)
+    for name, plan in PLANS.items():
+        out = np.where(engine == name, "graph" if plan.is_captured("*") else "eager", out)
+    return out.astype(mode.dtype) if out.shape else out
 
 
 def _categorical(name: str, value: Any, allowed: tuple[str, ...]) -> np.ndarray:
@@ -67,6 +76,10 @@ class Scenario:
     softcap: the model applies a final logit soft-cap cap * tanh(x / cap)
         (3 element-wise kernels over the logits the strategy reads).
     logit_scale: the model multiplies the logits by a scale (1 kernel).
+    top_k: candidates per row (1 = greedy argmax, today's numbers; k > 1 = tree / multi-candidate drafting,
+        the k largest per row, see calibration/reference.py `stable_topk`).
+    collective: "nccl" | "oneshot" | "multimem" - the implementation of the strategies' all-gather /
+        all-reduce (costmodel/collective_impls.py; unavailable ones fall back to NCCL).
     """
 
     vocab: Any = 202048
@@ -84,6 +97,8 @@ class Scenario:
     engine: Any = "none"
     softcap: Any = False
     logit_scale: Any = False
+    top_k: Any = 1
+    collective: Any = "nccl"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -94,7 +109,7 @@ class Scenario:
         if self.hidden is not None:
             set_(self, "hidden", _as_array(self.hidden, np.int64))
         set_(self, "dtype", _categorical("dtype", self.dtype, tuple(DTYPES)))
-        for name in ("tp", "nodes", "num_spec_tokens"):
+        for name in ("tp", "nodes", "num_spec_tokens", "top_k"):
             set_(self, name, _as_array(getattr(self, name), np.int64))
         # batch may be fractional: root finding treats rows as continuous
         set_(self, "batch", _as_array(self.batch, np.float64))
@@ -102,8 +117,11 @@ class Scenario:
         set_(self, "mode", _categorical("mode", self.mode, ("graph", "eager")))
         set_(self, "impl", _categorical("impl", self.impl, ("torch", "fused")))
         set_(self, "engine", _categorical("engine", self.engine, ENGINES))
+        if np.any(self.engine != "none"):  # an engine's plan decides the mode: show what it runs
+            set_(self, "mode", _engine_mode(self.engine, self.mode))
         set_(self, "softcap", _as_array(self.softcap, bool))
         set_(self, "logit_scale", _as_array(self.logit_scale, bool))
+        set_(self, "collective", _categorical("collective", self.collective, COLLECTIVE_IMPLS))
         set_(self, "_shape", np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)
                                                    if getattr(self, f.name) is not None)))
         self._validate()
@@ -120,6 +138,8 @@ class Scenario:
         first_bad(self.nodes < 1, "nodes", "must be >= 1")
         first_bad(self.batch < 1, "batch", "must be >= 1")
         first_bad(self.num_spec_tokens < 1, "num_spec_tokens", "must be >= 1")
+        first_bad(self.top_k < 1, "top_k", "must be >= 1")
+        first_bad(self.top_k > self.draft_vocab, "top_k", "cannot exceed the draft vocab")
         first_bad(self.draft_vocab > self.vocab, "draft_vocab", "cannot exceed the target vocab")
         first_bad(~self.d2t & (self.draft_vocab != self.vocab), "draft_vocab",
                   "differs from the target vocab, which needs the EAGLE-3 d2t map (d2t on)")

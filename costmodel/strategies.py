@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import collective_impls
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, Stage, captured_mask, host_costs, step_time_us, sync_mask
 from .errors import InputError
@@ -116,6 +117,10 @@ TORCH_OPS: dict[str, int] = {
     "softcap": 3,          # x / cap, tanh, * cap
     "logit_scale": 1,      # x * scale
     "fused": 1,            # one Triton launch
+    "topk": 1,             # torch.topk(logits[..., :V], k) (top-k > 1 only)
+    "chunked_topk": 6,     # view, topk per chunk, id + r*s, reshape, topk of the p*k candidates, gather
+    "local_topk": 5,       # topk(-1), id + r*s, vals.float(), ids.float(), stack  ([R, k, 2] fp32 pairs)
+    "topk_merge": 4,       # relayout of [p*R, k, 2] (copy), topk of the p*k values, gather ids, .long()
 }
 # view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
 TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
@@ -133,6 +138,10 @@ class _Ctx:
         self.e = scenario.elem_bytes
         self.multi = self.p > 1
         self.fused = scenario.impl == "fused"
+        self.k = scenario.top_k
+        self.topk = self.k > 1
+        self.any_topk = bool(np.any(self.topk))
+        self.any_impl = bool(np.any(scenario.collective != "nccl"))
         self.host = host_costs(profile)
         self._captured: dict[str, np.ndarray] = {}
         self._engine_is = {e: scenario.engine == e for e in ENGINES}  # string compares once, not per component
@@ -168,10 +177,18 @@ class _Ctx:
         return (per_call_us * calls) * hit[1]
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
+        """The profile's NCCL curve, or - where the scenario's `collective` is oneshot / multimem and available
+        there - that implementation (costmodel/collective_impls.py; NCCL is the fallback)."""
         sc = self.sc
-        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph") * self.factors.get(op, 1.0)
+        t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
+        args = {"bytes_per_rank": bytes_per_rank}
+        if self.any_impl:
+            t, native = collective_impls.collective_us(self.profile, sc.collective, op, bytes_per_rank, sc.tp,
+                                                       sc.nodes, nccl_us=t)
+            args.update(collective=sc.collective, native=native)
+        t = t * self.factors.get(op, 1.0)
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
-                         calls=(Call("collective", op, {"bytes_per_rank": bytes_per_rank}, self.multi),),
+                         calls=(Call("collective", op, args, self.multi),),
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
     def gather_p2p(self, bytes_per_rank) -> Component:
@@ -292,6 +309,30 @@ class _Ctx:
     def argmax_full(self) -> Component:
         return self.kernel("argmax", self.sc.argmax_vocab)
 
+    def topk_us(self, rows, cols, *, fp32: bool = False) -> np.ndarray:
+        """torch.topk over [rows, cols] at k > 1 (derived, not measured): (e + 1) reduction passes + a k-sort.
+
+        ATen TensorTopK.cu (multi-block radix select, 8-bit digits): e digit passes over the data (e = bytes
+        per value), then a gather pass, each priced as one argmax-like reduction over [rows, cols] in the
+        kernel model; then sorting the k winners, one launch moving rows * k * (e + 8) bytes at the copy rate.
+        """
+        e = np.full(np.shape(self.e), 4) if fp32 else self.e
+        dtype = "fp32" if fp32 else self.sc.dtype
+        mode = "eager" if "argmax" in self._eager_only else "graph"
+        one = kernel_time_us(self.profile, "argmax", rows=rows, cols=cols, world_size=1, dtype=dtype,
+                             elem_bytes=e, mode=mode).time_us
+        bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
+        sort = self.profile.graph_kernel_us + 2.0 * rows * self.k * (e + ID_BYTES) / bw * 1e-3
+        return ((e + 1) * one + sort) * self.factors.get("topk", 1.0)
+
+    def topk_component(self, name: str, k1: Component, gpu_us, ops: int) -> Component:
+        """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1."""
+        when = self.topk
+        host = self._host(name, self.host.torch_op_us, ops, when & self.multi if name == "topk_merge" else when)
+        call = Call("kernel", name, {"top_k": self.k, "derived": "collective_impls/strategies.topk_us"}, when)
+        return Component(np.where(when, gpu_us, k1.time_us), 0.0, np.where(when, False, k1.extrapolated),
+                         k1.calls + (call,), np.where(when, host, k1.host_us), np.where(when, ops, k1.ops))
+
     def d2t_scatter(self) -> Component:
         sc = self.sc
         return self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab, when=sc.d2t)
@@ -307,25 +348,45 @@ class _Ctx:
                            views=np.where(copies, TORCH_VIEWS["relayout_copy"], TORCH_VIEWS["relayout_copy"] + 1))
 
 
+def _select_full(c: _Ctx) -> dict[str, Component]:
+    """The baseline's last step: argmax (top-k 1) or torch.topk over [R, V or V_target] (key "topk" then)."""
+    arg = c.argmax_full()
+    if not c.any_topk:
+        return {"argmax": arg}
+    return {"topk": c.topk_component("topk", arg, c.topk_us(c.rows, c.sc.argmax_vocab), TORCH_OPS["topk"])}
+
+
+def _ids_bytes(c: _Ctx):
+    """Bytes of the ids a row returns: 8 (one int64) or k x 8 at top-k."""
+    return ID_BYTES * c.k if c.any_topk else ID_BYTES
+
+
 def full_all_gather(c: _Ctx) -> dict[str, Component]:
     return {
         "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
         "relayout_copy": c.relayout(),
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        "argmax": c.argmax_full(),
+        **_select_full(c),
     }
 
 
 def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     chunked = c.kernel("chunked_argmax", c.shard, world_size=c.p, when=c.multi)
     plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    arg = Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
+                    chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
+                    np.where(c.multi, chunked.ops, plain.ops))
+    if c.any_topk:  # top-k per rank chunk ([p*R, s]) then over the p*k candidates; p = 1: one topk over [R, V]
+        gpu = np.where(c.multi, c.topk_us(c.rows * c.p, c.shard) + c.topk_us(c.rows, c.p * c.k, fp32=True),
+                       c.topk_us(c.rows, c.sc.draft_vocab))
+        select = {"chunked_topk": c.topk_component("chunked_topk", arg, gpu, TORCH_OPS["chunked_topk"])}
+    else:
+        select = {"chunked_argmax": arg}
     return {
         "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
         **c.prestep(c.sc.padded_draft_vocab),
-        "chunked_argmax": Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
-                                    chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
-                                    np.where(c.multi, chunked.ops, plain.ops)),
+        **select,
         "d2t_lookup": c.d2t_lookup(),
     }
 
@@ -336,8 +397,8 @@ def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
         "relayout_copy": c.relayout(view_at_one_row=False),  # torch.cat(parts, -1) copies even one row
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        "argmax": c.argmax_full(),
-        "broadcast": c.collective("broadcast", c.rows * ID_BYTES),
+        **_select_full(c),
+        "broadcast": c.collective("broadcast", c.rows * _ids_bytes(c)),
     }
 
 
@@ -345,14 +406,28 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
     """The local paths: [prestep] + local op (a plain argmax at p = 1) + fix-ups + collective + reduce + [d2t]."""
     local = c.kernel(op, c.shard, fusable=True, when=c.multi)
     plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    first = Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
+                      local.calls + plain.calls, _add(local.host_us, plain.host_us),
+                      np.where(c.multi, local.ops, plain.ops))
+    reduce = c.kernel(reduce_op, 0, world_size=reduce_cols, when=c.multi, fusable=True)
+    if c.any_topk and op == "local_argmax":
+        # top-k pairs: topk of the shard ([R, s]; p = 1: of [R, V]) + k (value, id) pairs per row, a relayout
+        # of the [p*R, k, 2] fp32 gather and a topk over the p*k candidates (the torch path; no fused kernel)
+        bw = c.profile.kernel_ops["relayout_copy"].bw_gbps
+        relayout = c.profile.graph_kernel_us + 2.0 * c.rows * c.p * c.k * PAIR_BYTES / bw * 1e-3
+        local_gpu = np.where(c.multi, c.topk_us(c.rows, c.shard), c.topk_us(c.rows, c.sc.draft_vocab))
+        merge_gpu = np.where(c.multi, relayout + c.topk_us(c.rows, c.p * c.k, fp32=True), 0.0)
+        steps = {"local_topk": c.topk_component("local_topk", first, local_gpu, TORCH_OPS["local_topk"])}
+        tail = {"topk_merge": c.topk_component("topk_merge", reduce, merge_gpu, TORCH_OPS["topk_merge"])}
+        wire = wire_bytes * c.k
+    else:
+        steps, tail, wire = {op: first}, {reduce_op: reduce}, wire_bytes
     return {
         **c.prestep(c.shard),
-        op: Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
-                      local.calls + plain.calls, _add(local.host_us, plain.host_us),
-                      np.where(c.multi, local.ops, plain.ops)),
+        **steps,
         **c.local_fixups(fusable=True),
-        collective: c.collective(collective, c.rows * wire_bytes),
-        reduce_op: c.kernel(reduce_op, 0, world_size=reduce_cols, when=c.multi, fusable=True),
+        collective: c.collective(collective, c.rows * wire),
+        **tail,
         "d2t_lookup": c.d2t_lookup(),
     }
 
@@ -383,6 +458,8 @@ def validity(name: str, scenario: Scenario) -> np.ndarray:
     ok = np.ones(scenario.shape, dtype=bool)
     if name == "local_argmax_pairs":
         ok &= np.broadcast_to(scenario.ids_exact_in_fp32, scenario.shape)
+    if name == "packed_allreduce_max":  # all_reduce(MAX) of one key per row: exact at top-k 1 only
+        ok &= np.broadcast_to(scenario.top_k == 1, scenario.shape)
     return ok
 
 
