@@ -329,3 +329,18 @@ def test_fitted_kernels_carry_bootstrap_replicates_around_the_point():
     assert len(boot) == 40 and min(boot) < point < max(boot)
     assert 0.7 * point < np.percentile(boot, 5) and np.percentile(boot, 95) < 1.3 * point  # 5% noise, 24 rows
     assert len(prof.bootstrap) == 40
+
+
+def test_engines_vectorized_equal_scalar_and_explanations_add_up():
+    from costmodel.explain import explain
+
+    sc = Scenario(vocab=128256, draft_vocab=32000, d2t=True, tp=np.array([1, 2, 4, 8]), batch=np.array([1, 8, 64, 512]),
+                  hidden=4096, engine=np.array(["vllm", "sglang", "vllm", "none"]), impl="fused", softcap=True,
+                  logit_scale=True)
+    pred = predict(sc, H200)
+    for i in range(4):
+        one = predict(sc.item(i), H200)
+        items = explain(one)
+        for name in STRATEGIES:
+            assert float(one.total_us(name)) == pytest.approx(pred.total_us(name)[i])
+            assert sum(e.time_us for e in items if e.strategy == name) == pytest.approx(float(one.total_us(name)))
