@@ -31,7 +31,7 @@ from .presets import preset, preset_logit_ops, presets
 from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, check_tp_placement, load_profile
 from .recommend import impact_change
 from .safe_io import write_csv
-from .scenario import Scenario
+from .scenario import COLLECTIVE_IMPLS, Scenario
 from .schema import DTYPES, read_measurements
 from .strategies import BASELINE, DESCRIPTIONS
 
@@ -55,7 +55,7 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
 # Largest value each integer flag takes (the smallest is 1): beyond these the model's int64 arithmetic
 # would overflow (--vocab 2^63 gave negative times); MAX_LIST_VALUES bounds one flag's list or range.
 INT_FLAG_MAX: dict[str, int] = {"vocab": 2**31 - 1, "draft-vocab": 2**31 - 1, "hidden": 2**20, "tp": 2**16,
-                                "nodes": 2**16, "batch": 2**24, "num-spec-tokens": 1024}
+                                "nodes": 2**16, "batch": 2**24, "num-spec-tokens": 1024, "top-k": 4096}
 MAX_LIST_VALUES = 100_000
 MAX_SWEEP_SCENARIOS = 2_000_000  # sweep refuses a larger grid (~1 KB of memory per scenario)
 
@@ -181,6 +181,11 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
                    help="graph (CUDA-graph replay) | eager (host launches every op), for every component; "
                         "default graph; not with --engine" + many)
     p.add_argument("--impl", default="torch", help="torch | fused (local strategies' kernels)" + many)
+    p.add_argument("--top-k", default="1",
+                   help="candidates per row: 1 = greedy argmax; k > 1 = tree / multi-candidate drafting" + many)
+    p.add_argument("--collective", default="nccl",
+                   help="nccl | oneshot | multimem: the all-gather / all-reduce implementation (derived; "
+                        "unavailable ones fall back to NCCL)" + many)
 
 
 def _model_fields(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -228,6 +233,8 @@ def _grid(args: argparse.Namespace) -> dict[str, list]:
         "dtype": parse_choice_list(args.dtype, "dtype", tuple(DTYPES)),
         **_execution(args),
         "impl": parse_choice_list(args.impl, "impl", ("torch", "fused")),
+        "top_k": parse_int_list(getattr(args, "top_k", "1"), "top-k"),
+        "collective": parse_choice_list(getattr(args, "collective", "nccl"), "collective", COLLECTIVE_IMPLS),
     }
 
 
@@ -328,7 +335,9 @@ def _format_table(result: dict[str, Any]) -> str:
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
         cross_txt = "-" if name == result["baseline"] else ("none" if cross is None else f"{cross:.1f}")
-        flag = "" if s["valid"] else "  (invalid: ids not exact in fp32)"
+        flag = "" if s["valid"] else ("  (invalid: packed keys are exact at top-k 1 only)"
+                                      if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
+                                      else "  (invalid: ids not exact in fp32)")
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
                      f"{s['saving_per_decode_step_us']:14.1f} {cross_txt:>12s}{flag}")
         if "interval" in s:
@@ -348,7 +357,51 @@ def _format_table(result: dict[str, Any]) -> str:
                          f"{gain_txt}")
     lines.append("")
     lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
+    lines.extend(_decode_lines(result))
     return "\n".join(lines)
+
+
+def _decode_lines(result: dict[str, Any]) -> list[str]:
+    """Per decode step: the draft group, the verification group (with --verify) and the best pair."""
+    step = result.get("decode_step")
+    if not step:
+        return []
+    ver = result.get("verification", {})
+    head = "per decode step (us): draft x calls" + (f" + greedy verification of {ver['rows']:.0f} rows over "
+                                                   f"vocab {ver['vocab']} at TP {ver['tp']} {ver['dtype']}, "
+                                                   f"F = {ver['greedy_fraction']:g}" if ver.get("enabled") else "")
+    lines = ["", head, f"{'strategy':30s} {'draft':>10s} {'verify':>10s} {'decode step':>12s} {'saving':>10s}"]
+    for name, d in step["strategies"].items():
+        lines.append(f"{name:30s} {d['draft_us']:10.1f} {d['verify_us']:10.1f} {d['decode_step_us']:12.1f} "
+                     f"{d['saving_us']:10.1f}{'' if d['valid'] else '  (invalid)'}")
+    bp = result["best_pair"]
+    lines.append(f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
+                 f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
+                 f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
+                 f"  (oneshot / multimem parameters are derived from published figures, not measured)")
+    return lines
+
+
+def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Namespace) -> None:
+    """`decode_step` (draft + verification groups per strategy), `verification`, `best_pair`, `matrix`."""
+    from .verification import best_pair, decode_step, matrix, verification_dict
+
+    sc = pred.scenario
+    step = decode_step(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                       target_dtype=args.target_dtype)
+    result["decode_step"] = {"strategies": {
+        n: {"draft_us": float(step.draft_us(n)), "verify_us": float(step.verify_us(n)),
+            "decode_step_us": float(step.total_us(n)), "saving_us": float(step.saving_us(n)),
+            "valid": bool(step.valid(n))} for n in pred.strategies}}
+    result["verification"] = verification_dict(step)
+    table = matrix(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                   target_dtype=args.target_dtype, max_batch=args.max_batch, crossovers=bool(args.matrix_csv))
+    result["best_pair"] = best_pair(table)
+    result["matrix"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
+                        for row in table.to_dict(orient="records")]
+    if args.matrix_csv:
+        write_csv(table.assign(profile=pred.profile.name, top_k=int(sc.top_k), batch=float(sc.batch),
+                               verify=bool(args.verify), greedy_fraction=args.greedy_fraction), args.matrix_csv)
 
 
 def _kernel_lines(result: dict[str, Any]) -> list[str]:
@@ -390,6 +443,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     pred = predict(scenario, profile)
     result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
                              acceptance_length=args.acceptance_length)
+    if args.verify or args.matrix_csv or int(scenario.top_k) > 1 or str(scenario.collective) != "nccl":
+        add_decode_step(result, pred, args)
     if not args.no_intervals:
         add_intervals(result, pred, max_batch=args.max_batch)
     if args.explain:
@@ -602,6 +657,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sensitivity", action="store_true",
                    help="elasticity of the local_argmax_pairs saving to each profile parameter")
     p.add_argument("--no-intervals", action="store_true", help="skip bootstrap intervals (faster)")
+    p.add_argument("--verify", action="store_true",
+                   help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
+    p.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
+                   help="with --verify: share of decode steps whose requests are all greedy (the rest run the "
+                        "baseline)")
+    p.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
+                   help="with --verify: the target logits' dtype (default: --dtype)")
+    p.add_argument("--matrix-csv", default=None,
+                   help="write the strategy x collective matrix (with each crossover batch) as CSV")
     p.set_defaults(func=cmd_predict)
 
     r = sub.add_parser("recommend", formatter_class=Formatter,

@@ -180,6 +180,21 @@ def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_siz
     return np.where(ok, np.where(p > 1, t, 0.0), np.nan)
 
 
+def formula(impl: str, op: str, profile: Profile) -> str:
+    """One line naming the implementation's formula and parameters (for explanations)."""
+    if impl == "oneshot":
+        o = ONESHOT
+        head = (f"alpha {o.alpha_base_us:g} + {o.alpha_per_peer_us:g} (p-1) us + (p-1) b / {o.peer_read_gbps:g} GB/s"
+                if op == "all_reduce" else
+                f"alpha {o.all_gather_alpha8_us:g} + {o.alpha_per_peer_us:g} (p-8) us + (p-1) b / "
+                f"{o.all_gather_read_gbps:g} GB/s")
+        return (f"oneshot {op} (derived): {head} (bandwidth x profile all-gather busbw / "
+                f"{HOPPER_NVLINK_BUSBW_GBPS:g}), floored at the link; {o.source}")
+    bw = "the profile's NVLS busbw at p" if op == "all_reduce" else "the profile's fastest all-gather busbw"
+    return (f"multimem {op} (derived): {MULTIMEM.alpha_us:g} us + S f(p) / {bw}, floored at the link; "
+            f"{MULTIMEM.source}")
+
+
 def collective_us(profile: Profile, impl, op: str, bytes_per_rank, world_size, nodes=1,
                   nccl_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(time, native): `impl` (a name or an array of names) where available, NCCL elsewhere (the fallback).

@@ -97,6 +97,9 @@ def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_si
 def _explain_call(pred: Prediction, call: Call) -> tuple[float, str]:
     """GPU time of a collective / kernel / element-wise call (graph-mode pricing), or the step model's host term."""
     sc = pred.scenario
+    if "formula" in call.args:  # priced outside the NCCL / kernel models (top-k kernels, oneshot / multimem)
+        value = float(np.asarray(call.args["gpu_us"]))
+        return value, f"{call.op}: {call.args['formula']} = {value:.3f} us"
     if call.kind == "collective":
         b, p, nodes = float(np.asarray(call.args["bytes_per_rank"])), int(sc.tp), int(sc.nodes)
         if call.args.get("p2p") and pred.profile.curve(call.op, p, "graph", nodes).provenance != "measured":

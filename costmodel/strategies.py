@@ -41,7 +41,7 @@ scale is applied before keying (a non-positive scale is rejected).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from . import collective_impls
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, Stage, captured_mask, host_costs, step_time_us, sync_mask
 from .errors import InputError
-from .kernels import ID_BYTES, PAIR_BYTES, kernel_time_us
+from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, kernel_time_us
 from .profile import Profile
 from .scenario import Scenario
 
@@ -186,6 +186,8 @@ class _Ctx:
             t, native = collective_impls.collective_us(self.profile, sc.collective, op, bytes_per_rank, sc.tp,
                                                        sc.nodes, nccl_us=t)
             args.update(collective=sc.collective, native=native)
+            if sc.size == 1 and str(sc.collective) != "nccl" and bool(np.all(native)):  # for explanations
+                args.update(gpu_us=t, formula=collective_impls.formula(str(sc.collective), op, self.profile))
         t = t * self.factors.get(op, 1.0)
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
                          calls=(Call("collective", op, args, self.multi),),
@@ -329,9 +331,12 @@ class _Ctx:
         """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1."""
         when = self.topk
         host = self._host(name, self.host.torch_op_us, ops, when & self.multi if name == "topk_merge" else when)
-        call = Call("kernel", name, {"top_k": self.k, "derived": "collective_impls/strategies.topk_us"}, when)
+        call = Call("kernel", name, {"top_k": self.k, "gpu_us": gpu_us,
+                                     "formula": f"{name} at top-k {self.k} (derived, strategies._Ctx.topk_us: "
+                                                "(e + 1) argmax-like radix passes + a k-sort)"}, when)
+        k1_calls = tuple(replace(c, when=np.asarray(c.when) & ~when) for c in k1.calls)
         return Component(np.where(when, gpu_us, k1.time_us), 0.0, np.where(when, False, k1.extrapolated),
-                         k1.calls + (call,), np.where(when, host, k1.host_us), np.where(when, ops, k1.ops))
+                         k1_calls + (call,), np.where(when, host, k1.host_us), np.where(when, ops, k1.ops))
 
     def d2t_scatter(self) -> Component:
         sc = self.sc
@@ -470,13 +475,14 @@ def build_components(scenario: Scenario, profile: Profile, strategies: tuple[str
     factors: optional multipliers of each op's GPU time ({op: f}; "host" scales host costs) - how
     `uncertainty.propagate` applies per-op model discrepancy to one ensemble member.
     """
-    ctx = _Ctx(scenario, profile, factors)
-    out = {}
-    for name in strategies:
-        comps = BUILDERS[name](ctx)
-        if ctx.any_host:
-            comps["host_exposed"] = _host_exposed(ctx, comps)
-        out[name] = comps
+    with kernel_memo():  # one evaluation: identical kernel calls and factorizations priced once
+        ctx = _Ctx(scenario, profile, factors)
+        out = {}
+        for name in strategies:
+            comps = BUILDERS[name](ctx)
+            if ctx.any_host:
+                comps["host_exposed"] = _host_exposed(ctx, comps)
+            out[name] = comps
     return out
 
 
