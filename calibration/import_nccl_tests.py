@@ -61,25 +61,44 @@ import pandas as pd
 
 from costmodel.errors import InputError, OneLineParser
 from costmodel.safe_io import read_bytes, write_csv
-from costmodel.schema import ELEM_BYTES, MEASUREMENT_COLUMNS, validate_measurements
+from costmodel.schema import ELEM_BYTES, MEASUREMENT_COLUMNS, VALIDATION_ONLY_OPS, validate_measurements
 
 PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
-                            "broadcast": "broadcast"}
-OTHER_PROGRAMS = ("reduce_scatter", "alltoall", "alltoallv", "reduce", "scatter", "sendrecv", "hypercube")
+                            "broadcast": "broadcast", "reduce_scatter": "reduce_scatter", "alltoall": "alltoall"}
+OTHER_PROGRAMS = ("alltoallv", "reduce", "scatter", "sendrecv", "hypercube")
+# every nccl-tests type name (src/common.cu test_typenames, and the older aliases) -> schema dtype
 TYPE_NAMES: dict[str, str] = {"float": "fp32", "float32": "fp32", "half": "fp16", "float16": "fp16",
                               "bfloat16": "bf16", "int8": "int8", "char": "int8", "uint8": "uint8",
-                              "int64": "int64", "uint64": "int64"}
+                              "int32": "int32", "int": "int32", "uint32": "uint32", "int64": "int64",
+                              "uint64": "uint64", "double": "fp64", "float64": "fp64", "f8e4m3": "fp8_e4m3",
+                              "fp8_e4m3": "fp8_e4m3", "f8e5m2": "fp8_e5m2", "fp8_e5m2": "fp8_e5m2"}
 LABEL = "nccl-tests mean"
-OUTPUT_COLUMNS: tuple[str, ...] = MEASUREMENT_COLUMNS + ("label", "source")
+# launch: how the ranks were driven - its small-message floor differs (~35 us for one process driving 8 GPUs vs
+# ~17 us with one process per GPU on 8x H100), so it is recorded per row
+LAUNCH_MODES = ("single-process", "multi-thread", "process-per-gpu", "unknown")
+OUTPUT_COLUMNS: tuple[str, ...] = MEASUREMENT_COLUMNS + ("label", "source", "launch")
 
-_MARKER = re.compile(r"Collective test starting:\s*(\S+)")
-_PARAMS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
+_MARKER = re.compile(r"^#?\s*Collective test starting:\s*(\S+)")
+_PARAMS = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+(?:on\s+(\S+)\s+)?device\s+\d+\s+"
                    r"\[[^\]]*\]\s+(.+?)\s*$")
 _PROGRAM = re.compile(r"(?<![A-Za-z0-9])(all_gather|all_reduce|gather|broadcast|reduce_scatter|alltoallv?|reduce|"
                       r"scatter|sendrecv|hypercube)_perf(?:_mpi)?(?![A-Za-z0-9])")
+_FLAG = re.compile(r"(?:^|\s)(-[tg]|--nthreads|--ngpus)[ =](\d+)")
 _INT = re.compile(r"^\d+$")
 _NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What a log may leave out (a published table without its header), given by the user or a manifest.
+
+    Used only where the log is silent; a log that says otherwise is refused naming both values."""
+
+    op: str | None = None
+    world_size: int | None = None
+    nodes: int | None = None
+    gpu: str | None = None
 
 
 def _program_op(name: str, where: str) -> str:
@@ -109,59 +128,111 @@ class _Run:
     iters: int = 0
     agg_iters: int = 1
     graph: int = 0
-    ranks: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # rank -> (group, host, gpu)
+    ranks: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # rank -> (group, pid, host, gpu)
     header: list[str] | None = None
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
+    flags: tuple[int, int] | None = None  # (-t, -g) of an echoed command line
 
     @property
     def started(self) -> bool:
         return self.threads is not None or bool(self.rows) or bool(self.ranks)
 
 
-def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
+def _launch(run: _Run, pids: int) -> str:
+    threads, gpus = (run.threads, run.gpus) if run.threads is not None else (run.flags or (None, None))
+    if threads is None:
+        return "process-per-gpu" if pids > 1 else "unknown"
+    if threads > 1:
+        return "multi-thread"
+    return "single-process" if (gpus or 1) > 1 else "process-per-gpu"
+
+
+def _check_interleaved(run: _Run, source: str, header_tail: int) -> None:
+    """Refuse two runs whose rows are mixed: inside one run every (type, redop, root) sweep grows in size
+    (`-d all` / `-o all` print one whole sweep after another)."""
+    last: dict[tuple, tuple[int, int]] = {}
+    for lineno, tokens in run.rows:
+        if not _INT.match(tokens[0]):
+            continue
+        key = tuple(tokens[2:max(3, len(tokens) - header_tail)])  # type [redop root]: the columns before time
+        size = int(tokens[0])
+        if size == 0:  # nccl-tests prints size-0 rows while minBytes < nranks x type size
+            continue
+        if key in last and size <= last[key][0]:
+            prev_size, prev_line = last[key]
+            raise InputError(f"{source}:{lineno}: size {size} B follows size {prev_size} B of line {prev_line} for "
+                             f"the same type / redop ({' '.join(key)}): two runs interleaved in one log (lines "
+                             f"{prev_line} and {lineno}); split them into one file per run")
+        last[key] = (size, lineno)
+
+
+def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hints()) -> list[dict]:
     """Schema rows of one run (see the module doc for every conversion)."""
     if not run.rows:
         return []
     first_line = run.rows[0][0]
     where = f"{source}:{first_line}"
-    op = run.op or fallback_op
+    op = run.op or fallback_op or hints.op
     if op is None:
         raise InputError(f"{where}: cannot tell which nccl-tests program wrote these rows (no 'Collective test "
-                         "starting' line, command line or program name in the file name)")
+                         "starting' line, command line or program name in the file name; pass --op)")
+    if hints.op is not None and op != hints.op:
+        raise InputError(f"{where}: the log is a {op} run but --op says {hints.op}")
+    pids = len({pid for _g, pid, _h, _gpu in run.ranks.values()})
     if run.ranks:
         groups: dict[str, int] = {}
-        for group, _host, _gpu in run.ranks.values():
+        for group, _pid, _host, _gpu in run.ranks.values():
             groups[group] = groups.get(group, 0) + 1
         sizes = set(groups.values())
         if len(sizes) != 1:
             raise InputError(f"{where}: the Rank lines list groups of different sizes {sorted(sizes)}")
         nranks = sizes.pop()
-        hosts = {host for _g, host, _gpu in run.ranks.values()}
-        gpus = sorted({gpu for _g, _h, gpu in run.ranks.values()})
+        hosts = {host for _g, _p, host, _gpu in run.ranks.values()}
+        gpus = sorted({gpu for _g, _p, _h, gpu in run.ranks.values()})
         nodes = len(hosts)
         if len(gpus) > 1:
             raise InputError(f"{where}: the Rank lines name {len(gpus)} GPU models ({', '.join(gpus)}); "
                              "a run over mixed GPUs cannot calibrate one profile")
         gpu = gpus[0]
-    elif run.threads is not None:
-        nranks, nodes, gpu = run.threads * (run.gpus or 1), 1, "unknown"
+        listed = sorted(run.ranks)
+        if listed != list(range(len(listed))) and len(groups) == 1:
+            if hints.world_size is None:
+                raise InputError(f"{where}: the Rank lines are incomplete (ranks {listed[0]}..{listed[-1]} listed, "
+                                 f"{len(listed)} of them): the rank count is unknown; pass --world-size")
+            nranks, nodes = hints.world_size, hints.nodes or nodes
+        if hints.world_size is not None and hints.world_size != nranks:
+            raise InputError(f"{where}: the Rank lines list {nranks} ranks but --world-size says {hints.world_size}")
+        if hints.gpu is not None and hints.gpu != gpu:
+            raise InputError(f"{where}: the Rank lines name GPU {gpu!r} but --gpu says {hints.gpu!r}")
+    elif run.threads is not None and run.threads * (run.gpus or 1) > 1:
+        nranks, nodes, gpu = run.threads * (run.gpus or 1), 1, hints.gpu or "unknown"  # one process drives them
+        if hints.world_size is not None and hints.world_size != nranks:
+            raise InputError(f"{where}: the header gives nThread x nGpus = {nranks} ranks in one process but "
+                             f"--world-size says {hints.world_size}")
+    elif hints.world_size is not None:
+        nranks, nodes, gpu = hints.world_size, hints.nodes or 1, hints.gpu or "unknown"
+    elif run.threads is not None or run.flags is not None:
+        raise InputError(f"{where}: nThread 1 nGpus 1 and no '#  Rank' lines: one rank per process, and the number "
+                         "of processes (mpirun -np) is not in the log; pass --world-size (and --nodes)")
     else:
-        raise InputError(f"{where}: no '# nThread ...' header and no '#  Rank' lines: the rank count is unknown")
+        raise InputError(f"{where}: no '# nThread ...' header and no '#  Rank' lines: the rank count is unknown; "
+                         "pass --world-size (and --nodes)")
+    if hints.nodes is not None and hints.nodes != nodes:
+        raise InputError(f"{where}: the Rank lines name {nodes} host(s) but --nodes says {hints.nodes}")
+    launch = _launch(run, pids)
     calls = max(run.iters, 1) * max(run.agg_iters, 1) * max(run.graph, 1)
     header = run.header
+    tail = len(header) - header.index("time") if header is not None and "time" in header else 8
+    _check_interleaved(run, source, tail)
     out = []
     for lineno, tokens in run.rows:
         at = f"{source}:{lineno}"
-        if header is not None and "time" in header:
-            tail = len(header) - header.index("time")  # columns from the out-of-place time to the end
-        else:
-            tail = 8
         if len(tokens) < tail + 3:
             raise InputError(f"{at}: result row has {len(tokens)} columns, expected at least {tail + 3}")
         size, type_name = int(tokens[0]), tokens[2]
         dtype = TYPE_NAMES.get(type_name)
         if dtype is None:
-            raise InputError(f"{at}: data type {type_name!r} has no schema dtype "
+            raise InputError(f"{at}: data type {type_name!r} is not an nccl-tests type "
                              f"(importable: {', '.join(sorted(TYPE_NAMES))})")
         try:
             time_us = float(tokens[-tail])
@@ -172,7 +243,7 @@ def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
         wrong = tokens[-tail + 3] if tail >= 4 else "0"
         if _INT.match(wrong) and int(wrong) != 0:
             raise InputError(f"{at}: nccl-tests reported {wrong} wrong elements (a failed validation); not imported")
-        if op in ("all_gather", "gather"):
+        if op in ("all_gather", "gather", "reduce_scatter"):
             if size % nranks:
                 raise InputError(f"{at}: size {size} B is not divisible by the {nranks} ranks")
             per_rank = size // nranks
@@ -183,20 +254,34 @@ def _finish(run: _Run, source: str, fallback_op: str | None) -> list[dict]:
         if per_rank % ELEM_BYTES[dtype]:
             raise InputError(f"{at}: {per_rank} B per rank is not a whole number of {type_name} elements")
         redop = tokens[3] if len(tokens) > 3 and not _NUMBER.match(tokens[3]) else ""
-        label = LABEL if op != "all_reduce" or redop in ("", "sum", "none") else f"{LABEL} (redop {redop})"
+        label = LABEL if op not in ("all_reduce", "reduce_scatter") or redop in ("", "sum", "none") \
+            else f"{LABEL} (redop {redop})"
         out.append({"op": op, "backend": "nccl", "device": "cuda", "gpu": gpu, "dtype": dtype,
                     "mode": "graph" if run.graph > 0 else "eager", "world_size": nranks, "nodes": nodes,
                     "bytes_per_rank": per_rank, "rows": 0, "cols": 0, "iters": calls, "median_us": time_us,
                     "p10_us": time_us, "p90_us": time_us, "min_us": time_us, "max_us": time_us,
-                    "label": label, "source": at})
+                    "label": label, "source": at, "launch": launch})
     return out
 
 
-def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
-    """Rows (MEASUREMENT_COLUMNS + label, source) of every supported nccl-tests run in `text`.
+def _header_tokens(stripped: str) -> list[str] | None:
+    """The column header ('#  size count type ... time algbw busbw #wrong ...'), with or without its '#'."""
+    tokens = stripped.lstrip("#").split()
+    if "size" in tokens and "count" in tokens and ("time" in tokens or "cputime" in tokens):
+        return tokens
+    return None
+
+
+def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints(), *,
+                          validation_ops: bool = False) -> pd.DataFrame:
+    """Rows (OUTPUT_COLUMNS) of every supported nccl-tests run in `text`.
 
     `source` names the text in errors and in the `source` column; a file name
     containing e.g. "all_gather_perf" also serves as the program name of old logs.
+    The table may sit inside other text (markdown, YAML, shell; header lines with or without '#').
+    `hints` fill in what the log leaves out (module doc). reduce_scatter / alltoall runs are kept only with
+    validation_ops=True (no strategy uses them: schema.VALIDATION_ONLY_OPS); otherwise a log of nothing else is
+    refused saying so.
     """
     try:
         fallback_op = _program_op(source, source) if _PROGRAM.search(Path(source).name) else None
@@ -205,23 +290,31 @@ def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
     rows: list[dict] = []
     run = _Run()
     echoed: str | None = None  # program named by an echoed command line
+    echoed_flags: tuple[int, int] | None = None
+
+    def finish(current: _Run) -> None:
+        nonlocal rows
+        if current.flags is None and echoed_flags is not None:
+            current.flags = echoed_flags
+        rows += _finish(current, source, fallback_op, hints)
+
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         stripped = line.strip()
         if not stripped:
             continue
         at = f"{source}:{lineno}"
-        marker = _MARKER.search(stripped)
-        if marker and stripped.startswith("#"):
+        marker = _MARKER.match(stripped)
+        if marker:
             if run.started:
-                rows += _finish(run, source, fallback_op)
+                finish(run)
                 run = _Run()
             run.op, run.op_line = _program_op(marker.group(1), at), lineno
             continue
         params = _PARAMS.match(stripped)
         if params:
             if run.threads is not None or run.rows:
-                rows += _finish(run, source, fallback_op)
+                finish(run)
                 run = _Run()
             if run.op is None and echoed is not None:
                 run.op = _program_op(echoed, at)
@@ -233,20 +326,24 @@ def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
             continue
         rank = _RANK.match(stripped)
         if rank:
-            run.ranks[int(rank.group(1))] = (rank.group(2) or "0", rank.group(3), rank.group(4))
+            # a Rank line without "on HOST" (older nccl-tests, or edited): one host
+            run.ranks[int(rank.group(1))] = (rank.group(2) or "0", rank.group(3), rank.group(4) or "(host not "
+                                             "printed)", rank.group(5))
+            continue
+        header = _header_tokens(stripped)
+        if header is not None:
+            if "cputime" in header:
+                raise InputError(f"{at}: this log reports CPU time (-C 1), not the collective's time; "
+                                 "rerun nccl-tests without -C")
+            run.header = header
             continue
         if stripped.startswith("#"):
-            tokens = stripped.lstrip("#").split()
-            if "size" in tokens and "count" in tokens:
-                if "cputime" in tokens:
-                    raise InputError(f"{at}: this log reports CPU time (-C 1), not the collective's time; "
-                                     "rerun nccl-tests without -C")
-                run.header = tokens
             continue
         tokens = stripped.split()
         if len(tokens) >= 2 and _INT.match(tokens[0]) and _INT.match(tokens[1]):
-            if not run.started and run.op is None and echoed is None and fallback_op is None:
-                raise InputError(f"{at}: result row before any nccl-tests header")
+            if not run.started and run.op is None and echoed is None and fallback_op is None and hints.op is None:
+                raise InputError(f"{at}: result row before any nccl-tests header (pass --op if the log names no "
+                                 "program)")
             if run.op is None and echoed is not None:
                 run.op = _program_op(echoed, at)
             run.rows.append((lineno, tokens))
@@ -254,14 +351,24 @@ def parse_nccl_tests_text(text: str, source: str = "log") -> pd.DataFrame:
         program = _PROGRAM.search(stripped)
         if program and not stripped.startswith(("NCCL", "[")):
             echoed = program.group(0)
+            flags = dict((k.lstrip("-")[0], int(v)) for k, v in _FLAG.findall(stripped))
+            echoed_flags = (flags.get("t", 1), flags.get("g", 1))
             if run.started and run.rows:
-                rows += _finish(run, source, fallback_op)
+                finish(run)
                 run = _Run()
-    rows += _finish(run, source, fallback_op)
+    finish(run)
     if not rows:
         raise InputError(f"{source}: no nccl-tests result rows found (is this an nccl-tests *_perf log?)")
     frame = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
-    return validate_measurements(frame, source=source)[list(OUTPUT_COLUMNS)]
+    if not validation_ops:
+        keep = ~frame["op"].isin(VALIDATION_ONLY_OPS)
+        if not keep.any():
+            ops = ", ".join(sorted(set(frame["op"])))
+            raise InputError(f"{source}: {ops} is imported for validation only (no strategy uses it, the cost model "
+                             "does not price it): python -m calibration.import_nccl_tests keeps it in its CSV")
+        frame = frame[keep].reset_index(drop=True)
+    out = validate_measurements(frame, source=source, extra_collectives=VALIDATION_ONLY_OPS)
+    return out[list(OUTPUT_COLUMNS)]
 
 
 MAX_LOG_BYTES = 64 * 2**20  # an nccl-tests log (a full -b 8 -e 16G sweep is ~10 kB)
@@ -273,9 +380,10 @@ def read_log(path: str | Path) -> str:
     return read_bytes(path, limit_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
 
 
-def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """All rows of several logs, concatenated in the given order."""
-    frames = [parse_nccl_tests_text(read_log(p), source=str(p)) for p in paths]
+def import_logs(paths: Iterable[str | Path], hints: Hints = Hints(), *, validation_ops: bool = True) -> pd.DataFrame:
+    """All rows of several logs, concatenated in the given order (reduce_scatter / alltoall kept: validation)."""
+    frames = [parse_nccl_tests_text(read_log(p), source=str(p), hints=hints, validation_ops=validation_ops)
+              for p in paths]
     if not frames:
         raise InputError("no log files given")
     return pd.concat(frames, ignore_index=True)
@@ -284,7 +392,7 @@ def import_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
 MANIFEST_COLUMNS = ("file", "table", "profile", "nccl_algo", "launch", "software", "source", "status")
 REFERENCE_COLUMNS = ("id", "table", "gpu", "profile", "op", "backend", "device", "dtype", "mode", "world_size",
                      "nodes", "bytes_per_rank", "iters", "median_us", "host_floor_us", "label", "nccl_algo",
-                     "used_in_profile", "software", "method", "source")
+                     "used_in_profile", "software", "method", "source", "launch")
 FLOOR_BELOW_BYTES_PER_RANK = 64 * 1024  # host floor = median time of the table's rows below this size
 
 
@@ -300,24 +408,46 @@ def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
     if missing:
         raise InputError(f"{manifest}: missing column(s) {', '.join(missing)}")
     frames = []
-    for _, entry in table[table["status"] == "priced"].iterrows():
-        if not entry["profile"]:
+    for _, entry in table.iterrows():  # every listed log must import; only "priced" ones become rows
+        priced = entry["status"] == "priced"
+        if priced and not entry["profile"]:
             raise InputError(f"{manifest}: table {entry['table']} is priced but names no profile")
         log = manifest.parent / entry["file"]
-        rows = parse_nccl_tests_text(read_log(log), source=entry["file"])
+        rows = parse_nccl_tests_text(read_log(log), source=entry["file"], hints=_manifest_hints(entry, manifest),
+                                     validation_ops=True)
+        if not priced:
+            continue
         line = rows["source"].str.rsplit(":", n=1).str[-1]
         small = rows["bytes_per_rank"] < FLOOR_BELOW_BYTES_PER_RANK
         floor = float(rows.loc[small, "median_us"].median()) if small.any() else float("nan")
+        used = {int(x) for x in str(entry.get("in_sample_bytes", "") or "").split(";") if x.strip()}
         rows = rows.assign(
             id=[f"{entry['table']}-{i}" for i in range(len(rows))], table=entry["table"], profile=entry["profile"],
-            host_floor_us=round(floor, 3), nccl_algo=entry["nccl_algo"] or "default", used_in_profile=False,
-            software=entry["software"],
+            host_floor_us=round(floor, 3), nccl_algo=entry["nccl_algo"] or "default",
+            used_in_profile=rows["bytes_per_rank"].isin(used), software=entry["software"],
             method=f"nccl-tests out-of-place time (mean over iters, no Python launch); {entry['launch']}",
             source=entry["source"] + ", " + entry["file"] + " line " + line)
         frames.append(rows[list(REFERENCE_COLUMNS)])
     if not frames:
         raise InputError(f"{manifest}: no table has status 'priced'")
     return pd.concat(frames, ignore_index=True)
+
+
+def _manifest_hints(entry: pd.Series, manifest: Path) -> Hints:
+    """Hints from the manifest's optional columns op, world_size, nodes, gpu (what a published table left out)."""
+    def number(name: str) -> int | None:
+        text = str(entry.get(name, "") or "").strip()
+        if not text:
+            return None
+        if not _INT.match(text) or not 1 <= int(text) <= 2**20:
+            raise InputError(f"{manifest}: table {entry['table']}: {name} {text!r} is not an integer in 1..{2**20}")
+        return int(text)
+
+    op = str(entry.get("op", "") or "").strip() or None
+    if op is not None and op not in PROGRAMS:
+        raise InputError(f"{manifest}: table {entry['table']}: op {op!r} is not one of {', '.join(PROGRAMS)}")
+    return Hints(op=op, world_size=number("world_size"), nodes=number("nodes"),
+                 gpu=str(entry.get("gpu", "") or "").strip() or None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -328,11 +458,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--manifest", type=Path, help="reference manifest CSV (instead of LOGs): write "
                         "data/reference rows with provenance (module doc)")
     parser.add_argument("--out", required=True, type=Path, help="CSV to write (overwritten)")
+    parser.add_argument("--op", choices=tuple(PROGRAMS), default=None,
+                        help="the collective, for a log that names no program (checked against one that does)")
+    parser.add_argument("--world-size", type=int, default=None,
+                        help="ranks, for a log without (complete) '#  Rank' lines, e.g. an mpirun table")
+    parser.add_argument("--nodes", type=int, default=None, help="nodes of such a run (default 1)")
+    parser.add_argument("--gpu", default=None, help="GPU name of such a run (default 'unknown')")
     try:
         args = parser.parse_args(argv)
         if bool(args.logs) == (args.manifest is not None):
             raise InputError("give either LOG files or --manifest")
-        frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs)
+        for flag in ("world_size", "nodes"):
+            value = getattr(args, flag)
+            if value is not None and not 1 <= value <= 2**20:
+                raise InputError(f"--{flag.replace('_', '-')}: expected an integer in 1..{2**20}, got {value}")
+        hints = Hints(op=args.op, world_size=args.world_size, nodes=args.nodes, gpu=args.gpu)
+        frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs, hints)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         write_csv(frame, args.out)  # formula-safe; InputError naming the path when it cannot be written
     except InputError as exc:

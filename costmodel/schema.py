@@ -63,7 +63,11 @@ FUSED_KERNEL_OPS: dict[str, str] = {
 
 ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)
 # bytes per element of every dtype a measurement row may carry: logits, ids / keys (int64) and raw bytes
-ELEM_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1}
+ELEM_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1,
+                              # the other nccl-tests data types (calibration.import_nccl_tests): collectives only
+                              "int32": 4, "uint32": 4, "uint64": 8, "fp64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1}
+# collectives nccl-tests measures that no strategy uses: imported for validation only (not priced, not fitted)
+VALIDATION_ONLY_OPS: tuple[str, ...] = ("reduce_scatter", "alltoall")
 DTYPES: dict[str, int] = {k: ELEM_BYTES[k] for k in ("bf16", "fp16", "fp32")}  # the logits dtypes
 D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width: [rows, 32000] logits (KERNEL_OPS)
 MODES: tuple[str, ...] = ("graph", "eager")
@@ -123,7 +127,8 @@ def _bad_row(source: str, column: str, frame: pd.DataFrame, bad: np.ndarray, rul
 
 
 def validate_measurements(
-    frame: pd.DataFrame, *, source: str = "measurements", require_times: bool = True
+    frame: pd.DataFrame, *, source: str = "measurements", require_times: bool = True,
+    extra_collectives: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """Validate an in-memory measurement table (see `read_measurements`).
 
@@ -150,7 +155,8 @@ def validate_measurements(
             values = values.fillna(fill) if pd.api.types.is_string_dtype(values) else \
                 values.astype(object).where(values.notna(), fill)
         frame[column] = values.astype(str).str.strip()
-    allowed = {"op": (ALL_OPS, "unknown op {!r} (known: " + ", ".join(ALL_OPS) + ")"),
+    known_ops = ALL_OPS + tuple(extra_collectives)  # extra_collectives: VALIDATION_ONLY_OPS for the importer
+    allowed = {"op": (known_ops, "unknown op {!r} (known: " + ", ".join(known_ops) + ")"),
                "mode": (MODES, "column mode has {!r}; expected graph or eager"),
                "dtype": (tuple(ELEM_BYTES), "column dtype has {!r}; expected one of " + ", ".join(ELEM_BYTES))}
     for column, (values, message) in allowed.items():
@@ -168,7 +174,7 @@ def validate_measurements(
         frame[column] = values.astype(np.int64)
     if (frame["world_size"] < 1).any():
         raise InputError(f"{source}: column world_size must be >= 1")
-    is_coll = frame["op"].isin(COLLECTIVE_OPS)
+    is_coll = frame["op"].isin(COLLECTIVE_OPS + tuple(extra_collectives))
     if (is_coll & (frame["bytes_per_rank"] <= 0)).any():
         raise InputError(f"{source}: column bytes_per_rank must be > 0 for collective ops")
     if (~is_coll & (frame["rows"] <= 0)).any():

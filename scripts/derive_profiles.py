@@ -57,8 +57,21 @@ RING_STEPS = {"all_gather": (0, 1), "gather": (0, 1), "broadcast": (1, 1), "all_
 # 4x H100 all-reduce graph floor 13-16 us vs a 10.2 us model latency -> ~4 us;
 # eager floor ~23 us -> ~9 us more than graph.
 LAUNCH_US, EAGER_OVERHEAD_US = 4.0, 9.0
-# Assumption: one 400 Gb/s NIC per GPU at ~90% efficiency across nodes.
-INTER_NODE_BUSBW_GBPS = 45.0
+# Across nodes (issue 10): bus bandwidth = NICs per node x NIC bandwidth x efficiency (NCCL runs one ring per NIC;
+# every node-boundary crossing carries S f(p) / nics), not one NIC's figure; all_reduce runs NCCL's Tree across
+# nodes (each node sends and receives S once): 2(p-1)/p x that, taken at p = 16 (two nodes). HGX H100 / H200: 8 x
+# 400 Gb/s ConnectX-7 (one per GPU); DGX A100: 8 x 200 Gb/s HDR. Efficiency 0.9: published 2 x 8 H100 a3-mega
+# (8 x 200 Gb/s TCPXO) all_gather busbw 185.34 GB/s and 2 x 8 B200 (8 x 400 Gb/s) all_reduce 683.52 GB/s
+# (dstackai/dstack gcp.md; scripts/derive_profiles_current.py NET_EFF).
+NICS_PER_NODE = {"hopper": (8, 50.0), "ampere": (8, 25.0)}  # (NICs, GB/s per NIC)
+NET_EFF = 0.9
+
+
+def inter_node_busbw(op: str, arch: str, gpus_per_node: int = 8) -> float:
+    """NICs x NIC GB/s x NET_EFF (ring); x 2(p-1)/p at p = 2 x gpus_per_node for all_reduce (NCCL Tree)."""
+    nics, nic = NICS_PER_NODE[arch]
+    p = 2 * gpus_per_node
+    return round(nics * nic * NET_EFF * (2 * (p - 1) / p if op == "all_reduce" else 1.0), 2)
 
 CITATIONS = [
     "NCCL src/graph/tuning.cc (2.23-2.27 line): baseLat, hwLat[NVLink/NET], LL = min(llMaxBw, 0.5 busBw), "
@@ -139,11 +152,11 @@ def place_breakpoints(op: str, regimes: list[dict], p: int) -> list[dict]:
     return [{**r, "max_bytes": ends.get(id(r))} for r in regimes]
 
 
-def curve(op: str, regimes: list[dict], p: int | None) -> dict:
+def curve(op: str, regimes: list[dict], p: int | None, arch: str = "hopper") -> dict:
     """One select-"min" curve: world_size p on one node, or generic (p None, any node count; priced at p = 8)."""
     return {"op": op, "world_size": p, "mode": None, "nodes": None if p is None else 1, "select": "min",
             "launch_us": LAUNCH_US, "eager_overhead_us": EAGER_OVERHEAD_US,
-            "inter_node_busbw_gbps": INTER_NODE_BUSBW_GBPS, "provenance": "derived",
+            "inter_node_busbw_gbps": inter_node_busbw(op, arch), "provenance": "derived",
             "regimes": place_breakpoints(op, regimes, p or 8)}
 
 
@@ -161,11 +174,11 @@ def collectives(arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_
     out = []
     for op in ("all_gather", "all_reduce", "gather", "broadcast"):
         ring = ring_regimes(op, arch, nccl_busbw, simple_busbw, s_half, NCCL_RULES[version])
-        out.append(curve(op, ring, None))
+        out.append(curve(op, ring, None, arch))
         if op == "all_reduce" and nvls_busbw_8 is not None:
             scale = nvls_busbw_8 / NVLS_BUSBW_BY_P[8]
-            out += [curve(op, ring + [nvls_regime(p, s_half.get("NVLS", 0.0), NCCL_RULES[version], scale)], p)
-                    for p in TP_SIZES]
+            out += [curve(op, ring + [nvls_regime(p, s_half.get("NVLS", 0.0), NCCL_RULES[version], scale)], p,
+                          arch) for p in TP_SIZES]
     return out
 
 
@@ -230,6 +243,7 @@ def kernel_provenance(name: str, provenance: dict) -> dict:
 
 def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], notes: str,
             citations: list[str], version: str = NCCL_VERSION) -> dict:
+    nics, nic = NICS_PER_NODE["ampere" if "A100" in gpu else "hopper"]
     return {
         "schema_version": 1,
         "name": name,
@@ -238,7 +252,8 @@ def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], 
         "provenance": kernel_provenance(name, {
             "kind": "derived",
             "source": "derived from public figures, not measured: " + notes,
-            "gpu": gpu, "interconnect": "NVLink + NVSwitch, one node of 8 GPUs", "gpus_per_node": 8,
+            "gpu": gpu, "interconnect": f"NVLink + NVSwitch, one node of 8 GPUs; {nics} x {nic * 8:g} Gb/s NICs across "
+                                        "nodes", "gpus_per_node": 8, "nics_per_node": nics, "nic_gbps": nic,
             "software": {"nccl": f"{version} tuning model (scripts/derive_profiles.py NCCL_RULES)"},
             "date": DATE, "citations": citations, "files": [],
         }),

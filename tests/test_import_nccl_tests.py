@@ -14,7 +14,8 @@ from costmodel.errors import InputError
 from costmodel.schema import read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
-TYPE_BYTES = {"float": 4, "bfloat16": 2, "half": 2, "int64": 8}
+TYPE_BYTES = {"float": 4, "bfloat16": 2, "half": 2, "int64": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4,
+              "uint64": 8, "double": 8, "f8e4m3": 1, "f8e5m2": 1}
 COLUMN_HEADER = (
     "#                                                              out-of-place                       in-place\n"
     "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  "
@@ -54,10 +55,11 @@ def nccl_log(program: str, hosts: list[str], per_host: int, points: list[tuple[i
     lines.append("#")
     text = "\n".join(lines) + "\n" + COLUMN_HEADER
     default_redop, root = {"all_gather_perf": ("none", -1), "all_reduce_perf": ("sum", -1),
-                           "broadcast_perf": ("none", 0), "gather_perf": ("none", 0)}[program]
+                           "broadcast_perf": ("none", 0), "gather_perf": ("none", 0),
+                           "reduce_scatter_perf": ("sum", -1), "alltoall_perf": ("none", -1)}[program]
     redop = redop or default_redop
     for per_rank, t_us in points:
-        gathered = program in ("all_gather_perf", "gather_perf")
+        gathered = program in ("all_gather_perf", "gather_perf", "reduce_scatter_perf")
         size = per_rank * nranks if gathered else per_rank
         count = per_rank // elem
         algbw = size / t_us / 1e3
@@ -168,10 +170,10 @@ def test_cli_concatenates_logs_and_output_validates(tmp_path):
     (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]).replace("  12.50  ", "  abc  ", 1),
      "bad.log:18: out-of-place time 'abc'"),
     (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1], wrong=3), "3 wrong elements"),
-    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]).replace("all_gather_perf", "reduce_scatter_perf"),
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]).replace("all_gather_perf", "sendrecv_perf"),
      "not supported"),
-    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1], type_name="half").replace("    half", "  double"),
-     "data type 'double'"),
+    (nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1], type_name="half").replace("    half", " complex"),
+     "data type 'complex' is not an nccl-tests type"),
     ("hello\nthis is not a log\n", "no nccl-tests result rows"),
     ("", "no nccl-tests result rows"),
 ])
@@ -203,7 +205,7 @@ def test_manifest_builds_reference_rows_with_provenance_and_host_floor(tmp_path)
 
     points = [(8, 30.0), (1024, 32.0), (32768, 34.0), (65536, 40.0), (2**20, 80.0)]
     (tmp_path / "ar.log").write_text(nccl_log("all_reduce_perf", ["h1"], 8, points, marker=True))
-    (tmp_path / "rs.log").write_text("whatever: not parsed")
+    (tmp_path / "rs.log").write_text(nccl_log("reduce_scatter_perf", ["h1"], 8, points[:2]))
     (tmp_path / "m.csv").write_text(
         MANIFEST_HEADER + "ar.log,t-ar,h100-sxm-nvlink,ring,single process -g 8,NCCL 2.26.2,repo @ abc,priced\n"
         + "rs.log,t-rs,,default,x,y,z,not priced: no reduce_scatter model\n")
@@ -216,6 +218,10 @@ def test_manifest_builds_reference_rows_with_provenance_and_host_floor(tmp_path)
     assert rows["source"].iloc[0].startswith("repo @ abc, ar.log line ")
     assert list(rows["median_us"]) == [t for _, t in points]
     assert "single process -g 8" in rows["method"].iloc[0]
+    # every listed log must import, priced or not: an unreadable one is refused naming it
+    (tmp_path / "rs.log").write_text("whatever: not a log")
+    with pytest.raises(InputError, match="rs.log: no nccl-tests result rows"):
+        reference_from_manifest(tmp_path / "m.csv")
 
 
 def test_manifest_errors_are_one_line(tmp_path):
@@ -240,3 +246,179 @@ def test_bundled_reference_table_is_the_manifest_output(tmp_path):
     built = pd.read_csv(out)
     bundled = pd.read_csv(ROOT / "data/reference/nccl-tests.csv")
     pd.testing.assert_frame_equal(built, bundled)
+
+
+# -- issue 10: every data type, -d all, layouts, launch modes, multi-node, refusals -------------------------------
+from calibration.import_nccl_tests import TYPE_NAMES, Hints  # noqa: E402
+
+REF_DIR = ROOT / "data/reference/nccl-tests"
+
+
+@pytest.mark.parametrize("type_name, dtype", [("int8", "int8"), ("uint8", "uint8"), ("int32", "int32"),
+                                              ("uint32", "uint32"), ("int64", "int64"), ("uint64", "uint64"),
+                                              ("half", "fp16"), ("float", "fp32"), ("double", "fp64"),
+                                              ("bfloat16", "bf16"), ("f8e4m3", "fp8_e4m3"), ("f8e5m2", "fp8_e5m2")])
+def test_every_nccl_tests_data_type_imports_with_its_dtype(type_name, dtype):
+    points = [(64, 11.0), (8192, 12.5)]
+    frame = parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 8, points, type_name=type_name))
+    assert frame["dtype"].tolist() == [dtype, dtype] and frame["bytes_per_rank"].tolist() == [64, 8192]
+    assert TYPE_NAMES[type_name] == dtype
+
+
+def _rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_d_all_log_keeps_each_type_apart():
+    # nccl-tests -d all prints one whole size sweep per type inside one run (one header)
+    head = nccl_log("all_gather_perf", ["n"], 4, [], type_name="float").split("# Out of bounds")[0]
+    body = "".join("\n".join(_rows(nccl_log("all_gather_perf", ["n"], 4, [(1024, 10.0), (65536, 20.0)],
+                                              type_name=t))) + "\n" for t in ("float", "half", "double", "int8"))
+    frame = parse_nccl_tests_text(head + body)
+    assert frame["dtype"].tolist() == ["fp32", "fp32", "fp16", "fp16", "fp64", "fp64", "int8", "int8"]
+    assert frame.groupby("dtype")["bytes_per_rank"].apply(list).to_dict() == {
+        d: [1024, 65536] for d in ("fp32", "fp16", "fp64", "int8")}
+
+
+def test_interleaved_runs_are_refused_naming_the_lines():
+    a = _rows(nccl_log("all_reduce_perf", ["n"], 8, [(8, 10.0), (1024, 11.0), (65536, 20.0)]))
+    b = _rows(nccl_log("all_reduce_perf", ["n"], 8, [(8, 30.0), (1024, 31.0), (65536, 40.0)]))
+    head = nccl_log("all_reduce_perf", ["n"], 8, []).split("# Out of bounds")[0]
+    mixed = head + "\n".join(x for pair in zip(a, b, strict=True) for x in pair) + "\n"
+    first = head.count("\n") + 1
+    with pytest.raises(InputError, match=rf"two runs interleaved in one log \(lines {first} and {first + 1}\)"):
+        parse_nccl_tests_text(mixed, "mixed.log")
+
+
+def test_ranks_on_two_gpu_models_are_refused_as_mixed():
+    log = nccl_log("all_gather_perf", ["n"], 2, AG_POINTS[:1]).replace(
+        "device  1 [0000:10:00] NVIDIA H200", "device  1 [0000:10:00] NVIDIA A100-SXM4-80GB")
+    with pytest.raises(InputError, match="2 GPU models .*mixed GPUs"):
+        parse_nccl_tests_text(log, "two.log")
+
+
+def test_trimmed_table_inside_markdown_yaml_and_shell_text():
+    plain = nccl_log("all_reduce_perf", ["node-a", "node-b"], 4, [(8, 20.0), (1048576, 80.0)])
+    # the author's trim: out-of-place columns only, no #wrong; then pasted into a markdown page without the '#'
+    trimmed = []
+    for line in plain.splitlines():
+        tokens = line.split()
+        if line.startswith("#       size"):
+            line = "#       size         count      type   redop    root     time   algbw   busbw"
+        elif tokens and tokens[0].isdigit():
+            line = "  ".join(tokens[:8])
+        trimmed.append("    " + line.lstrip("#"))
+    page = ("## Results\n\n```yaml\ntype: task\nnodes: 2\ncommands:\n  - mpirun -n 8 all_reduce_perf -b 8 -e 1M\n"
+            "```\n\n```shell\n$ dstack apply -f task.yml\n" + "\n".join(trimmed) + "\n```\nAvg bus bandwidth: 1.0\n")
+    frame = parse_nccl_tests_text(page, "page.md")
+    ref = parse_nccl_tests_text(plain, "plain.log")
+    cols = ["op", "world_size", "nodes", "bytes_per_rank", "median_us", "gpu", "launch"]
+    pd.testing.assert_frame_equal(frame[cols], ref[cols])
+    assert set(frame["nodes"]) == {2} and set(frame["world_size"]) == {8}
+
+
+def test_launch_mode_single_process_vs_one_process_per_gpu():
+    single = parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 8, [(8, 35.0)], mpi=False))
+    per_gpu = parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 8, [(8, 17.0)], mpi=True))
+    assert single["launch"].tolist() == ["single-process"] and per_gpu["launch"].tolist() == ["process-per-gpu"]
+    threads = nccl_log("all_reduce_perf", ["n"], 8, [(8, 20.0)], mpi=False).replace("nThread 1 nGpus 8",
+                                                                                     "nThread 8 nGpus 1")
+    assert parse_nccl_tests_text(threads)["launch"].tolist() == ["multi-thread"]
+
+
+def test_hints_fill_what_the_log_leaves_out_and_must_agree_with_it(tmp_path, capsys):
+    rows_only = "\n".join(_rows(nccl_log("all_reduce_perf", ["n"], 8, [(8, 35.0), (1024, 36.0)])))
+    mpi_log = "mpirun -np 16 ./all_reduce_perf -b 8 -e 1K -g 1\n" + rows_only + "\n"
+    with pytest.raises(InputError, match=r"number of processes \(mpirun -np\) is not in the log; pass --world-size"):
+        parse_nccl_tests_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 "
+                              "iters: 20 agg iters: 1 validation: 1 graph: 0\n" + mpi_log, "mpi.log")
+    frame = parse_nccl_tests_text(mpi_log, "mpi.log", Hints(world_size=16, nodes=2, gpu="NVIDIA B200"))
+    assert set(frame["world_size"]) == {16} and set(frame["nodes"]) == {2} and set(frame["gpu"]) == {"NVIDIA B200"}
+    assert set(frame["launch"]) == {"process-per-gpu"}
+    with pytest.raises(InputError, match="Rank lines list 8 ranks but --world-size says 16"):
+        parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 8, [(8, 35.0)]), "r.log", Hints(world_size=16))
+    with pytest.raises(InputError, match="all_reduce run but --op says all_gather"):
+        parse_nccl_tests_text(nccl_log("all_reduce_perf", ["n"], 8, [(8, 35.0)]), "r.log", Hints(op="all_gather"))
+    log = tmp_path / "rows.log"
+    log.write_text(rows_only + "\n")
+    assert main([str(log), "--out", str(tmp_path / "o.csv")]) == 2
+    assert "pass --op" in capsys.readouterr().err
+    assert main([str(log), "--op", "all_reduce", "--world-size", "8", "--out", str(tmp_path / "o.csv")]) == 0
+    assert read_measurements(tmp_path / "o.csv")["world_size"].tolist() == [8, 8]
+    assert main([str(log), "--op", "all_reduce", "--world-size", "0", "--out", str(tmp_path / "o.csv")]) == 2
+    assert "--world-size: expected an integer" in capsys.readouterr().err
+
+
+def test_reduce_scatter_and_alltoall_import_for_validation_only(tmp_path):
+    rs = nccl_log("reduce_scatter_perf", ["n"], 8, [(1024, 15.0)])
+    with pytest.raises(InputError, match="reduce_scatter is imported for validation only"):
+        parse_nccl_tests_text(rs, "rs.log")
+    frame = parse_nccl_tests_text(rs, "rs.log", validation_ops=True)
+    assert frame["op"].tolist() == ["reduce_scatter"] and frame["bytes_per_rank"].tolist() == [1024]
+    a2a = parse_nccl_tests_text(nccl_log("alltoall_perf", ["n"], 8, [(4096, 25.0)]), "a.log", validation_ops=True)
+    assert a2a["op"].tolist() == ["alltoall"]
+    # a mixed log keeps the priced op by default
+    both = parse_nccl_tests_text(rs + nccl_log("all_gather_perf", ["n"], 8, AG_POINTS[:1]), "both.log")
+    assert both["op"].tolist() == ["all_gather"]
+
+
+# what each published log says without help: rows, or the one-line reason it is refused
+PUBLISHED = {
+    "a100x8_all_reduce_dkh-doc.log": (25, 8, 1, "single-process"),
+    "h100x2_all_reduce_digitalocean-guide.log": (21, 2, 1, "single-process"),
+    "h100x8_all_gather_together-ring.log": (27, 8, 1, "single-process"),
+    "h100x8_all_gather_together-nvls.log": (27, 8, 1, "single-process"),
+    "h100x8_all_reduce_together-ring.log": (31, 8, 1, "single-process"),
+    "h100x8_all_reduce_together-nvls.log": (31, 8, 1, "single-process"),
+    "h100x8_reduce_scatter_together-nvls.log": "reduce_scatter is imported for validation only",
+    "b200x8_all_reduce_gke-a4-readme-edited.log": "cannot tell which nccl-tests program",
+    "gb200x72_all_reduce_coreweave-pr43.log": "cannot tell which nccl-tests program",
+    "multinode/b200x16_all_reduce_dstack-lambda-2node.log": r"number of processes \(mpirun -np\) is not in the log",
+    "multinode/b200x16_all_reduce_dstack-gcp-a4-2node.log": "cannot tell which nccl-tests program",
+    "multinode/h100x16_all_gather_dstack-gcp-a3high-tcpx-2node.log": "cannot tell which nccl-tests program",
+    "multinode/h100x16_all_gather_dstack-gcp-a3mega-tcpxo-2node.log": r"number of processes \(mpirun -np\)",
+    "multinode/h100x16_all_reduce_dstack-nebius-2node.log": r"number of processes \(mpirun -np\)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_every_published_log_imports_or_is_refused_with_its_reason(name):
+    from calibration.import_nccl_tests import read_log
+
+    text = read_log(REF_DIR / name)
+    expect = PUBLISHED[name]
+    if isinstance(expect, str):
+        with pytest.raises(InputError, match=expect) as exc:
+            parse_nccl_tests_text(text, name)
+        assert "\n" not in str(exc.value) and str(exc.value).startswith(name)
+    else:
+        n, ws, nodes, launch = expect
+        frame = parse_nccl_tests_text(text, name)
+        assert (len(frame), set(frame["world_size"]), set(frame["nodes"]), set(frame["launch"])) == (
+            n, {ws}, {nodes}, {launch})
+
+
+def test_manifest_lists_every_bundled_log_and_each_imports_with_its_hints():
+    from calibration.import_nccl_tests import _manifest_hints, read_log
+
+    manifest = pd.read_csv(REF_DIR / "MANIFEST.csv", dtype=str, keep_default_na=False)
+    bundled = {str(p.relative_to(REF_DIR)) for p in REF_DIR.rglob("*.log")}
+    assert set(manifest["file"]) == bundled == set(PUBLISHED)
+    for _, entry in manifest.iterrows():
+        frame = parse_nccl_tests_text(read_log(REF_DIR / entry["file"]), entry["file"],
+                                      _manifest_hints(entry, REF_DIR / "MANIFEST.csv"), validation_ops=True)
+        assert len(frame) >= 5
+        if entry["file"].startswith("multinode/"):
+            assert set(frame["nodes"]) == {2} and set(frame["world_size"]) == {16}
+    shared = ROOT.parent / "shared/measurements/published-nccl-tests"
+    if shared.is_dir():  # the bundled copies are byte copies of the shared folder's logs
+        for p in shared.rglob("*.log"):
+            assert (REF_DIR / p.relative_to(shared)).read_bytes() == p.read_bytes()
+
+
+def test_incomplete_rank_lines_are_refused_unless_the_rank_count_is_given():
+    text = (REF_DIR / "gb200x72_all_reduce_coreweave-pr43.log").read_text()
+    with pytest.raises(InputError, match=r"Rank lines are incomplete \(ranks 71..71 listed, 1 of them\)"):
+        parse_nccl_tests_text(text, "gb.log", Hints(op="all_reduce"))
+    frame = parse_nccl_tests_text(text, "gb.log", Hints(op="all_reduce", world_size=72, nodes=1))
+    assert set(frame["world_size"]) == {72} and frame["bytes_per_rank"].tolist()[0] == 536870912

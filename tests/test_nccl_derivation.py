@@ -116,8 +116,11 @@ def validated() -> pd.DataFrame:
 def test_every_published_single_node_table_meets_the_target(validated):
     errors = table_errors(validated).set_index("table")
     tables = sorted(validated.loc[validated["file"] == "nccl-tests.csv", "table"].unique())
-    assert len(tables) == 6  # the 6 priceable single-node tables (reduce_scatter and B200: not priced, README)
-    for name in tables:
+    # the 6 Hopper / Ampere single-node tables (none used to build a profile); the B200, GB200 NVL72 and
+    # multi-node tables (issue 10) are checked in tests/test_profiles_new.py
+    hopper_ampere = [t for t in tables if t.split("-")[0] in ("a100x8", "h100x2", "h100x8")]
+    assert len(hopper_ampere) == 6
+    for name in hopper_ampere:
         row = errors.loc[name]
         assert row["n"] >= 12 and row["n_in_sample"] == 0
         assert row["median_abs_rel_error"] <= TABLE_TARGET_MEDIAN, name
