@@ -12,7 +12,8 @@ value outside the [min, max] of its replicates - is refused with one line.
 Model discrepancy. The bootstrap says how well the data pin the parameters, not how wrong the
 model's shape is. Per op a log-normal discrepancy sigma (log(measured / predicted) ~ N(0,
 sigma^2)) is estimated (`discrepancy`): the profile's own `discrepancy` object if any; else for
-fitted profiles the cross-validated residuals of its fit report (sigma = the mean of p90 / 1.645
+fitted profiles (and the GPU kernel model's `kernels.model_cv`, on its own GPU) the
+cross-validated residuals of its fit report (sigma = the mean of p90 / 1.645
 and median / 0.674 of the leave-one-out |relative error| - |log error| to second order, averaged
 over both signs - which holds measurement noise and model error; RMS over the op's groups) and,
 for derived profiles, the spread against the published / measured reference rows that name the
@@ -249,6 +250,32 @@ def fit_report_sigmas(profile: Profile) -> dict[str, float]:
     return {op: float(np.sqrt(np.mean(np.square(v)))) for op, v in per_op.items()}
 
 
+# engine ops each probe op of the GPU kernel model's cross-validation stands for
+_MODEL_CV_OPS = {"argmax": ("argmax", "chunked_argmax"), "local_pack": ("local_pack", "local_argmax", "key_pack"),
+                 "local_max": ("local_max",), "pair_reduce": ("pair_reduce",),
+                 "relayout_argmax": ("relayout_argmax", "relayout_copy")}
+
+
+def model_cv_sigmas(profile: Profile) -> dict[str, float]:
+    """Per op, from the GPU kernel model's cross-validation stored in the profile (kernels.model_cv, CUDA-graph
+    rows: the GPU times the strategies use), when it was measured on the profile's own GPU: like
+    `fit_report_sigmas`, RMS over the held-out kinds (one batch / one vocab out)."""
+    kern = profile.raw.get("kernels") if isinstance(profile.raw, dict) else None
+    rows = kern.get("model_cv") if isinstance(kern, dict) else None
+    gpu = str((kern.get("model") or {}).get("gpu", "")) if isinstance(kern, dict) else ""
+    if not isinstance(rows, list) or not gpu or gpu not in profile.provenance.gpu:
+        return {}
+    per_op: dict[str, list[float]] = {}
+    for row in rows:
+        if not isinstance(row, dict) or row.get("mode") != "graph":
+            continue
+        p90, med = row.get("p90_abs_rel_error"), row.get("median_abs_rel_error")
+        if _is_num(p90) and _is_num(med):
+            for op in _MODEL_CV_OPS.get(str(row.get("op")), (str(row.get("op")),)):
+                per_op.setdefault(op, []).append(float(np.mean([p90 / Z90, med / Z75])))
+    return {op: float(np.sqrt(np.mean(np.square(v)))) for op, v in per_op.items()}
+
+
 def reference_sigmas(table: pd.DataFrame, exclude_files: tuple[str, ...] = (),
                      param_var: np.ndarray | None = None) -> dict[str, tuple[float, int]]:
     """Per op, from a `validate.validate` table: (sigma, n) over held-out rows not in `exclude_files`.
@@ -325,6 +352,9 @@ def discrepancy(profile: Profile, *, exclude_files: tuple[str, ...] = (),
     source: dict[str, str] = {"host": "H200 probe eager repeat spread +-25% (p10-p90)"}
     for op, v in fit_report_sigmas(profile).items():
         sigma[op], source[op] = v, "fit report: leave-one-out p90 |error|"
+    for op, v in model_cv_sigmas(profile).items():
+        if v > sigma.get(op, 0.0):
+            sigma[op], source[op] = v, "GPU kernel model: leave-one-batch / one-vocab-out error (kernels.model_cv)"
     if reference is None and profile.name in bundled_profiles() and profile.provenance.kind != "measured":
         reference = _reference_table(profile)
     if reference is not None and len(reference):
