@@ -242,6 +242,9 @@ def test_discrepancy_sources_fitted_vs_prior():
     bare = discrepancy(profile_from_dict({k: v for k, v in _doc("cpu-gloo").items()
                                           if k not in ("fit_report", "bootstrap")}, source="bare"))
     assert "prior" in bare.describe("argmax")
+    h200 = discrepancy(H200)  # the GPU kernel model's own cross-validation, on the GPU it was measured on
+    assert "kernel model" in h200.describe("argmax") and 0.02 < h200.sigma("argmax") < 0.2
+    assert "kernel model" not in discrepancy(load_profile("h100-sxm-nvlink")).describe("argmax")
 
 
 def test_predict_points_intervals_columns(tmp_path):
