@@ -102,7 +102,9 @@ def test_first_line():
 
 # -- dtypes ------------------------------------------------------------------------------------------------------
 def test_one_table_of_element_sizes():
-    assert ELEM_BYTES == {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1}
+    assert ELEM_BYTES == {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1,
+                          # nccl-tests' other data types (collectives only, calibration.import_nccl_tests)
+                          "int32": 4, "uint32": 4, "uint64": 8, "fp64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1}
     assert DTYPES == {k: ELEM_BYTES[k] for k in ("bf16", "fp16", "fp32")}
 
 
