@@ -75,6 +75,7 @@ alone outside it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -246,38 +247,41 @@ def model_from_dict(obj: Any, where: str = "kernels.model") -> GpuKernelModel:
 
 
 # -- pricing -------------------------------------------------------------------------------------------------
-_MEMO: dict | None = None  # set by `memo()`: reduce times of identical (array object) arguments, reused
+_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gpu_kernels_memo", default=None)
+# set by `memo()`: results for identical (array object) arguments, reused; a ContextVar, so threads (Streamlit
+# sessions) never share or clear each other's store
 
 
 @contextlib.contextmanager
 def memo():
-    """Within the block, reduce_time_us reuses its result for the same model, kind and input array *objects*
-    (a strategy sweep prices the same [R, s] max for local_argmax and key_pack, the same argmax twice).
-    Only for callers that do not mutate their arrays inside the block (costmodel.strategies)."""
-    global _MEMO
-    outer = _MEMO
-    _MEMO = {} if outer is None else outer
+    """Within the block, reduce_time_us (and costmodel.kernels.kernel_time_us) reuse their result for the same
+    model, kind and input array *objects* (a strategy sweep prices the same [R, s] max for local_argmax and
+    key_pack, the same argmax twice). Only for callers that do not mutate their arrays inside the block
+    (costmodel.strategies.build_components opens one per evaluation). Nested blocks share the outer store."""
+    outer = _MEMO.get()
+    token = _MEMO.set({} if outer is None else outer)
     try:
         yield
     finally:
-        _MEMO = outer
+        _MEMO.reset(token)
 
 
 def memo_store() -> dict | None:
     """The active `memo()` store (None outside a memo block)."""
-    return _MEMO
+    return _MEMO.get()
 
 
 def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> np.ndarray:
     """Graph-mode time of one last-dim reduction kernel (`kind` "max" or "argmax"), module-doc formula."""
-    if _MEMO is not None:
+    store = _MEMO.get()
+    if store is not None:
         args = (rows, cols, elem_bytes)
         key = (id(model), kind, *map(id, args))
-        hit = _MEMO.get(key)
+        hit = store.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], args)):
             return hit[1]
         out = _reduce_time_us(model, kind, rows, cols, elem_bytes)
-        _MEMO[key] = (args, out)  # keeps the arguments alive, so their ids stay unique inside the block
+        store[key] = (args, out)  # keeps the arguments alive, so their ids stay unique inside the block
         return out
     return _reduce_time_us(model, kind, rows, cols, elem_bytes)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import RegularGridInterpolator
 
-from . import gpu_kernels
+from . import dedup, gpu_kernels
 from .collectives import eager_mask
 from .errors import InputError
 from .gpu_kernels import (
@@ -143,6 +143,8 @@ _P_STRIDE = 1 << 20  # point key = (dtype code * 2 + eager) * _P_STRIDE + world_
 
 def _dtype_codes(dtype) -> np.ndarray:
     """Integer codes into gpu_kernels.DTYPE_ORDER (unknown names -> bf16); cached per array object."""
+    if isinstance(dtype, np.ndarray) and dtype.dtype.kind in "iu":  # already codes
+        return dtype
     if isinstance(dtype, np.ndarray) and dtype.size > 1:
         hit = _CODE_CACHE.get(id(dtype))
         if hit is not None and hit[0]() is dtype:
@@ -240,6 +242,36 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     return KernelEstimate(time, extrapolated)
 
 
+DEDUP = True  # price each unique (rows, cols, world size, dtype, ...) point once (costmodel.dedup); False: every point
+
+
+def _deduplicated_estimate(profile: Profile, op: str, *, store: dict | None = None, **kw) -> KernelEstimate:
+    """_model_estimate, evaluated once per unique combination of its arguments and scattered back.
+
+    The model is element-wise, so this returns the same numbers as pricing every point; it only pays
+    off for large arrays (dedup.MIN_POINTS), whose scenario grids repeat rows, shards and dtypes.
+    """
+    if DEDUP:
+        kw["dtype"] = _dtype_codes(kw["dtype"])
+        kw["mode"] = eager_mask(kw["mode"])
+        names = [k for k, v in kw.items() if np.ndim(v)]
+        shape = np.broadcast_shapes(*(np.shape(kw[k]) for k in names)) if names else ()
+        n = int(np.prod(shape, dtype=np.int64))
+        if n >= dedup.MIN_POINTS:
+            # same-shape arrays go in as they are (their factorization is reused inside a memo block)
+            full = [kw[k] if isinstance(kw[k], np.ndarray) and kw[k].shape == shape
+                    else np.broadcast_to(kw[k], shape) for k in names]
+            found = dedup.unique_points(full, store)
+            if found is not None:
+                uniq, inverse = found
+                est = _model_estimate(profile, op, **{**kw, **dict(zip(names, uniq))})
+                u = (len(uniq[0]),)
+                time = np.broadcast_to(est.time_us, u)[inverse]
+                extrapolated = np.broadcast_to(est.extrapolated, u)[inverse]
+                return KernelEstimate(time.reshape(shape), extrapolated.reshape(shape))
+    return _model_estimate(profile, op, **kw)
+
+
 def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype="bf16", elem_bytes=2,
                    mode="graph", draft_cols=0, padded=False) -> KernelEstimate:
     """Time of one kernel op.
@@ -253,15 +285,16 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
     if profile.kernel_model is not None and op in MODEL_OPS:
         store = gpu_kernels.memo_store()
         if store is None:
-            return _model_estimate(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
-                                   elem_bytes=elem_bytes, mode=mode, padded=padded, draft_cols=draft_cols)
+            return _deduplicated_estimate(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
+                                          elem_bytes=elem_bytes, mode=mode, padded=padded, draft_cols=draft_cols)
         args = (profile, rows, cols, world_size, dtype, elem_bytes, mode, draft_cols, padded)
         key = ("kernel_time_us", op, *map(id, args))
         hit = store.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], args)):
             return hit[1]
-        out = _model_estimate(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
-                              elem_bytes=elem_bytes, mode=mode, padded=padded, draft_cols=draft_cols)
+        out = _deduplicated_estimate(profile, op, rows=rows, cols=cols, world_size=world_size, dtype=dtype,
+                                     elem_bytes=elem_bytes, mode=mode, padded=padded, draft_cols=draft_cols,
+                                     store=store)
         store[key] = (args, out)  # the arguments stay alive inside the memo block, so their ids stay unique
         return out
     r, c, p, d, eager = np.broadcast_arrays(

@@ -169,7 +169,13 @@ def test_memo_prices_repeated_kernel_calls_once(monkeypatch):
     real = gpu_kernels._reduce_time_us
     monkeypatch.setattr(gpu_kernels, "_reduce_time_us", lambda *a: calls.append(a[1]) or real(*a))
     sc = Scenario(vocab=np.array([32000, 202048]), tp=np.array([2, 8]), batch=np.array([1.0, 512.0]))
-    predict(sc, H200)
+    import contextlib
+
+    from costmodel import strategies
+
+    with monkeypatch.context() as m:  # predict opens a memo block itself (strategies.build_components)
+        m.setattr(strategies, "kernel_memo", contextlib.nullcontext)
+        predict(sc, H200)
     plain = len(calls)
     calls.clear()
     with kernel_memo():
