@@ -616,18 +616,82 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_profiles(args: argparse.Namespace) -> int:
+def gpu_family(gpu: str) -> str:
+    """GPU family for grouping profiles: Blackwell, Hopper, Ampere, Ada, CPU (from the provenance's GPU name)."""
+    g = gpu.upper()
+    for family, keys in (("Blackwell", ("B200", "B300", "GB200", "GB300", "RTX PRO 6000", "BLACKWELL")),
+                         ("Hopper", ("H100", "H200", "H20", "H800", "GH200")), ("Ampere", ("A100", "A800", "A10")),
+                         ("Ada", ("L40", "L4", "4090")), ("CPU", ("CPU",))):
+        if any(k in g for k in keys):
+            return family
+    return "other"
+
+
+def profile_rows() -> list[dict[str, Any]]:
+    """One row per bundled profile: name, family, kind, GPU, fabric, GPUs / NICs per node, date, source, citations."""
     rows = []
     for name in bundled_profiles():
         p = load_profile(name)
-        rows.append({"name": name, "kind": p.provenance.kind, "gpu": p.provenance.gpu, "date": p.provenance.date,
-                     "default": name == DEFAULT_PROFILE, "source": p.provenance.source})
+        v = p.provenance
+        rows.append({"name": name, "family": gpu_family(v.gpu), "kind": v.kind, "gpu": v.gpu,
+                     "fabric": v.interconnect, "gpus_per_node": v.gpus_per_node, "nics_per_node": v.nics_per_node,
+                     "nic_gbps": v.nic_gbps, "date": v.date, "default": name == DEFAULT_PROFILE, "source": v.source,
+                     "citations": list(v.citations)})
+    order = {"Blackwell": 0, "Hopper": 1, "Ampere": 2, "Ada": 3, "other": 4, "CPU": 5}
+    return sorted(rows, key=lambda r: (order[r["family"]], r["name"]))
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    rows = profile_rows()
     if args.json:
         print(json.dumps(rows, indent=2))
-    else:
-        for r in rows:
-            star = "*" if r["default"] else " "
-            print(f"{star} {r['name']:28s} {r['kind']:9s} {r['gpu']:26s} {r['date']:10s} {r['source']}")
+        return 0
+
+    def cell(v: Any) -> str:
+        return "-" if v is None else str(v)
+
+    print(f"  {'profile':20s} {'family':9s} {'kind':8s} {'GPU':28s} {'GPUs/node':>9s} {'NICs/node':>9s}  fabric")
+    for r in rows:
+        star = "*" if r["default"] else " "
+        nics = cell(r["nics_per_node"]) + ("" if r["nic_gbps"] is None else f" x {r['nic_gbps'] * 8:g}G")
+        print(f"{star} {r['name']:20s} {r['family']:9s} {r['kind']:8s} {r['gpu'][:28]:28s} "
+              f"{cell(r['gpus_per_node']):>9s} {nics:>9s}  {r['fabric']}")
+        if args.citations:
+            print(f"      source: {r['source']}")
+            for c in r["citations"]:
+                print(f"      - {c}")
+    if not args.citations:
+        print("\n(--citations: each profile's source and the public figures it was built from; --json: all fields)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """The same scenario on two profiles: per strategy the time, the saving and the crossover batch, side by side."""
+    profiles = [load_profile(args.profile_a), load_profile(args.profile_b)]
+    scenario = scenario_from_args(args)
+    rows = []
+    for prof in profiles:
+        check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
+        result = prediction_dict(predict(scenario, prof), max_batch=args.max_batch)
+        for name, entry in result["strategies"].items():
+            rows.append({"profile": prof.name, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
+                         "strategy": name, "total_us": entry["total_us"],
+                         "saving_per_draft_step_us": entry["saving_per_draft_step_us"],
+                         "saving_per_decode_step_us": entry["saving_per_decode_step_us"],
+                         "crossover_batch": entry["crossover_batch"]})
+    table = pd.DataFrame(rows)
+    wide = table.pivot(index="strategy", columns="profile",
+                       values=["total_us", "saving_per_draft_step_us", "crossover_batch"])
+    wide.columns = [f"{a}[{b}]" for a, b in wide.columns]
+    wide = wide.reindex(list(dict.fromkeys(table["strategy"])))
+    if args.csv:
+        write_csv(table, args.csv)
+        print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)
+    sc = result["scenario"]
+    print(f"scenario: tp {sc['tp']} nodes {sc['nodes']} batch {sc['batch']} K {sc['num_spec_tokens']} "
+          f"vocab {sc['vocab']} {sc['dtype']}; profiles: " + ", ".join(
+              f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})" for p in profiles))
+    print(wide.reset_index().to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
     return 0
 
 
@@ -718,7 +782,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true", help="print a JSON list")
+    pr.add_argument("--citations", action="store_true", help="print each profile's source and citations")
     pr.set_defaults(func=cmd_profiles)
+
+    cp = sub.add_parser("compare", help="the same scenario on two profiles side by side (savings, crossover)",
+                        formatter_class=Formatter)
+    cp.add_argument("profile_a", help="bundled profile name or profile JSON path")
+    cp.add_argument("profile_b", help="bundled profile name or profile JSON path")
+    _add_scenario_args(cp, lists=False)
+    cp.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
+                    help="upper end of the crossover search, rows")
+    cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
+    cp.set_defaults(func=cmd_compare)
 
     ps = sub.add_parser("presets", help="list model presets")
     ps.set_defaults(func=cmd_presets)
