@@ -9,7 +9,7 @@ upload answers "fitting uploads needs calibration.fit". Every problem is an Inpu
 
 Limits: MAX_UPLOAD_BYTES (20 MiB, as server.maxUploadSize) and MAX_UPLOAD_ROWS measurement rows; repeated
 rows of one point are binned before the fit (calibration.fit.bin_repeats), so a 19.75 MiB, 1M-row CSV is
-fitted in ~4 s and < 0.6 GB (scripts/bench_limits.py). A file name is only ever used as a label.
+fitted in 0.9-5 s at 0.54 GB peak RSS (scripts/bench_limits.py). A file name is only ever used as a label.
 """
 
 from __future__ import annotations
