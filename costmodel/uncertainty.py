@@ -193,6 +193,7 @@ PRIOR_SIGMA_LOG = 0.3  # ops of a kind without any data in the profile (a stated
 HOST_SIGMA_LOG = math.log(1.25) / Z90
 MIN_RESIDUALS = 3  # rows of an op needed to estimate its sigma from reference residuals
 PRIOR_MEMBERS = 100  # ensemble size for a profile without replicates (discrepancy draws only)
+INTER = "@inter"  # key suffix of a collective's inter-node discrepancy (rows with nodes > 1)
 _N_Z = 25  # discrepancy draws per replicate (normal quantiles, deterministic)
 _Z = None
 
@@ -213,18 +214,26 @@ class Discrepancy:
     sigma_log: dict[str, float]
     source: dict[str, str]
 
-    def sigma(self, op: str) -> float:
+    def sigma(self, op: str, nodes: int = 1) -> float:
+        """sigma of `op`; a collective spanning nodes > 1 uses its inter-node sigma (`op@inter`) where known
+        (the network path is a different model), else the largest of its kind (inter-node first)."""
+        coll = op in COLLECTIVE_OPS
+        if coll and nodes > 1:
+            inter = [v for k, v in self.sigma_log.items() if k.endswith(INTER)]
+            if f"{op}{INTER}" in self.sigma_log:
+                return self.sigma_log[f"{op}{INTER}"]
+            if inter:
+                return max(inter)
         if op in self.sigma_log:
             return self.sigma_log[op]
-        kind = "collective" if op in COLLECTIVE_OPS else "kernel"
-        known = [v for k, v in self.sigma_log.items() if (k in COLLECTIVE_OPS) == (kind == "collective")
-                 and k != "host"]
+        known = [v for k, v in self.sigma_log.items() if (k in COLLECTIVE_OPS) == coll and k != "host"]
         return max(known) if known else PRIOR_SIGMA_LOG
 
-    def describe(self, op: str) -> str:
-        if op in self.source:
-            return self.source[op]
-        return "largest sigma of its kind in this profile" if self.sigma(op) != PRIOR_SIGMA_LOG else \
+    def describe(self, op: str, nodes: int = 1) -> str:
+        key = f"{op}{INTER}" if nodes > 1 and f"{op}{INTER}" in self.source else op
+        if key in self.source:
+            return self.source[key]
+        return "largest sigma of its kind in this profile" if self.sigma(op, nodes) != PRIOR_SIGMA_LOG else \
             f"prior sigma {PRIOR_SIGMA_LOG} (no data)"
 
 
@@ -246,7 +255,8 @@ def fit_report_sigmas(profile: Profile) -> dict[str, float]:
             # |z| quantiles of a normal: p90 = Z90 sigma, median = Z75 sigma; the mean of both is steadier
             # |pred - t| / t is |log(pred / t)| to second order averaged over both signs (log1p would bias low)
             est = [p90 / Z90] + ([med / Z75] if _is_num(med) and med >= 0 else [])
-            per_op.setdefault(row["op"], []).append(float(np.mean(est)))
+            inter = row.get("kind") == "collective" and _is_num(row.get("nodes")) and row["nodes"] > 1
+            per_op.setdefault(row["op"] + (INTER if inter else ""), []).append(float(np.mean(est)))
     return {op: float(np.sqrt(np.mean(np.square(v)))) for op, v in per_op.items()}
 
 
@@ -291,11 +301,15 @@ def reference_sigmas(table: pd.DataFrame, exclude_files: tuple[str, ...] = (),
     pv = np.zeros(len(rows)) if param_var is None else np.asarray(param_var, dtype=float)[keep]
     out = {}
     log_res = np.log(rows["predicted_us"].to_numpy(float) / rows["median_us"].to_numpy(float))
-    for op in rows["op"].unique():
-        m = (rows["op"] == op).to_numpy() & np.isfinite(log_res)
+    ops = rows["op"].astype(str).to_numpy()
+    inter = np.isin(ops, COLLECTIVE_OPS) & (pd.to_numeric(rows["nodes"], errors="coerce").fillna(1).to_numpy() > 1) \
+        if "nodes" in rows.columns else np.zeros(len(rows), dtype=bool)
+    keys = np.where(inter, np.char.add(ops, INTER), ops)
+    for key in np.unique(keys):
+        m = (keys == key) & np.isfinite(log_res)
         if m.sum() >= MIN_RESIDUALS:
             total = sigma_from_residuals(log_res[m]) ** 2
-            out[op] = (float(np.sqrt(max(total - float(np.mean(pv[m])), 0.0))), int(m.sum()))
+            out[str(key)] = (float(np.sqrt(max(total - float(np.mean(pv[m])), 0.0))), int(m.sum()))
     return out
 
 
@@ -374,11 +388,12 @@ def discrepancy(profile: Profile, *, exclude_files: tuple[str, ...] = (),
     return Discrepancy(sigma, source)
 
 
-def _op_factors(disc: Discrepancy, ops: list[str], n_members: int, seed: int = 0) -> list[dict[str, float]]:
+def _op_factors(disc: Discrepancy, ops: list[str], n_members: int, seed: int = 0, nodes: int = 1
+                ) -> list[dict[str, float]]:
     """Independent per-op discrepancy factors exp(sigma_op z) for each ensemble member (fixed seed)."""
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n_members, len(ops)))
-    sig = np.array([disc.sigma(op) for op in ops])
+    sig = np.array([disc.sigma(op, nodes) for op in ops])
     f = np.exp(z * sig)
     return [dict(zip(ops, row, strict=True)) for row in f]
 
@@ -395,7 +410,11 @@ def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9
     point = predict_points(frame, profile)["predicted_us"].to_numpy(float)
     base = point if predicted_us is None else np.asarray(predicted_us, dtype=float)
     disc = disc or discrepancy(profile)
-    sig = frame["op"].map(lambda op: disc.sigma(str(op))).to_numpy(float)
+    nodes = (pd.to_numeric(frame["nodes"], errors="coerce").fillna(1).astype(int).to_numpy() if "nodes" in frame.columns
+             else np.ones(len(frame), dtype=int))
+    ops = frame["op"].astype(str).to_numpy()
+    combos, inverse = np.unique(np.char.add(ops, np.where(nodes > 1, INTER, "")), return_inverse=True)
+    sig = np.array([disc.sigma(c.removesuffix(INTER), 2 if c.endswith(INTER) else 1) for c in combos])[inverse]
     reps = replicate_profiles(profile)
     shifts = [np.log(predict_points(frame, rep)["predicted_us"].to_numpy(float) / point) for rep in reps] or \
         [np.zeros(len(frame))]
@@ -466,7 +485,8 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
         raise InputError("uncertainty needs a single scenario")
     reps = replicate_profiles(profile) or [profile] * PRIOR_MEMBERS
     disc = discrepancy(profile) if with_discrepancy else None
-    factors = (_op_factors(disc, DISCREPANCY_OPS, len(reps)) if disc is not None else [None] * len(reps))
+    factors = (_op_factors(disc, DISCREPANCY_OPS, len(reps), nodes=int(scenario.nodes)) if disc is not None
+               else [None] * len(reps))
     lo, hi = batch_range
     grid = np.geomspace(lo, hi, grid_points) if with_crossover else np.empty(0)
     batches = np.append(grid, np.broadcast_to(scenario.batch, (1,)))  # last = the scenario's own batch
