@@ -25,11 +25,14 @@ _MAX_KEY = 1 << 62
 
 
 def _dense(flat_int: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) of integers in [lo, hi] through a presence table (touches only present entries)."""
     idx = flat_int - lo if lo else flat_int
     present = np.zeros(hi - lo + 1, dtype=bool)
     present[idx] = True
-    rank = np.cumsum(present, dtype=np.int64) - 1
-    return rank[idx], np.flatnonzero(present) + lo
+    found = np.flatnonzero(present)
+    rank = np.empty(hi - lo + 1, dtype=np.int64)  # only the present entries are written and read
+    rank[found] = np.arange(found.size, dtype=np.int64)
+    return rank[idx], found + lo
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +89,15 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None
         return inverse.reshape(-1), ukeys
 
     key, space, radices, stages = None, 1, [], []
-    for codes, uniq in facts:
+    start = 0
+    if cache is not None:  # the longest prefix of arguments already combined in this memo block
+        for i in range(len(arrays), 0, -1):
+            hit = cache.get(("dedup.prefix", *map(id, arrays[:i])))
+            if hit is not None and all(a is b for a, b in zip(hit[0], arrays[:i])):
+                key, space, radices, stages = hit[1]
+                radices, stages, start = list(radices), list(stages), i
+                break
+    for j, (codes, uniq) in enumerate(facts[start:], start):
         m = max(len(uniq), 1)
         if key is not None and space * m > limit:
             stages.append((radices, *compact(key, space)))
@@ -96,6 +107,9 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None
         radices.append(m)
         if space >= _MAX_KEY:
             return None
+        if cache is not None and j < len(arrays) - 1:
+            cache[("dedup.prefix", *map(id, arrays[:j + 1]))] = (tuple(arrays[:j + 1]),
+                                                                   (key, space, tuple(radices), tuple(stages)))
     stages.append((radices, *compact(key, space)))
     inverse = stages[-1][1]
     # decode the unique keys stage by stage, last stage first: a later stage's leading digit is the

@@ -242,6 +242,7 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     return KernelEstimate(time, extrapolated)
 
 
+_DEDUP_ORDER = ("rows", "dtype", "elem_bytes", "mode", "cols", "world_size", "padded", "draft_cols")
 DEDUP = True  # price each unique (rows, cols, world size, dtype, ...) point once (costmodel.dedup); False: every point
 
 
@@ -254,7 +255,8 @@ def _deduplicated_estimate(profile: Profile, op: str, *, store: dict | None = No
     if DEDUP:
         kw["dtype"] = _dtype_codes(kw["dtype"])
         kw["mode"] = eager_mask(kw["mode"])
-        names = [k for k, v in kw.items() if np.ndim(v)]
+        # the arguments every op shares first: their combined key is reused (dedup.unique_points' prefix cache)
+        names = [k for k in _DEDUP_ORDER if np.ndim(kw[k])]
         shape = np.broadcast_shapes(*(np.shape(kw[k]) for k in names)) if names else ()
         n = int(np.prod(shape, dtype=np.int64))
         if n >= dedup.MIN_POINTS:

@@ -239,15 +239,20 @@ class _Ctx:
             return kernel_time_us(self.profile, name, rows=self.rows, cols=cols, world_size=world_size,
                                   dtype=self.sc.dtype, elem_bytes=self.e, mode=mode, draft_cols=draft_cols)
 
-        est = estimate(op)
-        t, x = est.time_us * self.factors.get(op, 1.0), est.extrapolated
+        nothing = when is not True and not np.any(when)  # no scenario runs it: its GPU time is 0, skip the model
+        if nothing:
+            t, x = 0.0, False
+        else:
+            est = estimate(op)
+            t, x = est.time_us * self.factors.get(op, 1.0), est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops
         if fusable and np.any(self.fused):
-            fused = estimate(f"{op}_fused")
-            t = np.where(self.fused, fused.time_us * self.factors.get(f"{op}_fused", 1.0), t)
-            x = np.where(self.fused, fused.extrapolated, x)
+            if not nothing:
+                fused = estimate(f"{op}_fused")
+                t = np.where(self.fused, fused.time_us * self.factors.get(f"{op}_fused", 1.0), t)
+                x = np.where(self.fused, fused.extrapolated, x)
             calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
             ops = np.where(self.fused, TORCH_OPS["fused"], n_ops)
         n_views = TORCH_VIEWS.get(op, 0) if views is None else views
