@@ -33,7 +33,8 @@ def random_scenarios(n: int, seed: int) -> Scenario:
                     num_spec_tokens=rng.integers(1, 8, n), drafting=rng.choice(["serial", "parallel"], n),
                     mode=rng.choice(["graph", "eager"], n), impl=rng.choice(["torch", "fused"], n),
                     engine=rng.choice(["none", "vllm", "sglang", "trtllm"], n), softcap=rng.random(n) < 0.3,
-                    logit_scale=rng.random(n) < 0.3)
+                    logit_scale=rng.random(n) < 0.3, top_k=rng.choice([1, 1, 1, 4], n),
+                    collective=rng.choice(["nccl", "oneshot", "multimem"], n))
 
 
 @contextlib.contextmanager
@@ -104,3 +105,16 @@ def test_unique_points_reconstructs_every_argument(rows, dense_range):
         np.testing.assert_array_equal(u[inverse], col)
     combos = {tuple(np.asarray(u[i]).item() for u in uniq) for i in range(len(uniq[0]))}
     assert len(combos) == len(uniq[0]) <= len(rows)
+
+
+def test_unique_points_reuses_a_shared_prefix_inside_a_memo_store():
+    """Calls sharing leading argument objects (rows, dtype) reuse their combined key; results stay exact."""
+    rng = np.random.default_rng(3)
+    rows, dtype = rng.integers(1, 500, 5000).astype(float), rng.integers(0, 3, 5000)
+    store: dict = {}
+    for cols in (rng.choice(VOCABS, 5000), rng.choice([4000, 16032], 5000), rng.integers(0, 10**6, 5000)):
+        for cache in (store, None):
+            uniq, inverse = dedup.unique_points([rows, dtype, cols], cache)
+            for col, u in zip((rows, dtype, cols), uniq):
+                np.testing.assert_array_equal(u[inverse], col)
+    assert any(k[0] == "dedup.prefix" for k in store)
