@@ -259,8 +259,9 @@ class _Ctx:
         if fusable and np.any(self.fused):
             n_views = np.where(self.fused, 0, n_views)
         hw = when if host_when is None else host_when
-        host = 0.0 if measured_eager else _add(self._host(component or op, self.host.torch_op_us, ops, hw),
-                                               self._host(component or op, self.host.view_op_us, n_views, hw))
+        # one pass: (torch ops x torch_op_us + views x view_op_us) x the eager mask (scalar counts stay scalar)
+        host = 0.0 if measured_eager else self._host(component or op, 1.0, np.asarray(ops) * self.host.torch_op_us
+                                                     + np.asarray(n_views) * self.host.view_op_us, hw)
         if when is not True:
             t, x = np.where(when, t, 0.0), np.where(when, x, False)
         return Component(t, 0.0, x, calls, host, np.maximum(ops, 1))
