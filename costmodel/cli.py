@@ -599,6 +599,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(format_validation(table, summ))
     print()
     print(format_table_errors(table))
+    from .validate import profiles_without_held_out, profiles_without_reference
+
+    if not args.profile:  # say plainly where no held-out data exists
+        none = profiles_without_reference(table)
+        only_in = profiles_without_held_out(table)
+        if none:
+            print("no reference table for: " + ", ".join(none) + " (derived, unchecked: no published table matches "
+                  "their GPU)")
+        if only_in:
+            print("in-sample rows only (no held-out check) for: " + ", ".join(only_in))
     if not getattr(args, "no_coverage", False):
         from .validate import coverage_summary, format_coverage, interval_coverage
 

@@ -220,3 +220,17 @@ def format_coverage(summ: pd.DataFrame) -> str:
     head = (f"90% prediction intervals: empirical coverage per reference set (target {lo:.0%}-{hi:.0%}; "
             "discrepancy estimated without the set's own rows)")
     return head + "\n" + summ.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+
+
+def profiles_without_reference(table: pd.DataFrame) -> list[str]:
+    """Bundled profiles that no reference row is priced with: for them no held-out (or any) check exists."""
+    from .profile import bundled_profiles
+
+    used = set(table["profile_used"].astype(str))
+    return [name for name in bundled_profiles() if name not in used]
+
+
+def profiles_without_held_out(table: pd.DataFrame) -> list[str]:
+    """Profiles priced only on the figures they were built from (in-sample rows only)."""
+    held = set(table.loc[~table["used_in_profile"], "profile_used"].astype(str))
+    return sorted(set(table["profile_used"].astype(str)) - held)
