@@ -35,6 +35,12 @@ versions, NCCL_* variables, the command line and start / end time; an earlier
 record there (a previous run, or calibration.kernels' into the same DIR) is kept
 under "previous_runs".
 
+`--impl oneshot|multimem` times the symmetric-memory variants of all_gather / all_reduce instead
+(`SymmMemRunner`: torch.ops.symm_mem one_shot_all_reduce, multimem_all_reduce_, multimem_all_gather_out,
+and a peer-read all-gather) into DIR/<impl>/collectives.csv - their own curves, fitted on their own with
+`calibration.fit DIR/<impl>`; without CUDA + torch symmetric memory it prints one `note:` line, measures
+nothing and exits 0.
+
 Failures: bad flags or an unusable backend -> one line, exit 2. A rank that
 dies makes the survivors' next collective raise (gloo) -> one line, exit 3;
 a hang -> the watchdog prints one line after `--watchdog-s` and exits 3.
@@ -43,6 +49,7 @@ a hang -> the watchdog prints one line after `--watchdog-s` and exits 3.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import signal
@@ -131,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--point-time-s", type=float, default=None, help="time limit per point (default 2 GPU / 1 CPU)")
     p.add_argument("--watchdog-s", type=float, default=None,
                    help="abort when no point completes for this long (default 300 GPU / 120 CPU)")
+    p.add_argument("--impl", default="nccl", choices=IMPLS,
+                   help="oneshot | multimem: time the symmetric-memory variants of all_gather / all_reduce "
+                        "(CUDA + torch symmetric memory only; a clear note and nothing measured elsewhere) into "
+                        "DIR/<impl>/collectives.csv, their own curves")
     p.add_argument("--note", action="append", default=[], help="free-text remark for provenance.json (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     return p
@@ -160,6 +171,7 @@ class Config:
     progress: bool
     notes: tuple[str, ...] = ()
     start_time: str = ""
+    impl: str = "nccl"
 
 
 def parse_config(argv: Sequence[str]) -> Config:
@@ -182,8 +194,15 @@ def parse_config(argv: Sequence[str]) -> Config:
         ops=tuple(a.ops), modes=modes, graph_ops=a.graph_ops, warmup=a.warmup, rel_tol=a.rel_tol,
         max_iters=a.max_iters, point_time_s=a.point_time_s if a.point_time_s is not None else (2.0 if gpu else 1.0),
         watchdog_s=a.watchdog_s if a.watchdog_s is not None else (300.0 if gpu else 120.0),
-        progress=not a.no_progress, notes=tuple(a.note), start_time=now_iso(),
+        progress=not a.no_progress, notes=tuple(a.note), start_time=now_iso(), impl=a.impl,
     )
+    if cfg.impl != "nccl":  # symmetric-memory variants exist for all_gather / all_reduce only
+        ops = tuple(o for o in cfg.ops if o in SYMM_OPS)
+        if not ops:
+            raise InputError(f"--impl {cfg.impl}: times {' / '.join(SYMM_OPS)} only, --ops has neither")
+        # their own curves: DIR/<impl>/collectives.csv, never globbed with DIR/*.csv (calibration.fit DIR keeps
+        # fitting NCCL; calibration.fit DIR/<impl> fits the variant's curves as a profile of their own)
+        cfg = dataclasses.replace(cfg, ops=ops, out=cfg.out / cfg.impl)
     finite = math.isfinite
     checks = [(finite(cfg.rel_tol) and 0 < cfg.rel_tol < 1, "--rel-tol must be a finite number in (0, 1)"),
               (1 <= cfg.max_iters <= 10**7, "--max-iters must be in 1..10000000"),
@@ -366,6 +385,100 @@ class PointRunner:
         self.inp.zero_()  # all_reduce SUM on zeros stays finite however many times it runs
 
 
+# --------------------------------------------------------------------------- symmetric-memory variants
+IMPLS = ("nccl", "oneshot", "multimem")
+SYMM_OPS = ("all_gather", "all_reduce")
+_SYMM_NEEDS = {"oneshot": ("one_shot_all_reduce",), "multimem": ("multimem_all_reduce_", "multimem_all_gather_out")}
+
+
+def symm_mem_support(impl: str, backend: str) -> str | None:
+    """None when `impl` can be timed here, else the reason (one line) it is skipped.
+
+    Needs the nccl backend (CUDA), torch.distributed._symmetric_memory and the torch.ops.symm_mem operators the
+    variant calls; multimem also needs Hopper or newer (NVLS multicast, sm_90+).
+    """
+    if impl == "nccl":
+        return None
+    if backend != "nccl":
+        return f"--impl {impl} needs CUDA GPUs and --backend nccl (symmetric memory); gloo / CPU has none"
+    import torch
+
+    try:
+        import torch.distributed._symmetric_memory  # noqa: F401
+    except ImportError as exc:
+        return f"--impl {impl}: this torch has no torch.distributed._symmetric_memory ({first_line(exc)})"
+    missing = [op for op in _SYMM_NEEDS[impl] if not hasattr(torch.ops.symm_mem, op)]
+    if missing:
+        return f"--impl {impl}: this torch lacks torch.ops.symm_mem.{missing[0]} (torch {torch.__version__})"
+    if impl == "multimem" and torch.cuda.is_available() and torch.cuda.get_device_capability() < (9, 0):
+        return "--impl multimem needs NVLS multicast (Hopper sm_90 or newer on NVSwitch)"
+    return None
+
+
+class SymmMemRunner:
+    """One point of a symmetric-memory variant (CUDA only; same interface as `PointRunner`).
+
+    oneshot   all_reduce: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group) (each rank reads every peer's
+              buffer and reduces locally); all_gather: barrier, copy every peer's buffer (handle.get_buffer) into
+              the output, barrier - p - 1 peer reads.
+    multimem  all_reduce: torch.ops.symm_mem.multimem_all_reduce_(buf, "sum", group); all_gather:
+              torch.ops.symm_mem.multimem_all_gather_out(buf, group, out) (NVLS multicast stores).
+    Points with an all_reduce MAX (the int64 key payloads) are timed as SUM of the same bytes (the symmetric
+    kernels reduce floating-point sums); the correctness check then expects the SUM.
+    """
+
+    def __init__(self, point: Point, group: Any, group_rank: int, device: Any, impl: str):
+        import torch
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.torch, self.point, self.grank, self.impl = torch, point, group_rank, impl
+        self.group_name = group.group_name
+        dtype = getattr(torch, TORCH_DTYPES[point.dtype])
+        if point.dtype == "int64":
+            dtype = torch.float32  # symmetric all-reduce kernels take floating point; same bytes at 2x numel
+        n, p = point.numel * (2 if point.dtype == "int64" else 1), point.world_size
+        self.n, self.dtype = n, dtype
+        self.inp = symm_mem.empty(n, dtype=dtype, device=device)
+        self.inp.zero_()
+        self.handle = symm_mem.rendezvous(self.inp, self.group_name)
+        self.out = torch.zeros(p * n, dtype=dtype, device=device) if point.op == "all_gather" else None
+        self.result = self.inp
+
+    def call(self) -> None:
+        ops, p = self.torch.ops.symm_mem, self.point.world_size
+        if self.point.op == "all_reduce":
+            if self.impl == "oneshot":
+                self.result = ops.one_shot_all_reduce(self.inp, "sum", self.group_name)
+            else:
+                ops.multimem_all_reduce_(self.inp, "sum", self.group_name)
+        elif self.impl == "multimem":
+            ops.multimem_all_gather_out(self.inp, self.group_name, self.out)
+        else:
+            self.handle.barrier(channel=0)
+            chunks = self.out.view(p, self.n)
+            for r in range(p):
+                chunks[r].copy_(self.handle.get_buffer(r, (self.n,), self.dtype))
+            self.handle.barrier(channel=0)
+
+    def check(self) -> None:
+        torch, p = self.torch, self.point.world_size
+        values = [_pattern_value(r) for r in range(p)]
+        self.inp.fill_(values[self.grank])
+        self.torch.cuda.synchronize()
+        self.call()
+        torch.cuda.synchronize()
+        if self.point.op == "all_gather":
+            got = self.out
+            expect = torch.tensor(values, dtype=self.dtype, device=got.device).repeat_interleave(self.n)
+        else:
+            got = self.result
+            expect = torch.full_like(got, sum(values))
+        if not torch.equal(got, expect):
+            raise BenchError(f"{self.point.describe()} [{self.impl}] returned wrong data on group rank {self.grank} "
+                             "(correctness check failed)")
+        self.inp.zero_()
+
+
 # --------------------------------------------------------------------------- timing
 class Sampler:
     """Timed samples of one callable on every group rank, max-reduced over the group."""
@@ -455,9 +568,10 @@ def prepare_csv(path: Path, resume: bool) -> set[tuple[str, ...]]:
 
 
 def _row(cfg: Config, gpu: str, point: Point, mode: str, nodes: int, stats: Stats | None = None) -> dict[str, Any]:
+    label = point.label if cfg.impl == "nccl" else f"{cfg.impl}:{point.label}"
     row: dict[str, Any] = {"op": point.op, "backend": cfg.backend, "device": cfg.device, "gpu": gpu,
                            "dtype": point.dtype, "mode": mode, "world_size": point.world_size, "nodes": nodes,
-                           "bytes_per_rank": point.bytes_per_rank, "rows": 0, "cols": 0, "label": point.label}
+                           "bytes_per_rank": point.bytes_per_rank, "rows": 0, "cols": 0, "label": label}
     if stats is not None:
         row.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in stats.as_row().items()})
     return row
@@ -483,6 +597,16 @@ def _measure_point(cfg: Config, point: Point, modes: list[str], group: Any, rank
 
     Returns whether all_gather_into_tensor is usable (False once it raised "not supported").
     """
+    if cfg.impl != "nccl":
+        runner = SymmMemRunner(point, group, rank, device, cfg.impl)
+        runner.check()
+        sampler = Sampler(cfg, group, rank, device)
+        for mode in modes:
+            samples = (sampler.samples(_graph_launcher(runner, cfg.graph_ops), calls=cfg.graph_ops)
+                       if mode == "graph" else sampler.samples(runner.call))
+            if writer is not None:
+                writer.write(_row(cfg, gpu, point, mode, nodes, Stats.from_samples(samples)))
+        return use_into_tensor
     runner = PointRunner(point, group, rank, device, use_into_tensor)
     try:
         runner.check()
@@ -626,6 +750,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = parse_config(argv)
         out = str(cfg.out)
+        skip = symm_mem_support(cfg.impl, cfg.backend)
+        if skip is not None:  # the same on every rank, before any rendezvous
+            if os.environ.get("LOCAL_RANK", "0") == "0":
+                print(f"note: {skip}; nothing measured (the model keeps the derived {cfg.impl} parameters, "
+                      "costmodel/collective_impls.py)", file=sys.stderr, flush=True)
+            return 0
         launch = launch_from_env()
         tp_sizes(launch.world_size, cfg.world_sizes)
         check_backend(cfg, launch)

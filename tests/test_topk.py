@@ -269,3 +269,17 @@ def test_done_when_command_prices_every_strategy_with_components(capsys, tmp_pat
     full = matrix(Scenario(**preset("llama4-maverick"), tp=8, batch=64, num_spec_tokens=5, top_k=8), H200,
                   verify=True, crossovers=False)
     assert full.decode_step_us.tolist() == pytest.approx(table.decode_step_us.tolist())
+
+
+def test_collectives_impl_variants_skip_with_a_note_without_cuda(tmp_path, capsys, monkeypatch):
+    from calibration import collectives as cb
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert cb.main(["--backend", "gloo", "--impl", "oneshot", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: --impl oneshot needs CUDA") and "nothing measured" in err
+    assert not any(tmp_path.iterdir())  # nothing written
+    cfg = cb.parse_config(["--backend", "gloo", "--impl", "multimem", "--out", str(tmp_path)])
+    assert cfg.ops == ("all_gather", "all_reduce") and cfg.out == tmp_path / "multimem"  # own curves, own dir
+    assert cb.main(["--backend", "gloo", "--impl", "oneshot", "--ops", "gather", "--out", str(tmp_path)]) == 2
+    assert cb.symm_mem_support("nccl", "gloo") is None
