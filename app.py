@@ -16,6 +16,7 @@ from dashboard import state, views
 from dashboard.data import bundled_profile_text, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
+from dashboard.topk_panel import topk_panel
 from dashboard.uploads import UPLOAD_TYPES
 from dashboard.verdict import evaluate
 
@@ -145,6 +146,7 @@ except InputError as exc:
     st.caption("Showing the last valid inputs.")
 
 views.verdict(ev)
+topk_panel(ev)
 export_slot = st.container()  # filled after the open tab has drawn its charts
 ss["_drawn"] = {}
 tabs = st.tabs(TABS, key="tab", on_change="rerun")

@@ -283,3 +283,19 @@ def test_collectives_impl_variants_skip_with_a_note_without_cuda(tmp_path, capsy
     assert cfg.ops == ("all_gather", "all_reduce") and cfg.out == tmp_path / "multimem"  # own curves, own dir
     assert cb.main(["--backend", "gloo", "--impl", "oneshot", "--ops", "gather", "--out", str(tmp_path)]) == 2
     assert cb.symm_mem_support("nccl", "gloo") is None
+
+
+def test_dashboard_matrix_panel_names_the_best_pair():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception
+    at.toggle(key="topk_show").set_value(True).run()
+    at.number_input(key="topk_k").set_value(8).run()
+    assert not at.exception and not at.error
+    text = at.success[-1].value
+    assert "top-k 8" in text and "per decode step" in text
+    frame = [d.value for d in at.dataframe if "multimem" in getattr(d.value, "columns", [])][0]
+    assert set(frame.columns) == set(ci.IMPLS) and "local_argmax_pairs" in frame.index
+    assert not frame.isna().any().any()

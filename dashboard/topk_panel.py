@@ -1,0 +1,97 @@
+"""Top-k drafting / greedy verification / collective implementations: the strategy x collective matrix.
+
+Off by default (a toggle): when on, prices every strategy under every collective implementation at the chosen
+batch (`costmodel.verification.matrix`, per decode step, with verification when asked), names the best
+(strategy, collective) pair, offers the matrix as CSV and draws the local_argmax_pairs crossover batch as a
+function of k. No modelling here: every number comes from costmodel. oneshot / multimem are derived from
+published figures (costmodel/collective_impls.py), never measured.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from costmodel import InputError
+from costmodel.collective_impls import IMPLS
+from costmodel.predict import crossover
+from costmodel.safe_io import escape_markdown as plain
+from costmodel.safe_io import write_csv
+from costmodel.verification import best_pair, matrix
+
+BEST = "best available"
+COLLECTIVE_CHOICES = (BEST, *IMPLS)
+K_CURVE = (1, 2, 4, 8, 16, 32, 64)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _matrix(_profile: Any, profile_key: tuple, spec: Any, batch: float, top_k: int, verify: bool,
+            fraction: float) -> pd.DataFrame:
+    sc = spec.scenario(batch).with_(top_k=top_k)
+    return matrix(sc, _profile, verify=verify, greedy_fraction=fraction)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _crossover_by_k(_profile: Any, profile_key: tuple, spec: Any, batch: float, collectives: tuple) -> pd.DataFrame:
+    rows = []
+    for impl in collectives:
+        for k in K_CURVE:
+            try:
+                sc = spec.scenario(batch).with_(top_k=k, collective=impl)
+            except InputError:
+                continue
+            rows.append({"top_k": k, "collective": impl,
+                         "crossover_batch": crossover(sc, "local_argmax_pairs", _profile).batch})
+    return pd.DataFrame(rows)
+
+
+def topk_panel(ev: Any) -> None:
+    """The expander under the verdict (app.py)."""
+    with st.expander("Top-k drafting, greedy verification and collective implementations"):
+        if not st.toggle("Show the strategy x collective matrix", key="topk_show"):
+            st.caption("Prices every strategy under NCCL, one-shot (symmetric memory) and multimem (NVLS) "
+                       "collectives, with top-k candidates and target-side greedy verification.")
+            return
+        c1, c2, c3, c4 = st.columns(4)
+        k = int(c1.number_input("Top-k", min_value=1, max_value=4096, value=1, step=1, key="topk_k"))
+        chosen = c2.selectbox("Collective", COLLECTIVE_CHOICES, key="topk_collective")
+        verify = c3.toggle("Greedy verification", key="topk_verify",
+                           help="B x (K + 1) target rows per decode step over the target vocab")
+        fraction = float(c4.slider("Greedy fraction", 0.0, 1.0, 1.0, 0.05, key="topk_fraction",
+                                   disabled=not verify))
+        key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
+        try:
+            table = _matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction)
+            shown = table if chosen == BEST else table[table.collective == chosen]
+            best = best_pair(shown)
+            curve = _crossover_by_k(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch),
+                                    IMPLS if chosen == BEST else (chosen,))
+        except (InputError, ValueError) as exc:
+            st.error(plain(str(exc)))
+            return
+        fallback = "" if best["native"] else " (some of its collectives fall back to NCCL)"
+        st.success(plain(f"Best (strategy, collective) at batch {ev.inputs.batch}, top-k {k}: "
+                         f"({best['strategy']}, {best['collective']}) {best['decode_step_us']:.1f} us per decode "
+                         f"step, {best['saving_vs_nccl_baseline_us']:+.1f} us vs (full_all_gather, nccl)"
+                         f"{fallback}."))
+        pivot = shown.pivot(index="strategy", columns="collective", values="decode_step_us")
+        st.dataframe(pivot.round(1), width="stretch")
+        invalid = sorted(set(shown.strategy[~shown.valid]))
+        st.caption(plain("us per decode step (draft x calls" + (" + verification" if verify else "") + "). "
+                         "oneshot / multimem: derived from published figures (SOURCES.md section 3), not measured; "
+                         "unavailable ones fall back to NCCL." + (f" Not exact here: {', '.join(invalid)}."
+                                                                   if invalid else "")))
+        buf = io.StringIO()
+        write_csv(table, buf)
+        st.download_button("Matrix CSV", buf.getvalue(), "strategy_collective_matrix.csv", "text/csv",
+                           key="topk_matrix_csv")
+        if not curve.empty:
+            st.caption("local_argmax_pairs crossover batch by top-k (none: no crossover in range)")
+            st.line_chart(curve.pivot(index="top_k", columns="collective", values="crossover_batch"))
+            buf = io.StringIO()
+            write_csv(curve, buf)
+            st.download_button("Crossover by k CSV", buf.getvalue(), "crossover_by_k.csv", "text/csv",
+                               key="topk_crossover_csv")
