@@ -72,8 +72,11 @@ def test_all_gather_matches_hand_computation_per_regime():
     assert simple.s_half_bytes > 0
     expected = 4.0 + 8.4 + 3.4 * 7 + (S + simple.s_half_bytes) * 7 / 8 / 361.4 * 1e-3 + 9.0
     assert float(collective_time_us(H200, "all_gather", per_rank, 8, 1, "eager")) == pytest.approx(expected)
-    # across 2 nodes: + alpha_per_node (NET - NVLink hop); every protocol's busbw scaled by 45 / 361.4 GB/s
-    expected_2n = 4.0 + 8.4 + 3.4 * 7 + (14.0 - 3.4) + (S + simple.s_half_bytes) * 7 / 8 / 45.0 * 1e-3
+    # across 2 nodes: + alpha_per_node (NET - NVLink hop); every protocol's busbw scaled by inter / 361.4 GB/s,
+    # inter = the profile's network bus bandwidth (NICs x NIC bandwidth x 0.9; 360 GB/s for 8 x 400 Gb/s)
+    inter = H200.curve("all_gather", 8, "graph", 2).inter_node_busbw_gbps
+    assert inter == pytest.approx(8 * 50.0 * 0.9)
+    expected_2n = 4.0 + 8.4 + 3.4 * 7 + (14.0 - 3.4) + (S + simple.s_half_bytes) * 7 / 8 / inter * 1e-3
     assert float(collective_time_us(H200, "all_gather", per_rank, 8, 2)) == pytest.approx(expected_2n)
 
 
