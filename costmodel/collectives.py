@@ -9,7 +9,8 @@ For a collective over p ranks spanning n nodes, with `bytes_per_rank` b:
     alpha      = alpha_base + alpha_per_peer * (p-1) + alpha_per_node * (n-1)
     busbw      = regime busbw; when n > 1 capped at inter_node_busbw (select "breakpoints"), or
                  scaled by inter_node_busbw / the fastest regime's busbw when that is < 1 (select "min":
-                 the network limits every protocol alike, so the protocols keep their order)
+                 the network limits every protocol alike, so the protocols keep their order), and at the
+                 regime's own `inter_node_max_gbps` where it has one (NCCL's LL ceiling across nodes)
     T_regime   = launch + alpha + f(p) * (S + s_half) / busbw      (graph mode)
 
 `s_half` (regime `s_half_bytes`, default 0) is the mid-size bandwidth ramp: the
@@ -73,6 +74,8 @@ def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, 
             capped = busbw * min(1.0, curve.inter_node_busbw_gbps / fastest)
         else:
             capped = min(busbw, curve.inter_node_busbw_gbps)
+        if r.inter_node_max_gbps is not None:  # the protocol's own ceiling across nodes (NCCL LL: llMaxBw N2 / N4)
+            capped = np.minimum(capped, r.inter_node_max_gbps)
         busbw = np.where(nodes > 1, capped, busbw)
     alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
     wire = (size_bytes + r.s_half_bytes) if r.s_half_bytes else size_bytes

@@ -18,7 +18,7 @@ it is ever executed. Layout::
          "select": "breakpoints"|"min"?,      # default breakpoints; "min": max_bytes only document
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
                       "alpha_per_peer_us": float, "alpha_per_node_us": float,
-                      "busbw_gbps": float, "s_half_bytes": float?,
+                      "busbw_gbps": float, "s_half_bytes": float?, "inter_node_max_gbps": float?,
                       "ci90": {param: [lo, hi]}?}]}],
       "kernels": {
         "graph_kernel_us": float, "eager_launch_us": float,
@@ -79,6 +79,7 @@ class Regime:
     busbw_gbps: float
     ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
     s_half_bytes: float = 0.0  # bandwidth ramp: achieved busbw = busbw * S / (S + s_half_bytes)
+    inter_node_max_gbps: float | None = None  # this protocol's own busbw ceiling across nodes (NCCL LL: llMaxBw)
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ def _regime(obj: Any, where: str) -> Regime:
         busbw_gbps=_positive(_get(obj, "busbw_gbps", where, float), f"{where}.busbw_gbps"),
         ci90=parsed_ci,
         s_half_bytes=_nonneg(_get(obj, "s_half_bytes", where, float, default=0.0), f"{where}.s_half_bytes"),
+        inter_node_max_gbps=_get(obj, "inter_node_max_gbps", where, float, default=None),
     )
 
 

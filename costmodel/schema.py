@@ -250,6 +250,7 @@ REGIME_FIELDS: dict[str, dict] = {
     "busbw_gbps": _BW,
     "ci90": _CI,
     "s_half_bytes": _num(0, 2.0**63),
+    "inter_node_max_gbps": _num(0, 1e6, exclusive_low=True, nullable=True),
 }
 CURVE_FIELDS: dict[str, dict] = {
     "op": _str(enum=COLLECTIVE_OPS),

@@ -50,6 +50,9 @@ RING_NVLINK_HOP_US = {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}
 RING_NET_HOP_US = {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}
 NVLS_NET_US = 18.0
 LL128_PER_CHANNEL_GBPS = {"hopper": 36.7, "ampere": 20.0}  # perChMaxRingLL128Bws[arch][N1]
+# LL across nodes: llMaxBws is indexed by the CPU vendor once nNodes > 1 (tuning.cc: index1 = nNodes == 1 ?
+# compCapIndex : AMD ? 1 : 0; index2 = nNodes <= 2 ? nNodes - 1 : 2): Intel-N2 39.0 GB/s (AMD 22.5; N4 20.4 / 19.0)
+LL_MAX_NET_GBPS = 39.0
 # nsteps per peer and per-node steps of the ring (broadcast: nsteps = p = 1 + (p - 1))
 RING_STEPS = {"all_gather": (0, 1), "gather": (0, 1), "broadcast": (1, 1), "all_reduce": (0, 2)}
 
@@ -118,6 +121,7 @@ def ring_regimes(op: str, arch: str, nccl_busbw: float, simple_busbw: dict[str, 
             "alpha_per_node_us": per_peer * (RING_NET_HOP_US[proto] - hop),
             "busbw_gbps": round(bw[proto], 2),
             "s_half_bytes": int(s_half.get(proto, 0.0)),
+            **({"inter_node_max_gbps": LL_MAX_NET_GBPS} if proto == "LL" else {}),
         })
     return regimes
 

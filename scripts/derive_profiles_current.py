@@ -131,7 +131,8 @@ def ring(op: str, arch: str, model_busbw: float, simple_busbw: float, s_half: di
              "alpha_per_peer_us": per_peer * hop[proto],
              "alpha_per_node_us": round(per_peer * max(0.0, net_hop[proto] - hop[proto]), 4),
              "busbw_gbps": round(min(bw[proto], simple_busbw) if proto != "Simple" else bw[proto], 2),
-             "s_half_bytes": int(s_half.get(proto, 0.0))} for proto in protocols]
+             "s_half_bytes": int(s_half.get(proto, 0.0)),
+             **({"inter_node_max_gbps": dp.LL_MAX_NET_GBPS} if proto == "LL" else {})} for proto in protocols]
 
 
 def curve(op: str, regimes: list[dict], p: int | None, inter_gbps: float, nodes: int | None) -> dict:
