@@ -22,6 +22,7 @@ import numpy as np
 DENSE_RANGE = 1 << 22  # integer values spanning fewer than this factorize through a lookup table
 MIN_POINTS = 2048  # below this many points, deduplicating costs more than it saves
 _MAX_KEY = 1 << 62
+_SPACE_PER_POINT = 4  # a presence table may span this many entries per point before the key is compacted
 
 
 def _dense(flat_int: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -30,8 +31,9 @@ def _dense(flat_int: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarr
     present = np.zeros(hi - lo + 1, dtype=bool)
     present[idx] = True
     found = np.flatnonzero(present)
-    rank = np.empty(hi - lo + 1, dtype=np.int64)  # only the present entries are written and read
-    rank[found] = np.arange(found.size, dtype=np.int64)
+    kind = np.int32 if found.size < 2**31 else np.int64  # int32 codes: half the memory traffic
+    rank = np.empty(hi - lo + 1, dtype=kind)  # only the present entries are written and read
+    rank[found] = np.arange(found.size, dtype=kind)
     return rank[idx], found + lo
 
 
@@ -69,16 +71,17 @@ def _factorize_cached(values: np.ndarray, cache: dict | None) -> tuple[np.ndarra
     return out
 
 
-def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None
+def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None, shared: int = 0
                   ) -> tuple[list[np.ndarray], np.ndarray] | None:
     """(unique combinations, one flat array per argument; flat inverse index) of same-shape arrays.
 
     `[a[inverse] for a in unique] == arrays` element by element. None when the mixed-radix key would
-    not fit in int64 (then evaluate directly).
+    not fit in int64 (then evaluate directly). `shared`: the first `shared` arguments recur in later
+    calls (same objects): their key is compacted and, with a `cache`, kept for those calls.
     """
     facts = [_factorize_cached(a, cache) for a in arrays]
     n = facts[0][0].size
-    limit = max(DENSE_RANGE, 4 * n)
+    limit = max(DENSE_RANGE, _SPACE_PER_POINT * n)
     # mixed radix over the arguments, compacted to the combinations present whenever the key space would
     # outgrow a presence table (correlated arguments - elem_bytes follows dtype, shard follows TP - keep the
     # present combinations far below the product of the per-argument counts)
@@ -99,14 +102,19 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None
                 break
     for j, (codes, uniq) in enumerate(facts[start:], start):
         m = max(len(uniq), 1)
-        if key is not None and space * m > limit:
+        if key is not None and radices and space * m > limit:
             stages.append((radices, *compact(key, space)))
             key, space, radices = stages[-1][1], len(stages[-1][2]), []
+        if key is not None and key.dtype != np.int64 and space * m >= 2**31:
+            key = key.astype(np.int64)
         key = codes if key is None else key * m + codes
         space *= m
         radices.append(m)
         if space >= _MAX_KEY:
             return None
+        if j == shared - 1 and j < len(arrays) - 1:
+            stages.append((radices, *compact(key, space)))
+            key, space, radices = stages[-1][1], len(stages[-1][2]), []
         if cache is not None and j < len(arrays) - 1:
             cache[("dedup.prefix", *map(id, arrays[:j + 1]))] = (tuple(arrays[:j + 1]),
                                                                    (key, space, tuple(radices), tuple(stages)))

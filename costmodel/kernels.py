@@ -243,6 +243,7 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
 
 
 _DEDUP_ORDER = ("rows", "dtype", "elem_bytes", "mode", "cols", "world_size", "padded", "draft_cols")
+_DEDUP_SHARED = 4  # rows, dtype, elem_bytes, mode: the same objects for every op of one evaluation
 DEDUP = True  # price each unique (rows, cols, world size, dtype, ...) point once (costmodel.dedup); False: every point
 
 
@@ -263,7 +264,8 @@ def _deduplicated_estimate(profile: Profile, op: str, *, store: dict | None = No
             # same-shape arrays go in as they are (their factorization is reused inside a memo block)
             full = [kw[k] if isinstance(kw[k], np.ndarray) and kw[k].shape == shape
                     else np.broadcast_to(kw[k], shape) for k in names]
-            found = dedup.unique_points(full, store)
+            shared = sum(1 for k in names if k in _DEDUP_ORDER[:_DEDUP_SHARED])
+            found = dedup.unique_points(full, store, shared)
             if found is not None:
                 uniq, inverse = found
                 est = _model_estimate(profile, op, **{**kw, **dict(zip(names, uniq))})

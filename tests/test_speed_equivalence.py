@@ -95,12 +95,12 @@ def test_dedup_really_deduplicates(monkeypatch):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([0.0, 1.5, -2.0, np.inf, np.nan]), st.booleans(),
                           st.integers(-(2**40), 2**40)), min_size=1, max_size=300),
-       st.sampled_from([4, 64, dedup.DENSE_RANGE]))
-def test_unique_points_reconstructs_every_argument(rows, dense_range):
+       st.sampled_from([4, 64, dedup.DENSE_RANGE]), st.integers(0, 4))
+def test_unique_points_reconstructs_every_argument(rows, dense_range, shared):
     cols = [np.array(c) for c in zip(*rows)]
     with pytest.MonkeyPatch.context() as m:
         m.setattr(dedup, "DENSE_RANGE", dense_range)  # small: forces the compaction and np.unique paths
-        uniq, inverse = dedup.unique_points(cols)
+        uniq, inverse = dedup.unique_points(cols, shared=shared)
     for col, u in zip(cols, uniq):
         np.testing.assert_array_equal(u[inverse], col)
     combos = {tuple(np.asarray(u[i]).item() for u in uniq) for i in range(len(uniq[0]))}
@@ -114,7 +114,7 @@ def test_unique_points_reuses_a_shared_prefix_inside_a_memo_store():
     store: dict = {}
     for cols in (rng.choice(VOCABS, 5000), rng.choice([4000, 16032], 5000), rng.integers(0, 10**6, 5000)):
         for cache in (store, None):
-            uniq, inverse = dedup.unique_points([rows, dtype, cols], cache)
+            uniq, inverse = dedup.unique_points([rows, dtype, cols], cache, shared=2)
             for col, u in zip((rows, dtype, cols), uniq):
                 np.testing.assert_array_equal(u[inverse], col)
     assert any(k[0] == "dedup.prefix" for k in store)
