@@ -120,12 +120,13 @@ def matrix(scenario: Scenario, profile: Profile | None = None, *, verify: bool =
             reference = float(step.total_us(BASELINE))
         for name in STRATEGIES:
             native = _native(step.draft, name, profile, impl)
+            valid = bool(step.valid(name))
             cross = crossover(sc, name, profile, batch_range=(1.0, max_batch)).batch \
-                if crossovers and name != BASELINE else None
+                if crossovers and name != BASELINE and valid else None
             rows.append({"strategy": name, "collective": impl, "draft_step_us": float(step.draft.total_us(name)),
                          "verify_us": float(step.verify_us(name)), "decode_step_us": float(step.total_us(name)),
                          "saving_vs_nccl_baseline_us": reference - float(step.total_us(name)),
-                         "valid": bool(step.valid(name)), "native": native, "crossover_batch": cross,
+                         "valid": valid, "native": native, "crossover_batch": cross,
                          "provenance": "derived" if impl != "nccl" else profile.provenance.kind})
     return pd.DataFrame(rows)
 
