@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .compare import FAMILIES, compare_table, compare_wide, gpu_family
 from .engines import ENGINES, PLANS, host_costs
 from .errors import InputError, OneLineParser, first_line
 from .kernels import kernel_context
@@ -626,17 +627,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def gpu_family(gpu: str) -> str:
-    """GPU family for grouping profiles: Blackwell, Hopper, Ampere, Ada, CPU (from the provenance's GPU name)."""
-    g = gpu.upper()
-    for family, keys in (("Blackwell", ("B200", "B300", "GB200", "GB300", "RTX PRO 6000", "BLACKWELL")),
-                         ("Hopper", ("H100", "H200", "H20", "H800", "GH200")), ("Ampere", ("A100", "A800", "A10")),
-                         ("Ada", ("L40", "L4", "4090")), ("CPU", ("CPU",))):
-        if any(k in g for k in keys):
-            return family
-    return "other"
-
-
 def profile_rows() -> list[dict[str, Any]]:
     """One row per bundled profile: name, family, kind, GPU, fabric, GPUs / NICs per node, date, source, citations."""
     rows = []
@@ -647,8 +637,7 @@ def profile_rows() -> list[dict[str, Any]]:
                      "fabric": v.interconnect, "gpus_per_node": v.gpus_per_node, "nics_per_node": v.nics_per_node,
                      "nic_gbps": v.nic_gbps, "date": v.date, "default": name == DEFAULT_PROFILE, "source": v.source,
                      "citations": list(v.citations)})
-    order = {"Blackwell": 0, "Hopper": 1, "Ampere": 2, "Ada": 3, "other": 4, "CPU": 5}
-    return sorted(rows, key=lambda r: (order[r["family"]], r["name"]))
+    return sorted(rows, key=lambda r: (FAMILIES.index(r["family"]), r["name"]))
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -676,32 +665,19 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """The same scenario on two profiles: per strategy the time, the saving and the crossover batch, side by side."""
+    """The same scenario on two profiles: per strategy the time, the saving and the crossover batch, side by side
+    (costmodel.compare)."""
     profiles = [load_profile(args.profile_a), load_profile(args.profile_b)]
     scenario = scenario_from_args(args)
-    rows = []
-    for prof in profiles:
-        check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
-        result = prediction_dict(predict(scenario, prof), max_batch=args.max_batch)
-        for name, entry in result["strategies"].items():
-            rows.append({"profile": prof.name, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
-                         "strategy": name, "total_us": entry["total_us"],
-                         "saving_per_draft_step_us": entry["saving_per_draft_step_us"],
-                         "saving_per_decode_step_us": entry["saving_per_decode_step_us"],
-                         "crossover_batch": entry["crossover_batch"]})
-    table = pd.DataFrame(rows)
-    wide = table.pivot(index="strategy", columns="profile",
-                       values=["total_us", "saving_per_draft_step_us", "crossover_batch"])
-    wide.columns = [f"{a}[{b}]" for a, b in wide.columns]
-    wide = wide.reindex(list(dict.fromkeys(table["strategy"])))
+    table = compare_table(scenario, profiles, max_batch=args.max_batch)
     if args.csv:
         write_csv(table, args.csv)
         print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)
-    sc = result["scenario"]
-    print(f"scenario: tp {sc['tp']} nodes {sc['nodes']} batch {sc['batch']} K {sc['num_spec_tokens']} "
-          f"vocab {sc['vocab']} {sc['dtype']}; profiles: " + ", ".join(
+    sc = scenario
+    print(f"scenario: tp {int(sc.tp)} nodes {int(sc.nodes)} batch {int(sc.batch)} K {int(sc.num_spec_tokens)} "
+          f"vocab {int(sc.vocab)} {sc.dtype}; profiles: " + ", ".join(
               f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})" for p in profiles))
-    print(wide.reset_index().to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
+    print(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
     return 0
 
 

@@ -162,3 +162,24 @@ def test_validation_of_the_new_tables():
     for table in ("b200x16-all_reduce-2node-lambda", "b200x16-all_reduce-2node-gcp-a4",
                   "h100x16-all_reduce-2node-nebius"):
         assert errors.loc[table, "median_abs_rel_error"] <= 0.30, table
+
+
+def test_compare_table_is_each_profiles_own_prediction():
+    from costmodel.compare import compare_table, compare_wide, gpu_family, profiles_by_family
+    from costmodel.predict import predict
+    from costmodel.scenario import Scenario
+
+    sc = Scenario(vocab=128256, tp=8, batch=32, num_spec_tokens=4)
+    profs = [PROFILES["h100-sxm-nvlink"], PROFILES["rtx-pro-6000-pcie"]]
+    table = compare_table(sc, profs)
+    for prof in profs:
+        pred = predict(sc, prof)
+        mine = table[table["profile"] == prof.name].set_index("strategy")
+        for name, r in pred.strategies.items():
+            assert mine.loc[name, "total_us"] == pytest.approx(float(r.total_us))
+            assert mine.loc[name, "saving_per_decode_step_us"] == pytest.approx(4 * float(pred.saving_us(name)))
+    wide = compare_wide(table)
+    assert list(wide["strategy"])[0] == "full_all_gather" and "total_us[rtx-pro-6000-pcie]" in wide.columns
+    assert gpu_family("NVIDIA GB200") == "Blackwell" and gpu_family("NVIDIA L40S") == "Ada"
+    fam = [f for f, _ in profiles_by_family()]
+    assert fam == sorted(fam, key=["Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU"].index)
