@@ -15,6 +15,8 @@ anything else through np.unique. Factorizations of one array object are reused i
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Sequence
 
 import numpy as np
@@ -134,3 +136,27 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None, share
     digits.append(rest)
     digits.reverse()
     return [uniq[d] for (_codes, uniq), d in zip(facts, digits)], inverse
+
+
+_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gpu_kernels_memo", default=None)
+# set by `memo()`: results for identical (array object) arguments, reused; a ContextVar, so threads (Streamlit
+# sessions) never share or clear each other's store
+
+
+@contextlib.contextmanager
+def memo():
+    """Within the block, reduce_time_us (and costmodel.kernels.kernel_time_us) reuse their result for the same
+    model, kind and input array *objects* (a strategy sweep prices the same [R, s] max for local_argmax and
+    key_pack, the same argmax twice). Only for callers that do not mutate their arrays inside the block
+    (costmodel.strategies.build_components opens one per evaluation). Nested blocks share the outer store."""
+    outer = _MEMO.get()
+    token = _MEMO.set({} if outer is None else outer)
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def memo_store() -> dict | None:
+    """The active `memo()` store (None outside a memo block)."""
+    return _MEMO.get()

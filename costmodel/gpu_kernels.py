@@ -74,13 +74,12 @@ alone outside it.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .dedup import _MEMO, memo  # noqa: F401  (memo: re-exported, costmodel.kernels.kernel_memo)
 from .errors import InputError
 
 # ATen Reduce.cuh constants (see the module doc)
@@ -247,27 +246,8 @@ def model_from_dict(obj: Any, where: str = "kernels.model") -> GpuKernelModel:
 
 
 # -- pricing -------------------------------------------------------------------------------------------------
-_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gpu_kernels_memo", default=None)
-# set by `memo()`: results for identical (array object) arguments, reused; a ContextVar, so threads (Streamlit
-# sessions) never share or clear each other's store
-
-
-@contextlib.contextmanager
-def memo():
-    """Within the block, reduce_time_us (and costmodel.kernels.kernel_time_us) reuse their result for the same
-    model, kind and input array *objects* (a strategy sweep prices the same [R, s] max for local_argmax and
-    key_pack, the same argmax twice). Only for callers that do not mutate their arrays inside the block
-    (costmodel.strategies.build_components opens one per evaluation). Nested blocks share the outer store."""
-    outer = _MEMO.get()
-    token = _MEMO.set({} if outer is None else outer)
-    try:
-        yield
-    finally:
-        _MEMO.reset(token)
-
-
 def memo_store() -> dict | None:
-    """The active `memo()` store (None outside a memo block)."""
+    """The active `memo()` store (None outside a memo block; see costmodel.dedup.memo)."""
     return _MEMO.get()
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import Scenario, dedup, kernels, predict, strategies
+from costmodel.collectives import collective_time_us
 from costmodel.profile import load_profile
 
 PROFILES = {name: load_profile(name) for name in ("h200-sxm-nvlink", "h100-sxm-nvlink", "cpu-gloo")}
@@ -118,3 +119,23 @@ def test_unique_points_reuses_a_shared_prefix_inside_a_memo_store():
             for col, u in zip((rows, dtype, cols), uniq):
                 np.testing.assert_array_equal(u[inverse], col)
     assert any(k[0] == "dedup.prefix" for k in store)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_grouped_collectives_equal_pricing_each_point_alone(profile):
+    """collective_time_us sorts points by (world size, nodes, mode) group once; each point priced alone
+    (one group, nothing sorted) gives the same number."""
+    prof = PROFILES[profile]
+    rng = np.random.default_rng(11)
+    n = 300
+    b = rng.choice([8.0, 4096.0, 2.0**20, 2.0**27], n) * rng.random(n)
+    p = rng.choice([1, 2, 4, 8], n)
+    nodes = np.where((p >= 2) & (rng.random(n) < 0.3), 2, 1)
+    mode = rng.choice(["graph", "eager"], n)
+    for op in ("all_gather", "all_reduce", "gather", "broadcast"):
+        with dedup.memo():  # the cached plan too
+            fast = collective_time_us(prof, op, b, p, nodes, mode)
+            again = collective_time_us(prof, op, b, p, nodes, mode)
+        alone = [float(collective_time_us(prof, op, b[i], p[i], nodes[i], mode[i])) for i in range(n)]
+        np.testing.assert_array_equal(fast, alone, err_msg=op)
+        np.testing.assert_array_equal(again, alone, err_msg=op)
