@@ -121,6 +121,7 @@ TORCH_OPS: dict[str, int] = {
     "chunked_topk": 6,     # view, topk per chunk, id + r*s, reshape, topk of the p*k candidates, gather
     "local_topk": 5,       # topk(-1), id + r*s, vals.float(), ids.float(), stack  ([R, k, 2] fp32 pairs)
     "topk_merge": 4,       # relayout of [p*R, k, 2] (copy), topk of the p*k values, gather ids, .long()
+    "d2t_lookup_topk": 12,  # clamp, d2t[ids], +, != -inf, where, arange, ==/any, sort, index, sum, -/clamp, where
 }
 # view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
 TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
@@ -333,13 +334,13 @@ class _Ctx:
         sort = self.profile.graph_kernel_us + 2.0 * rows * self.k * (e + ID_BYTES) / bw * 1e-3
         return ((e + 1) * one + sort) * self.factors.get("topk", 1.0)
 
-    def topk_component(self, name: str, k1: Component, gpu_us, ops: int) -> Component:
-        """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1."""
-        when = self.topk
+    def topk_component(self, name: str, k1: Component, gpu_us, ops: int, when=None,
+                       how: str = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort") -> Component:
+        """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1 (and `when`)."""
+        when = self.topk if when is None else self.topk & when
         host = self._host(name, self.host.torch_op_us, ops, when & self.multi if name == "topk_merge" else when)
         call = Call("kernel", name, {"top_k": self.k, "gpu_us": gpu_us,
-                                     "formula": f"{name} at top-k {self.k} (derived, strategies._Ctx.topk_us: "
-                                                "(e + 1) argmax-like radix passes + a k-sort)"}, when)
+                                     "formula": f"{name} at top-k {self.k} (derived, {how})"}, when)
         k1_calls = tuple(replace(c, when=np.asarray(c.when) & ~when) for c in k1.calls)
         return Component(np.where(when, gpu_us, k1.time_us), 0.0, np.where(when, False, k1.extrapolated),
                          k1_calls + (call,), np.where(when, host, k1.host_us), np.where(when, ops, k1.ops))
@@ -349,7 +350,16 @@ class _Ctx:
         return self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab, when=sc.d2t)
 
     def d2t_lookup(self) -> Component:
-        return self.kernel("d2t_lookup", 0, when=self.sc.d2t)
+        """target = draft + d2t[draft] for R ids; at top-k k > 1 for R x k ids plus the -inf tail fill of
+        reference.d2t_lookup_topk (TORCH_OPS["d2t_lookup_topk"] ops, priced as the lookup over R x k rows)."""
+        k1 = self.kernel("d2t_lookup", 0, when=self.sc.d2t)
+        if not self.any_topk:
+            return k1
+        mode = "eager" if "d2t_lookup" in self._eager_only else "graph"
+        gpu = kernel_time_us(self.profile, "d2t_lookup", rows=self.rows * self.k, cols=0, dtype=self.sc.dtype,
+                             elem_bytes=self.e, mode=mode).time_us * self.factors.get("d2t_lookup", 1.0)
+        return self.topk_component("d2t_lookup", k1, np.where(self.sc.d2t, gpu, 0.0), TORCH_OPS["d2t_lookup_topk"],
+                                   when=self.sc.d2t, how="the d2t_lookup kernel model over R x k ids")
 
     def relayout(self, *, view_at_one_row: bool = True) -> Component:
         """The relayout copy - a view (0 us on the GPU) at p = 1 or, for the all-gather's reshape, at one row."""
