@@ -271,7 +271,8 @@ def _deduplicated_estimate(profile: Profile, op: str, *, store: dict | None = No
                 est = _model_estimate(profile, op, **{**kw, **dict(zip(names, uniq))})
                 u = (len(uniq[0]),)
                 time = np.broadcast_to(est.time_us, u)[inverse]
-                extrapolated = np.broadcast_to(est.extrapolated, u)[inverse]
+                extrapolated = (np.broadcast_to(est.extrapolated, u)[inverse] if np.any(est.extrapolated)
+                                else np.zeros(inverse.shape, dtype=bool))
                 return KernelEstimate(time.reshape(shape), extrapolated.reshape(shape))
     return _model_estimate(profile, op, **kw)
 
