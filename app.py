@@ -8,11 +8,13 @@ URL's query parameters, so a copied link restores the view.
 import streamlit as st
 
 from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
+from costmodel.compare import profiles_by_family
 from costmodel.engines import ENGINES
 from costmodel.presets import preset, presets
 from costmodel.safe_io import escape_markdown as plain
 from costmodel.schema import DTYPES
 from dashboard import state, views
+from dashboard.compare_panel import compare_panel, profile_label
 from dashboard.data import bundled_profile_text, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
@@ -23,7 +25,7 @@ from dashboard.verdict import evaluate
 # no page_icon: a ":material/..." favicon is fetched from a font CDN, a console error on a closed network
 st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
 ss = st.session_state
-PROFILES = bundled_profiles()
+PROFILES = [name for _, name in profiles_by_family(bundled_profiles())]  # grouped by GPU family in the picker
 PRESETS = presets()
 ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
@@ -75,7 +77,7 @@ def preset_label(name: str) -> str:
 
 with st.sidebar:
     st.header("Scenario")
-    st.selectbox("Cluster profile", [*PROFILES, *ss["_uploads"]], key="profile")
+    st.selectbox("Cluster profile", [*PROFILES, *ss["_uploads"]], key="profile", format_func=profile_label)
     st.file_uploader("...or upload profile JSONs, measurement CSVs (collectives, kernels) and nccl-tests logs",
                      type=list(UPLOAD_TYPES), key="upload", on_change=on_upload, accept_multiple_files=True,
                      help="Parsed as JSON / CSV / text only. Every JSON is a profile of its own; all CSVs and logs "
@@ -147,6 +149,7 @@ except InputError as exc:
 
 views.verdict(ev)
 topk_panel(ev)
+compare_panel(ev)
 export_slot = st.container()  # filled after the open tab has drawn its charts
 ss["_drawn"] = {}
 tabs = st.tabs(TABS, key="tab", on_change="rerun")

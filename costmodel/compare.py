@@ -7,10 +7,13 @@ Profiles are grouped by GPU family (`gpu_family`) for listings and pickers.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pandas as pd
 
+from . import safe_io
 from .predict import BASELINE, crossover, predict
-from .profile import Profile, bundled_profiles, check_tp_placement, load_profile
+from .profile import MAX_PROFILE_BYTES, PROFILE_DIR, Profile, bundled_profiles, check_tp_placement
 from .scenario import Scenario
 
 FAMILIES = ("Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU")
@@ -28,10 +31,21 @@ def gpu_family(gpu: str) -> str:
     return "other"
 
 
+@lru_cache(maxsize=64)
+def bundled_family(name: str) -> str:
+    """GPU family of a bundled profile from its provenance.gpu, without validating the whole profile (a label; the
+    profile is loaded - and validated - when it is used)."""
+    data = safe_io.loads_json(safe_io.read_bytes(PROFILE_DIR / f"{name}.json", limit_bytes=MAX_PROFILE_BYTES,
+                                                 what="profile"), name)
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    gpu = prov.get("gpu") if isinstance(prov, dict) else None
+    return gpu_family(gpu) if isinstance(gpu, str) else "other"
+
+
 def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
-    """(family, profile name) of the bundled profiles (or `names`), ordered by FAMILIES then name."""
+    """(family, profile name) of the bundled profiles (or bundled `names`), ordered by FAMILIES then name."""
     names = bundled_profiles() if names is None else names
-    rows = [(gpu_family(load_profile(n).provenance.gpu), n) for n in names]
+    rows = [(bundled_family(n), n) for n in names]
     return sorted(rows, key=lambda r: (FAMILIES.index(r[0]), r[1]))
 
 

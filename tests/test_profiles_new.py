@@ -183,3 +183,40 @@ def test_compare_table_is_each_profiles_own_prediction():
     assert gpu_family("NVIDIA GB200") == "Blackwell" and gpu_family("NVIDIA L40S") == "Ada"
     fam = [f for f, _ in profiles_by_family()]
     assert fam == sorted(fam, key=["Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU"].index)
+
+
+def test_dashboard_groups_the_picker_and_compares_two_profiles():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from costmodel.compare import compare_table
+    from dashboard.compare_panel import profile_label
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    picker = at.selectbox(key="profile")
+    assert list(picker.options)[:3] == [profile_label(n) for n in ("b200-hgx-nvlink", "b300-hgx-nvlink",
+                                                                     "gb200-nvl72")]
+    assert profile_label("upload: mine") == "upload: mine" and profile_label("l40s-pcie") == "Ada · l40s-pcie"
+    at.selectbox(key="compare_with").set_value("b200-hgx-nvlink")
+    at.toggle(key="compare_show").set_value(True).run()
+    assert not at.exception, at.exception
+    shown = next(d.value for d in at.dataframe if "total_us[b200-hgx-nvlink]" in d.value.columns)
+    prof = load_profile(at.session_state["profile"])
+    table = compare_table(sidebar_scenario(at), [prof, PROFILES["b200-hgx-nvlink"]])
+    expect = table[table["profile"] == "b200-hgx-nvlink"].set_index("strategy")["total_us"]
+    got = shown.set_index("strategy")["total_us[b200-hgx-nvlink]"]
+    assert got.to_dict() == pytest.approx(expect.round(1).to_dict(), abs=0.051)
+
+
+def sidebar_scenario(at):
+    """The scenario the sidebar widgets describe (as tests/test_app.py reads it)."""
+    from costmodel.scenario import Scenario
+
+    w = {k: at.session_state[k] for k in ("vocab", "draft_vocab", "d2t", "hidden", "tp", "nodes", "dtype", "k",
+                                           "drafting", "mode", "impl", "engine", "batch")}
+    return Scenario(vocab=w["vocab"], draft_vocab=w["draft_vocab"], d2t=w["d2t"], hidden=w["hidden"],
+                    dtype=w["dtype"], tp=int(w["tp"]), nodes=w["nodes"], num_spec_tokens=w["k"],
+                    drafting=w["drafting"], mode=w["mode"], impl=w["impl"], engine=w["engine"], batch=w["batch"])

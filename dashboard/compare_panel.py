@@ -1,0 +1,56 @@
+"""Compare profiles: the chosen scenario's savings and crossover on the current profile and a second one side by
+side (e.g. H100 vs B200, or a derived profile vs your calibration), with a CSV. No modelling here: every number
+comes from costmodel.compare (each profile prices the scenario as predict does)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from costmodel import InputError
+from costmodel.compare import bundled_family, compare_table, compare_wide, profiles_by_family
+from costmodel.profile import bundled_profiles, load_profile
+from costmodel.safe_io import escape_markdown as plain
+from costmodel.safe_io import write_csv
+
+
+def profile_label(name: str) -> str:
+    """'Blackwell · b200-hgx-nvlink' for a bundled profile (the picker groups by GPU family); uploads unchanged."""
+    if name not in bundled_profiles():  # an upload's label: never looked up as a path
+        return name
+    return f"{bundled_family(name)} · {name}"
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: float) -> pd.DataFrame:
+    return compare_table(spec.scenario(batch), [_profile, load_profile(other)])
+
+
+def compare_panel(ev: Any) -> None:
+    """The expander under the verdict (app.py)."""
+    with st.expander("Compare profiles"):
+        names = [n for _, n in profiles_by_family()]
+        others = [n for n in names if n != ev.profile.name] or names
+        other = st.selectbox("Compare with", others, key="compare_with", format_func=profile_label,
+                             index=others.index("b200-hgx-nvlink") if "b200-hgx-nvlink" in others else 0)
+        if not st.toggle("Show the side-by-side table", key="compare_show"):
+            st.caption("Prices this scenario (TP, batch, vocab, K, dtype) on both profiles: time per draft step, "
+                       "saving versus full_all_gather and crossover batch per strategy.")
+            return
+        key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
+        try:
+            table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch))
+        except (InputError, ValueError) as exc:
+            st.error(plain(str(exc)))
+            return
+        st.dataframe(compare_wide(table).round(1), width="stretch", hide_index=True)
+        kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
+        st.caption(plain(f"us per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
+                         f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
+                         "not measured)."))
+        buf = io.StringIO()
+        write_csv(table, buf)
+        st.download_button("Compare CSV", buf.getvalue(), "compare_profiles.csv", "text/csv", key="compare_csv")
