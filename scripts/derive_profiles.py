@@ -4,6 +4,8 @@ Every number below is either a constant of NCCL's tuning model (src/graph/tuning
 NCCL 2.2x) or a published figure, as collected in shared/context/nccl-model.md,
 or a stated assumption. Nothing here was measured by this project:
 provenance.kind = "derived". Run:  python scripts/derive_profiles.py
+The B200 / B300 / GB200 NVL72 / H20 / L40S / RTX PRO 6000 profiles (issue 10) are written by
+scripts/derive_profiles_current.py, which imports this module (rerun it after changing either).
 """
 
 from __future__ import annotations

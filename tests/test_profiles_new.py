@@ -220,3 +220,18 @@ def sidebar_scenario(at):
     return Scenario(vocab=w["vocab"], draft_vocab=w["draft_vocab"], d2t=w["d2t"], hidden=w["hidden"],
                     dtype=w["dtype"], tp=int(w["tp"]), nodes=w["nodes"], num_spec_tokens=w["k"],
                     drafting=w["drafting"], mode=w["mode"], impl=w["impl"], engine=w["engine"], batch=w["batch"])
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_kernel_model_is_the_bundled_h200_fit_carried_over(name):
+    # derive_model: element rates x SMs x clock, byte rates x memory bandwidth, the rest as fitted on the H200.
+    # Fails when the H200 fit changed without rerunning scripts/derive_profiles_current.py.
+    h200, mine = load_profile("h200-sxm-nvlink").kernel_model, PROFILES[name].kernel_model
+    elem = {k: mine.reduce_ops[k].elems_per_us / v.elems_per_us for k, v in h200.reduce_ops.items()}
+    assert max(elem.values()) == pytest.approx(min(elem.values()), rel=2e-3), elem
+    byte = mine.hbm_gbps / h200.hbm_gbps
+    for k, v in h200.copy_gbps.items():
+        assert mine.copy_gbps[k] == pytest.approx(v * byte, rel=2e-3)
+    assert mine.reduce_gbps == pytest.approx(h200.reduce_gbps * byte, rel=2e-3)
+    assert {k: v.floor_us for k, v in mine.reduce_ops.items()} == pytest.approx(
+        {k: v.floor_us for k, v in h200.reduce_ops.items()}, rel=2e-3)
