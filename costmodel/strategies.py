@@ -322,11 +322,13 @@ class _Ctx:
         return self.kernel("argmax", self._argmax_vocab)
 
     def topk_us(self, rows, cols, *, fp32: bool = False) -> np.ndarray:
-        """torch.topk over [rows, cols] at k > 1 (derived, not measured): (e + 1) reduction passes + a k-sort.
+        """torch.topk over [rows, cols] at k > 1 (derived, not measured): radix passes + a k-sort.
 
-        ATen TensorTopK.cu (multi-block radix select, 8-bit digits): e digit passes over the data (e = bytes
-        per value), then a gather pass, each priced as one argmax-like reduction over [rows, cols] in the
-        kernel model; then sorting the k winners, one launch moving rows * k * (e + 8) bytes at the copy rate.
+        ATen TensorTopK.cu picks the multi-block radix select where `should_use_multiblock(rows, cols)` holds
+        (`topk_multiblock`): e digit passes of 8 bits over the data (e = bytes per value), then a gather pass,
+        each priced as one argmax-like reduction over [rows, cols] in the kernel model; otherwise the single-block
+        kernel (one block per row, one launch): one such reduction. Then sorting the k winners, one launch moving
+        rows * k * (e + 8) bytes at the copy rate.
         """
         e = np.full(np.shape(self.e), 4) if fp32 else self.e
         dtype = "fp32" if fp32 else self.sc.dtype
@@ -335,7 +337,8 @@ class _Ctx:
                              elem_bytes=e, mode=mode).time_us
         bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
         sort = self.profile.graph_kernel_us + 2.0 * rows * self.k * (e + ID_BYTES) / bw * 1e-3
-        return ((e + 1) * one + sort) * self.factors.get("topk", 1.0)
+        passes = np.where(topk_multiblock(rows, cols), e + 1, 1)
+        return (passes * one + sort) * self.factors.get("topk", 1.0)
 
     def topk_component(self, name: str, k1: Component, gpu_us, ops: int, when=None,
                        how: str = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort") -> Component:
@@ -370,6 +373,15 @@ class _Ctx:
         return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & copies,
                            host_when=self.multi, torch_ops=np.where(copies, TORCH_OPS["relayout_copy"], 0),
                            views=np.where(copies, TORCH_VIEWS["relayout_copy"], TORCH_VIEWS["relayout_copy"] + 1))
+
+
+def topk_multiblock(rows, cols) -> np.ndarray:
+    """ATen aten/src/ATen/native/cuda/TensorTopK.cu `should_use_multiblock(num_slices, slice_size)` (CUB
+    scan-by-key build; thresholds from pytorch/pytorch PR #74267): the multi-block radix select for long rows."""
+    n, s = np.asarray(rows, dtype=float), np.asarray(cols, dtype=float)
+    return (((n <= 20) & (s >= 20000)) | ((n > 20) & (n <= 40) & (s >= 10000)) | ((n > 40) & (n <= 80) & (s >= 8000))
+            | ((n > 80) & (n < 200) & (s >= 5000)) | ((n >= 200) & (n < 800) & (s >= 3000))
+            | ((n >= 800) & (n <= 4000) & (s >= 800)) | ((n > 4000) & (s >= 400)))
 
 
 def _select_full(c: _Ctx) -> dict[str, Component]:

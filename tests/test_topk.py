@@ -299,3 +299,15 @@ def test_dashboard_matrix_panel_names_the_best_pair():
     frame = [d.value for d in at.dataframe if "multimem" in getattr(d.value, "columns", [])][0]
     assert set(frame.columns) == set(ci.IMPLS) and "local_argmax_pairs" in frame.index
     assert not frame.isna().any().any()
+
+
+def test_topk_kernel_choice_follows_aten_heuristic():
+    from costmodel.strategies import topk_multiblock
+
+    # TensorTopK.cu should_use_multiblock: (slices <= 20, >= 20000), (80 < slices < 200, >= 5000), (> 4000, >= 400)
+    assert topk_multiblock(8, 25256) and not topk_multiblock(8, 19999)
+    assert topk_multiblock(100, 5000) and not topk_multiblock(100, 4999)
+    assert topk_multiblock(5000, 400) and not topk_multiblock(64, 64)  # the p x k merge: single block
+    sc = Scenario(vocab=202048, tp=8, batch=64, top_k=8)
+    comps = predict(sc, H200).strategies["local_argmax_pairs"].components_us
+    assert comps["topk_merge"] < comps["local_topk"]  # one short single-block topk vs radix passes over the shard
