@@ -161,6 +161,9 @@ def validate_measurements(
                "dtype": (tuple(ELEM_BYTES), "column dtype has {!r}; expected one of " + ", ".join(ELEM_BYTES))}
     for column, (values, message) in allowed.items():
         bad = sorted(set(frame[column].unique().tolist()) - set(values))
+        if bad and column == "op" and bad[0] in VALIDATION_ONLY_OPS:
+            raise InputError(f"{source}: op {bad[0]!r} is imported for validation only (no strategy uses it; the "
+                             "cost model neither prices nor fits it): drop those rows")
         if bad:
             raise InputError(f"{source}: " + message.format(bad[0]))
     for column in _INT_COLUMNS:
