@@ -492,6 +492,8 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
         elif name != BASELINE:
             s = entry["saving_per_draft_step_us"]
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
+        if name != BASELINE and not entry["valid"]:  # not exact here (fp32 ids, or packed keys at top-k > 1)
+            entry["verdict"] = "invalid"
 
 
 # -- recommend ---------------------------------------------------------------------------
