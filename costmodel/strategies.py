@@ -138,8 +138,8 @@ class _Ctx:
         self.p = scenario.tp
         self.e = scenario.elem_bytes
         self.multi = self.p > 1
-        self.fused = scenario.impl == "fused"
         self.k = scenario.top_k
+        self.fused = (scenario.impl == "fused") & (self.k == 1)  # the fused kernels are argmax-only (k = 1)
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))
