@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from .errors import InputError
 from .predict import predict
-from .profile import Profile
+from .profile import Profile, tp_placement_problem
 from .safe_io import safe_cell
 from .scenario import SCENARIO_FIELDS, Scenario, padded_vocab
 from .strategies import STRATEGIES
@@ -60,9 +60,9 @@ def _grid_arrays(models: list[dict[str, Any]], grid: dict[str, list]
     return cols, cats
 
 
-def _invalid_reason(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
+def _invalid_reason(cols: dict[str, np.ndarray], profile: Profile | None = None) -> tuple[np.ndarray, list[str]]:
     """Codes into [''] + reasons: 0 where the scenario is possible, else why not (TP vs padded vocab,
-    nodes vs TP)."""
+    nodes vs TP, TP per node above the profile's GPUs per node: profile.tp_placement_problem)."""
     n = len(cols["vocab"])
     tp = np.broadcast_to(cols.get("tp", 8), n)
     nodes = np.broadcast_to(cols.get("nodes", 1), n)
@@ -77,6 +77,12 @@ def _invalid_reason(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]
     if bad_nodes.any():
         codes[bad_nodes] = len(reasons)
         reasons.append("nodes must divide the TP size")
+    per_node = None if profile is None else profile.provenance.gpus_per_node
+    if per_node is not None:
+        over = (-(-tp // np.maximum(nodes, 1)) > per_node) & (codes == 0)
+        for p, nn in sorted({(int(a), int(b)) for a, b in zip(tp[over], nodes[over])}):
+            codes[over & (tp == p) & (nodes == nn)] = len(reasons)
+            reasons.append(tp_placement_problem(profile, p, nn))
     return codes, reasons
 
 
@@ -104,7 +110,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
     """Every model x grid combination x strategy as one Arrow table (see the module docstring)."""
     cols, cats = _grid_arrays(models, grid)
     n = len(cols["vocab"])
-    reason_codes, reasons = _invalid_reason(cols)
+    reason_codes, reasons = _invalid_reason(cols, profile)
     ok = reason_codes == 0
     every = bool(ok.all())
     scenario = None

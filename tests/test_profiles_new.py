@@ -235,3 +235,16 @@ def test_kernel_model_is_the_bundled_h200_fit_carried_over(name):
     assert mine.reduce_gbps == pytest.approx(h200.reduce_gbps * byte, rel=2e-3)
     assert {k: v.floor_us for k, v in mine.reduce_ops.items()} == pytest.approx(
         {k: v.floor_us for k, v in h200.reduce_ops.items()}, rel=2e-3)
+
+
+def test_sweep_keeps_tp_above_gpus_per_node_as_an_invalid_row(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "sw.csv"
+    assert main(["sweep", "--profile", "b200-hgx-nvlink", "--preset", "llama4-maverick", "--tp", "8,16",
+                 "--nodes", "1,2", "--batch", "8", "--out", str(out)]) == 0
+    t = pd.read_csv(out)
+    bad = t[(t["tp"] == 16) & (t["nodes"] == 1)]
+    assert len(bad) == 5 and not bad["valid"].any() and bad["total_us"].isna().all()
+    assert bad["invalid_reason"].str.contains("pass --nodes 2").all()
+    assert t.loc[~((t["tp"] == 16) & (t["nodes"] == 1)), "valid"].all()
