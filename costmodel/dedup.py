@@ -23,6 +23,7 @@ import numpy as np
 
 DENSE_RANGE = 1 << 22  # integer values spanning fewer than this factorize through a lookup table
 MIN_POINTS = 2048  # below this many points, deduplicating costs more than it saves
+MAX_UNIQUE_FRACTION = 0.5  # an argument with more distinct values than this share of points: no dedup
 _MAX_KEY = 1 << 62
 _SPACE_PER_POINT = 4  # a presence table may span this many entries per point before the key is compacted
 
@@ -78,11 +79,14 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None, share
     """(unique combinations, one flat array per argument; flat inverse index) of same-shape arrays.
 
     `[a[inverse] for a in unique] == arrays` element by element. None when the mixed-radix key would
-    not fit in int64 (then evaluate directly). `shared`: the first `shared` arguments recur in later
-    calls (same objects): their key is compacted and, with a `cache`, kept for those calls.
+    not fit in int64 or one argument is mostly distinct values already (then evaluate directly).
+    `shared`: the first `shared` arguments recur in later calls (same objects): their key is compacted
+    and, with a `cache`, kept for those calls.
     """
     facts = [_factorize_cached(a, cache) for a in arrays]
     n = facts[0][0].size
+    if any(len(uniq) > n * MAX_UNIQUE_FRACTION for _codes, uniq in facts):
+        return None  # (nearly) all distinct already: nothing to gain
     limit = max(DENSE_RANGE, _SPACE_PER_POINT * n)
     # mixed radix over the arguments, compacted to the combinations present whenever the key space would
     # outgrow a presence table (correlated arguments - elem_bytes follows dtype, shard follows TP - keep the
