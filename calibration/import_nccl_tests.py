@@ -218,7 +218,10 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
         raise InputError(f"{where}: no '# nThread ...' header and no '#  Rank' lines: the rank count is unknown; "
                          "pass --world-size (and --nodes)")
     if hints.nodes is not None and hints.nodes != nodes:
-        raise InputError(f"{where}: the Rank lines name {nodes} host(s) but --nodes says {hints.nodes}")
+        # fewer nodes than hosts: one NVLink domain spans several hosts (GB200 NVL72: 18 trays, one node)
+        if not (hints.nodes < nodes and nodes % hints.nodes == 0):
+            raise InputError(f"{where}: the Rank lines name {nodes} host(s) but --nodes says {hints.nodes}")
+        nodes = hints.nodes
     launch = _launch(run, pids)
     calls = max(run.iters, 1) * max(run.agg_iters, 1) * max(run.graph, 1)
     header = run.header
@@ -462,7 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the collective, for a log that names no program (checked against one that does)")
     parser.add_argument("--world-size", type=int, default=None,
                         help="ranks, for a log without (complete) '#  Rank' lines, e.g. an mpirun table")
-    parser.add_argument("--nodes", type=int, default=None, help="nodes of such a run (default 1)")
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="nodes of such a run (default 1); fewer than the hosts the Rank lines name: NVLink "
+                             "domains spanning hosts (a GB200 NVL72 rack: --nodes 1)")
     parser.add_argument("--gpu", default=None, help="GPU name of such a run (default 'unknown')")
     try:
         args = parser.parse_args(argv)

@@ -422,3 +422,15 @@ def test_incomplete_rank_lines_are_refused_unless_the_rank_count_is_given():
         parse_nccl_tests_text(text, "gb.log", Hints(op="all_reduce"))
     frame = parse_nccl_tests_text(text, "gb.log", Hints(op="all_reduce", world_size=72, nodes=1))
     assert set(frame["world_size"]) == {72} and frame["bytes_per_rank"].tolist()[0] == 536870912
+
+
+def test_nodes_hint_groups_hosts_into_nvlink_domains():
+    # a GB200 NVL72 run prints 18 hosts (trays) but is one NVLink domain: --nodes 1 says so
+    log = nccl_log("all_reduce_perf", [f"tray{i}" for i in range(18)], 4, [(1 << 20, 50.0)])
+    assert parse_nccl_tests_text(log, "nvl72.log")["nodes"].tolist() == [18]
+    assert parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=1))["nodes"].tolist() == [1]
+    assert parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=2))["world_size"].tolist() == [72]
+    with pytest.raises(InputError, match="name 18 host.s. but --nodes says 4"):
+        parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=4))
+    with pytest.raises(InputError, match="name 18 host.s. but --nodes says 36"):
+        parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=36))
