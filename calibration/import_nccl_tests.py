@@ -1,4 +1,5 @@
-"""Import nccl-tests logs (all_gather_perf, all_reduce_perf, gather_perf, broadcast_perf) as measurement rows.
+"""Import nccl-tests logs (all_gather_perf, all_reduce_perf, gather_perf, broadcast_perf; reduce_scatter_perf and
+alltoall_perf for validation only - no strategy uses them) as measurement rows.
 
     python -m calibration.import_nccl_tests LOG... --out CSV
 
@@ -14,15 +15,27 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   mode "graph"; N = 0 or absent -> "eager").
 * One `#  Rank  r Group g Pid ... on HOST device d [bus] GPU NAME` line per
   rank gives world_size (ranks per group), gpu and nodes (distinct HOSTs).
-  Without Rank lines: world_size = nThread * nGpus (one process).
+  Without Rank lines: world_size = nThread * nGpus when that is > 1 (one process
+  drives them); nThread 1 nGpus 1 without Rank lines (an mpirun table) or Rank
+  lines that skip ranks are refused unless `Hints` (--world-size, --nodes) say
+  how many; hints must agree with what the log says (--nodes may group hosts into
+  NVLink domains: a GB200 NVL72 rack is one node).
+* `launch`: single-process (nGpus > 1), multi-thread (nThread > 1) or
+  process-per-gpu - its own launch mode, the small-message floors differ.
 * Result rows: `size count type redop root | time algbw busbw #wrong |
-  time algbw busbw #wrong`; the out-of-place `time` (us) is used.
+  time algbw busbw #wrong`; the out-of-place `time` (us) is used, located from
+  the header's `time` column, so tables trimmed to the out-of-place columns
+  (no #wrong) read too. Every nccl-tests type (TYPE_NAMES; `-d all` prints one
+  sweep per type, kept apart by `dtype`). Header lines may lack their '#' and
+  sit inside markdown / YAML / shell text. Inside one run each (type, redop,
+  root) sweep grows in size; a size that does not is two runs interleaved:
+  refused naming both lines.
 
 `size` is max(send bytes, receive bytes) of one rank. all_gather and gather
 (gather.cu: sendcount = count / nranks, recvcount = sendcount * nranks, and
 the same print) therefore print the whole gathered buffer, so
-    bytes_per_rank = size / nranks          (all_gather, gather)
-    bytes_per_rank = size                   (all_reduce, broadcast)
+    bytes_per_rank = size / nranks          (all_gather, gather, reduce_scatter: the per-rank output)
+    bytes_per_rank = size                   (all_reduce, broadcast, alltoall: what one rank sends)
 and `count` is per-rank elements for all_gather / gather.
 
 nccl-tests reports the MEAN over `iters * agg iters` back-to-back calls (times
