@@ -75,6 +75,7 @@ class Case:
     softcap: float | None = None
     scale: float = 1.0
     top_k: int | None = None  # None: the run's --top-k; an int: this case's own k (only run when --top-k > 1)
+    greedy_k: int | None = None  # target-side greedy verification of K drafts: batch = B x (K + 1) target rows
 
     @property
     def padded_vocab(self) -> int:
@@ -257,6 +258,7 @@ def default_cases() -> list[Case]:
         c("softcap30-scale1.7-fp32-V1000-B3", 1000, 3, "fp32", build_softcap, softcap=30.0, scale=1.7),
         c("eagle3-d2t-softcap-fp16-V1000-T2000-B4", 1000, 4, "fp16", build_softcap, target_vocab=2000,
           softcap=8.0, scale=2.0),
+        c("greedy-verify-bf16-V32003-B4-K5", 32003, 4 * 6, "bf16", build_ties_in_shard, top_k=1, greedy_k=5),
     ]
 
 
@@ -487,6 +489,11 @@ def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm
         padded = padded.to(device)
         head = _head_to(head, device)
         expected = ref.expected_ids(padded, head)
+        draft = None
+        if case.greedy_k:  # verification: the strategies' argmax of B x (K + 1) target rows, then acceptance
+            target = expected.reshape(-1, case.greedy_k + 1)
+            draft = greedy_drafts(target, case.greedy_k)
+            expected = greedy_expected(target, draft)
         local = ref.shard_of(padded, comm.rank, head.layout)
         for name, fn in strategies.items():
             keys.append((case.name, name))
@@ -494,7 +501,11 @@ def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm
                 codes.append(_SKIP)
                 continue
             try:
-                got = fn(local, comm, head)
+                if draft is None:
+                    got = fn(local, comm, head)
+                else:
+                    got = torch.cat([t.reshape(draft.shape[0], -1)
+                                     for t in ref.greedy_verify(fn, local, comm, head, draft)], dim=-1)
             except Exception as exc:  # noqa: BLE001 - a broken strategy is a result, not a crash
                 detail[(case.name, name)] = f"{type(exc).__name__}: {first_line(exc)}"
                 codes.append(_ERROR)
@@ -526,6 +537,28 @@ def run_cases(cases: list[Case], strategies: dict[str, Strategy], comm: ref.Comm
                 got, expected = int(mine[0][row]), int(mine[1][row])
             outcomes.append(Outcome(case_name, name, "FAIL", row, got, expected))
     return outcomes
+
+
+def greedy_drafts(target: torch.Tensor, k: int) -> torch.Tensor:
+    """Draft ids [B, K] against the target argmax [B, K + 1]: request b keeps its first (2b + 2) % (K + 2)
+    drafts equal to the target's and changes the next one (>= K: every draft accepted)."""
+    draft = target[:, :k].clone()
+    for b in range(draft.shape[0]):
+        wrong = (2 * b + 2) % (k + 2)
+        if wrong < k:
+            draft[b, wrong] += 1
+    return draft
+
+
+def greedy_expected(target: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+    """[B, K + 2]: accepted prefix length (counted in Python), then the target argmax ids."""
+    accepted = []
+    for t_row, d_row in zip(target.tolist(), draft.tolist()):
+        n = 0
+        while n < len(d_row) and d_row[n] == t_row[n]:
+            n += 1
+        accepted.append(n)
+    return torch.cat([torch.tensor(accepted, device=target.device)[:, None], target], dim=-1)
 
 
 def _first_diff(got: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -311,3 +311,13 @@ def test_topk_kernel_choice_follows_aten_heuristic():
     sc = Scenario(vocab=202048, tp=8, batch=64, top_k=8)
     comps = predict(sc, H200).strategies["local_argmax_pairs"].components_us
     assert comps["topk_merge"] < comps["local_topk"]  # one short single-block topk vs radix passes over the shard
+
+
+def test_verify_greedy_case_expects_a_spread_of_accepted_lengths():
+    target = torch.arange(4 * 6).reshape(4, 6)
+    draft = verify.greedy_drafts(target, 5)
+    assert verify.greedy_expected(target, draft)[:, 0].tolist() == [2, 4, 5, 1]
+    case = [c for c in verify.default_cases() if c.greedy_k][0]
+    outcomes = ref.run_threads(2, lambda comm: verify.run_cases([case], verify.strategies_with_bug(None), comm,
+                                                               torch.device("cpu"), 0))
+    assert all(o.status == "PASS" for o in outcomes[0])
