@@ -115,7 +115,8 @@ def _max_busbw(profile: Profile, op: str | None = None) -> float:
 
 def nvlink_node(profile: Profile) -> bool:
     """One-shot needs peer-to-peer loads between every GPU pair: an NVLink fabric (profile interconnect)."""
-    return "nvlink" in (profile.provenance.interconnect or "").lower()
+    fabric = (profile.provenance.interconnect or "").lower()
+    return "nvlink" in fabric and "no nvlink" not in fabric  # "PCIe ... no NVLink" profiles: no P2P fabric
 
 
 def nvls_busbw_gbps(profile: Profile, world_size: int) -> float | None:

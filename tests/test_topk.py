@@ -233,6 +233,8 @@ def test_impls_are_not_available_off_nvswitch_or_across_nodes():
     for impl in ("oneshot", "multimem"):
         assert not bool(ci.collective_us(H200, impl, "all_reduce", 512.0, 16, 2)[1])  # two nodes
         assert not bool(ci.collective_us(load_profile("cpu-gloo"), impl, "all_gather", 512.0, 4, 1)[1])
+        for pcie in ("l40s-pcie", "rtx-pro-6000-pcie"):  # PCIe, no NVLink: no peer loads, no NVLS
+            assert not bool(ci.collective_us(load_profile(pcie), impl, "all_reduce", 512.0, 8, 1)[1]), pcie
 
 
 def test_oneshot_parameters_reproduce_the_cited_points():
