@@ -199,7 +199,13 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
         return pred.saving_us(strategy, baseline)
 
     grid = np.geomspace(lo, hi, grid_points)
-    values = saving(grid)
+    return _crossover_on_grid(strategy, grid, saving(grid), saving, (lo, hi), xtol, refine)
+
+
+def _crossover_on_grid(strategy: str, grid: np.ndarray, values: np.ndarray, saving: Callable[[Any], np.ndarray],
+                       batch_range: tuple[float, float], xtol: float, refine: bool) -> Crossover:
+    """`crossover` from the saving already priced on the grid (`saving` prices any other batch)."""
+    lo, hi = batch_range
     roots = grid_roots(grid, values, (lambda b: float(saving(b))) if refine else None, xtol)
     if not roots:
         status = "wins_everywhere" if values[0] > 0 else "loses_everywhere"
@@ -208,6 +214,29 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
     after = float(saving(min(first * 1.01 + 0.01, hi)))
     direction = "wins_above" if after > 0 else "wins_below"
     return Crossover(strategy, first, direction, tuple(roots), (lo, hi), "crossover")
+
+
+def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile | None = None, *,
+               baseline: str = BASELINE, batch_range: tuple[float, float] = (1.0, 65536.0), grid_points: int = 257,
+               xtol: float = 1e-3, refine: bool = True) -> dict[str, Crossover]:
+    """`crossover` of each strategy, the log grid priced ONCE for all of them (one predict call); each sign
+    change is then refined by brentq on that strategy alone, exactly as `crossover` does (same numbers)."""
+    profile = profile or default_profile()
+    if scenario.size != 1:
+        raise InputError("crossover needs a single scenario (not an array)")
+    lo, hi = batch_range
+    if not 1 <= lo < hi:
+        raise InputError(f"batch range: need 1 <= low < high, got {lo}..{hi}")
+    base = scenario.item(0)
+    grid = np.geomspace(lo, hi, grid_points)
+    on_grid = predict(base.with_(batch=grid), profile, (baseline, *strategies))
+    out = {}
+    for name in strategies:
+        def saving(batch: Any, name: str = name) -> np.ndarray:
+            return predict(base.with_(batch=batch), profile, (baseline, name)).saving_us(name, baseline)
+
+        out[name] = _crossover_on_grid(name, grid, on_grid.saving_us(name, baseline), saving, (lo, hi), xtol, refine)
+    return out
 
 
 # -- ITL / TPOT impact ---------------------------------------------------------------

@@ -27,6 +27,7 @@ from costmodel import (
 )
 from costmodel.interval_table import IntervalTable, interval_table
 from costmodel.points import predict_points
+from costmodel.predict import crossovers
 from costmodel.profile import DATA_DIR, PROFILE_DIR
 from costmodel.recommend import Recommendation, impact_change, recommend
 from costmodel.schema import COLLECTIVE_OPS, read_measurements
@@ -78,22 +79,20 @@ def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
     return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" else spec
 
 
+ALTERNATIVES = tuple(name for name in STRATEGIES if name != BASELINE)
+
+
 def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     """costmodel.crossover of every strategy against the baseline over batch 1..65536 (batch-independent)."""
     return _crossover_frame(profile_text, per_draft_step(spec))
 
 
 @st.cache_data(**_CACHE)
-def _crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
-    profile = profile_from_text(profile_text)
-    rows = []
-    for name in STRATEGIES:
-        if name == BASELINE:
-            continue
-        c = crossover(spec.scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
-        rows.append({"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
-                     "all_roots": " ".join(f"{r:.4g}" for r in c.roots)})
-    return pd.DataFrame(rows)
+def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ...] = ALTERNATIVES) -> pd.DataFrame:
+    """costmodel.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
+    found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
+    return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
+                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots)} for name, c in found.items()])
 
 
 @st.cache_data(**_CACHE)
@@ -144,12 +143,14 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
 
 
 @st.cache_data(**_CACHE)
-def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
+def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec, shown_impl: str) -> pd.DataFrame:
     profile = profile_from_text(profile_text)
     rows: dict[str, dict[str, object]] = {name: {"strategy": name} for name in FUSED_STRATEGIES}
     for impl in IMPLS:
-        try:  # the verdict's crossover frame of the same scenario: cached when the sidebar shows this impl
-            table = _crossover_frame(profile_text, spec.with_(impl=impl)).set_index("strategy")
+        # the sidebar's impl: the verdict's crossover frame (cached); the other: only the strategies shown here
+        names = ALTERNATIVES if impl == shown_impl else FUSED_STRATEGIES
+        try:
+            table = _crossover_frame(profile_text, spec.with_(impl=impl), names).set_index("strategy")
             found = {name: (table.loc[name, "crossover_batch"], table.loc[name, "status"]) for name in rows}
         except InputError:
             found = {}
@@ -170,10 +171,11 @@ def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame
 def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     """costmodel.crossover vs the baseline of FUSED_STRATEGIES with impl=torch and impl=fused, side by side.
 
-    shift_pct = 100 (fused / torch - 1). Cached on the scenario without its impl, so the sidebar's
-    torch/fused switch reuses it.
+    shift_pct = 100 (fused / torch - 1). The sidebar's impl reuses the verdict's crossover frame; the other impl
+    prices only FUSED_STRATEGIES.
     """
-    return _impl_crossover_frame(profile_text, per_draft_step(spec).with_(impl=IMPLS[0]))
+    step_spec = per_draft_step(spec)
+    return _impl_crossover_frame(profile_text, step_spec.with_(impl=IMPLS[0]), step_spec.impl)
 
 
 # -- sweeps -------------------------------------------------------------------------------------------

@@ -23,3 +23,23 @@ def test_interval_table_equals_propagate_at_every_batch(profile_name, tp):
         expected = propagate(sc.with_(batch=b), profile, strategies=(FOCUS,))[FOCUS]
         assert table.at(b) == expected  # saving, decode-step saving, crossover, found fraction, verdict
     assert table.at(8.0) is None  # not in the table: the caller prices that batch itself
+
+
+@pytest.mark.parametrize("profile_name, tp, extra", [("h200-sxm-nvlink", 8, {}),
+                                                     ("h200-sxm-nvlink", 2, {"draft_vocab": 32000, "d2t": True}),
+                                                     ("h200-sxm-nvlink", 4, {"impl": "fused", "mode": "eager"}),
+                                                     ("cpu-gloo", 4, {"impl": "fused"})])
+def test_crossovers_share_one_grid_and_equal_crossover(profile_name, tp, extra):
+    """predict.crossovers (one grid pass for all strategies; the dashboard's crossover frame) gives exactly
+    predict.crossover of each strategy: roots, direction and status."""
+    from costmodel import BASELINE, STRATEGIES
+    from costmodel.predict import crossover, crossovers
+
+    profile = load_profile(profile_name)
+    sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=1, batch=1, **extra)
+    names = tuple(s for s in STRATEGIES if s != BASELINE)
+    fast = crossovers(sc, names, profile)
+    assert list(fast) == list(names)
+    assert fast == {name: crossover(sc, name, profile) for name in names}
+    if profile_name != "cpu-gloo":  # the brentq path is exercised, not only statuses (gloo wins everywhere)
+        assert any(c.status == "crossover" for c in fast.values())
