@@ -9,6 +9,7 @@ impact: ITL_after = ITL - saving_per_decode_step; TPOT ~ ITL / acceptance length
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,13 +231,94 @@ def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile
     base = scenario.item(0)
     grid = np.geomspace(lo, hi, grid_points)
     on_grid = predict(base.with_(batch=grid), profile, (baseline, *strategies))
-    out = {}
-    for name in strategies:
-        def saving(batch: Any, name: str = name) -> np.ndarray:
-            return predict(base.with_(batch=batch), profile, (baseline, name)).saving_us(name, baseline)
+    values = {name: on_grid.saving_us(name, baseline) for name in strategies}
 
-        out[name] = _crossover_on_grid(name, grid, on_grid.saving_us(name, baseline), saving, (lo, hi), xtol, refine)
+    def savings(points: list[tuple[str, float]]) -> list[float]:  # every pending (strategy, batch): one call
+        pred = predict(base.with_(batch=np.array([b for _, b in points])), profile, (baseline, *strategies))
+        return [float(pred.saving_us(name, baseline)[i]) for i, (name, _) in enumerate(points)]
+
+    roots: dict[str, set[float]] = {}
+    solvers: list[tuple[str, Any]] = []
+    for name in strategies:
+        v = values[name]
+        roots[name] = {float(g) for g, x in zip(grid, v) if x == 0.0}
+        for i in np.flatnonzero(np.sign(v[:-1]) * np.sign(v[1:]) < 0):
+            if refine:
+                solvers.append((name, _brentq_steps(float(grid[i]), float(grid[i + 1]), xtol)))
+            else:
+                t = v[i] / (v[i] - v[i + 1])
+                roots[name].add(float(np.exp(np.log(grid[i]) + t * (np.log(grid[i + 1]) - np.log(grid[i])))))
+    pending = [next(gen) for _, gen in solvers]  # lockstep: the brentq of every bracket at once
+    while solvers:
+        found = savings([(name, x) for (name, _), x in zip(solvers, pending, strict=True)])
+        still, asked = [], []
+        for (name, gen), f in zip(solvers, found):
+            try:
+                asked.append(gen.send(f))
+                still.append((name, gen))
+            except StopIteration as done:
+                roots[name].add(float(done.value))
+        solvers, pending = still, asked
+    out: dict[str, Crossover] = {}
+    firsts = [(name, min(min(r) * 1.01 + 0.01, hi)) for name, r in roots.items() if r]
+    after = dict(zip((name for name, _ in firsts), savings(firsts) if firsts else []))
+    for name in strategies:
+        found_roots = sorted(roots[name])
+        if not found_roots:
+            status = "wins_everywhere" if values[name][0] > 0 else "loses_everywhere"
+            out[name] = Crossover(name, None, None, (), (lo, hi), status)
+            continue
+        direction = "wins_above" if after[name] > 0 else "wins_below"
+        out[name] = Crossover(name, found_roots[0], direction, tuple(found_roots), (lo, hi), "crossover")
     return out
+
+
+_BRENTQ_RTOL = 4 * np.finfo(float).eps  # scipy.optimize.brentq's default rtol
+_BRENTQ_MAXITER = 100  # and maxiter
+
+
+def _brentq_steps(xa: float, xb: float, xtol: float, rtol: float = _BRENTQ_RTOL, maxiter: int = _BRENTQ_MAXITER):
+    """scipy.optimize.brentq (Brent 1973, the steps of scipy's brentq.c) as a generator: yields each x to price,
+    is sent f(x), returns the root - so many brackets advance in lockstep, one vectorized call per step, with
+    the same iterates (and root) as brentq on the same f."""
+    xpre, xcur = xa, xb
+    xblk = fblk = spre = scur = 0.0
+    fpre = yield xpre
+    fcur = yield xcur
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise InputError("crossover: f(a) and f(b) must have different signs")
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:  # interpolate
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:  # extrapolate (inverse quadratic)
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):  # good short step
+                spre, scur = scur, stry
+            else:  # bisect
+                spre = scur = sbis
+        else:  # bisect
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
+        fcur = yield xcur
+    raise InputError("crossover: brentq did not converge")
 
 
 # -- ITL / TPOT impact ---------------------------------------------------------------

@@ -43,3 +43,28 @@ def test_crossovers_share_one_grid_and_equal_crossover(profile_name, tp, extra):
     assert fast == {name: crossover(sc, name, profile) for name in names}
     if profile_name != "cpu-gloo":  # the brentq path is exercised, not only statuses (gloo wins everywhere)
         assert any(c.status == "crossover" for c in fast.values())
+
+
+@pytest.mark.parametrize("f, a, b", [(lambda x: x ** 3 - 2.0 * x - 5.0, 1.0, 4.0),
+                                     (lambda x: np.log(x) - 3.7, 1.0, 65536.0),
+                                     (lambda x: 1.0 / (1.0 + x) - 0.01 * np.sqrt(x), 1.0, 4096.0),
+                                     (lambda x: np.tanh(x - 300.0), 17.0, 9000.0)])
+def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
+    """predict._brentq_steps (the generator the lockstep crossover search drives) returns scipy's brentq root
+    to the last bit, with the same number of function evaluations."""
+    from scipy.optimize import brentq
+
+    from costmodel.predict import _brentq_steps
+
+    calls = []
+    expected = brentq(lambda x: calls.append(x) or float(f(x)), a, b, xtol=1e-3)
+    gen, asked = _brentq_steps(a, b, 1e-3), []
+    x = next(gen)
+    try:
+        while True:
+            asked.append(x)
+            x = gen.send(float(f(x)))
+    except StopIteration as done:
+        root = done.value
+    assert root == expected
+    assert asked == calls
