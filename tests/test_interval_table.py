@@ -68,3 +68,24 @@ def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
         root = done.value
     assert root == expected
     assert asked == calls
+
+
+def test_dashboard_profile_text_is_keyed_by_its_digest():
+    """dashboard.data.profile_text: one ProfileText per text, keyed in st.cache_data by its SHA-256, so two
+    profiles never share a cached result and the same text (bundled or uploaded) is one key."""
+    import hashlib
+
+    from costmodel.predict import crossovers
+    from dashboard import data
+    from dashboard.state import Inputs
+
+    spec = Inputs().spec
+    h200 = data.profile_text("h200-sxm-nvlink", {})
+    assert h200 is data.profile_text("h200-sxm-nvlink", {})
+    assert h200.digest == hashlib.sha256(h200.encode()).hexdigest()
+    uploaded = data.profile_text("mine", {"mine": data.bundled_profile_text("cpu-gloo")})
+    assert uploaded.digest != h200.digest
+    for text, name in ((h200, "h200-sxm-nvlink"), (uploaded, "cpu-gloo")):
+        frame = data.crossover_frame(text, spec).set_index("strategy")
+        found = crossovers(data.per_draft_step(spec).scenario(1), data.ALTERNATIVES, load_profile(name))
+        assert [frame.loc[s, "status"] for s in found] == [c.status for c in found.values()]
