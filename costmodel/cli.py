@@ -794,13 +794,16 @@ def build_parser() -> argparse.ArgumentParser:
 # command -> (module run as __main__, needs torch, help). Arguments after the command pass through unchanged.
 LAUNCHERS: dict[str, tuple[str, bool, str]] = {
     "dashboard": ("streamlit", False, "start the Streamlit dashboard (arguments go to `streamlit run`)"),
-    "calibrate-collectives": ("calibration.collectives", True,
+    "calibrate-collectives": ("calibration.bench.collectives", True,
                               "benchmark the collectives (run it under torchrun; needs the calibrate extra)"),
-    "calibrate-kernels": ("calibration.kernels", True, "benchmark the non-communication kernels (calibrate extra)"),
-    "verify": ("calibration.verify", True, "check every strategy against torch.argmax (torchrun; calibrate extra)"),
-    "fit": ("calibration.fit", False, "fit a profile from measurement CSVs (no torch)"),
-    "import-nccl-tests": ("calibration.import_nccl_tests", False, "convert nccl-tests logs to measurement CSV"),
-    "kernel-report": ("calibration.kernel_report", False, "achieved bandwidth and fused speed-ups of a kernels CSV"),
+    "calibrate-kernels": ("calibration.bench.kernels", True,
+                          "benchmark the non-communication kernels (calibrate extra)"),
+    "verify": ("calibration.reference.verify", True,
+               "check every strategy against torch.argmax (torchrun; calibrate extra)"),
+    "fit": ("calibration.fitting.fit", False, "fit a profile from measurement CSVs (no torch)"),
+    "import-nccl-tests": ("calibration.logs.import_nccl_tests", False, "convert nccl-tests logs to measurement CSV"),
+    "kernel-report": ("calibration.fitting.kernel_report", False,
+                      "achieved bandwidth and fused speed-ups of a kernels CSV"),
 }
 # the repository's .streamlit/config.toml, for an installed package started from any directory
 STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--browser.gatherUsageStats", "false",

@@ -45,7 +45,7 @@ Copies, views and small kernels
                      over [p, R] pairs; an empirical shape fitted on the measured table, not mechanistic)
 
 Engine ops (costmodel.schema.KERNEL_OPS) are compositions, with the launch counts of the reference
-implementations (calibration/reference.py) and of vLLM's LogitsProcessor.get_top_tokens:
+implementations (calibration/reference/strategies.py) and of vLLM's LogitsProcessor.get_top_tokens:
 
     local_max       reduce_max(R, s)
     local_argmax_masked  reduce_max(R, s - 64) + 4 small (calibration.kernels' padding variant: the last rank's
@@ -95,7 +95,7 @@ WARP_SPLIT_VALUES = 16
 REGIME_EDGES_COLS = (WARP_SPLIT_VALUES * MAX_NUM_THREADS, MAX_VALUES_PER_THREAD * MAX_NUM_THREADS)
 
 PACK_SMALL = 3  # vals.float(), ids.float(), torch.stack
-KEY_PACK_SMALL = 14  # calibration/reference.py order_key_hi + make_keys: float, ne, full_like, where, eq,
+KEY_PACK_SMALL = 14  # calibration/reference/strategies.py order_key_hi + make_keys: float, ne, full_like, where, eq,
 #                      zeros_like, where, >>, &, ^, long, *, -, +
 CHUNKED_SMALL = 5  # chunked_argmax: argmax over p, 2 gathers, win * s, + idx
 D2T_SCATTER_SMALL = 3  # d2t_targets (arange + d2t), index_put launch, new_full launch

@@ -368,7 +368,7 @@ def format_recommendation(rec: Recommendation) -> str:
                  "it beats the baseline)")
     if rec.best_modelled not in SHIPPED:
         lines.append(f"  best modelled: {rec.best_modelled} - no engine ships it (a reference implementation in "
-                     "calibration/reference.py)")
+                     "calibration/reference/strategies.py)")
     if any(o.impact for o in rec.strategies.values()):
         lines.append("")
         lines.append("impact (positive = faster):")

@@ -77,7 +77,7 @@ class Scenario:
         (3 element-wise kernels over the logits the strategy reads).
     logit_scale: the model multiplies the logits by a scale (1 kernel).
     top_k: candidates per row (1 = greedy argmax, today's numbers; k > 1 = tree / multi-candidate drafting,
-        the k largest per row, see calibration/reference.py `stable_topk`).
+        the k largest per row, see calibration/reference/strategies.py `stable_topk`).
     collective: "nccl" | "oneshot" | "multimem" - the implementation of the strategies' all-gather /
         all-reduce (costmodel/collective_impls.py; unavailable ones fall back to NCCL).
     """

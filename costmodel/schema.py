@@ -55,7 +55,7 @@ KERNEL_OPS: dict[str, str] = {
                            "padding excluded, max, rank offset, fp32 pack",
 }
 
-# Fused Triton variants of the local path (calibration/triton_kernels.py); `cols` as for the base op.
+# Fused Triton variants of the local path (calibration/reference/triton_kernels.py); `cols` as for the base op.
 FUSED_KERNEL_OPS: dict[str, str] = {
     f"{op}_fused": f"fused Triton variant of {op}; cols as for {op}"
     for op in ("local_argmax", "key_pack", "pair_reduce", "key_unpack")

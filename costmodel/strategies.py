@@ -99,7 +99,7 @@ class Component:
     ops: np.ndarray | float = 1.0
 
 
-# Torch ops each component issues as the reference implementations (calibration/reference.py) and
+# Torch ops each component issues as the reference implementations (calibration/reference/strategies.py) and
 # vLLM run them - the host launches this many ops in eager execution:
 TORCH_OPS: dict[str, int] = {
     "relayout_copy": 1,    # reshape(p, R, s).movedim(0, -2).reshape(R, p*s): views + one copy (a view at R = 1)

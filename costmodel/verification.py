@@ -1,7 +1,7 @@
 """Per decode step: K draft steps plus target-side greedy verification, and the strategy x collective matrix.
 
 Greedy verification (temperature-0 requests): the target model's logits for the B x (K + 1) verified rows
-are only argmaxed, so they can stay vocab-sharded like the draft's (calibration/reference.py `greedy_verify`
+are only argmaxed, so they can stay vocab-sharded like the draft's (calibration/reference/strategies.py `greedy_verify`
 runs the same strategies on them). Its scenario is the draft scenario with
 
     rows = B * (K + 1) in one call, vocab = draft vocab = the target vocab V_target (no d2t), top-k 1,

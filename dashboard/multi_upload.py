@@ -3,7 +3,7 @@
 * every ``*.json`` is a complete profile of its own (dashboard.uploads.parse_upload);
 * every measurement file - collective or kernel CSVs (costmodel.schema) and nccl-tests logs - is read and
   validated on its own (errors name the file), then all of them are fitted TOGETHER into ONE profile
-  (calibration.fit.fit_measurements), so a collectives CSV and a kernels CSV of the same cluster make one
+  (calibration.fitting.fit.fit_measurements), so a collectives CSV and a kernels CSV of the same cluster make one
   profile instead of two that are each completed from a default;
 * what the measurements do not cover comes from an explicitly chosen base profile, and
   `base_parameters(profile)` lists those parameters so the page can say so.
@@ -50,7 +50,7 @@ def read_measurement_file(file_name: str, data: bytes) -> pd.DataFrame:
         return read_measurement_csv(text, file_name)
     if suffix in ("txt", "log"):
         try:
-            from calibration.import_nccl_tests import parse_nccl_tests_text
+            from calibration.logs.import_nccl_tests import parse_nccl_tests_text
         except ImportError:
             raise InputError(NEEDS_FIT) from None
         return validate_measurements(parse_nccl_tests_text(text, file_name), source=file_name)
@@ -67,7 +67,7 @@ def combined_name(file_names: Sequence[str]) -> str:
 def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedProfile:
     """One profile fitted from every measurement file, unmeasured parameters from `base`."""
     try:
-        from calibration.fit import bin_repeats, fit_measurements
+        from calibration.fitting.fit import bin_repeats, fit_measurements
     except ImportError:
         raise InputError(NEEDS_FIT) from None
     frames = [read_measurement_file(name, data) for name, data in files]
@@ -90,11 +90,11 @@ def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedP
 
 
 def _check_group_sizes(frame: pd.DataFrame, label: str) -> None:
-    """The single-file upload's limit (dashboard.uploads): at most calibration.fit.MAX_GROUP_SIZES distinct sizes
-    per collective curve, refused before any fitting work."""
-    import calibration.fit
+    """The single-file upload's limit (dashboard.uploads): at most calibration.fitting.fit.MAX_GROUP_SIZES distinct
+    sizes per collective curve, refused before any fitting work."""
+    import calibration.fitting.fit
 
-    limit = getattr(calibration.fit, "MAX_GROUP_SIZES", None)
+    limit = getattr(calibration.fitting.fit, "MAX_GROUP_SIZES", None)
     coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
     if limit is None or coll.empty:
         return

@@ -1,14 +1,14 @@
 """Turn an uploaded file into a validated profile - parsed as JSON / CSV / text only, never executed.
 
 * ``*.json``           a cluster profile -> costmodel.parse_profile
-* ``*.csv``            a measurement CSV in costmodel.schema -> calibration.fit.fit_measurements
-* ``*.txt`` / ``*.log`` an nccl-tests log -> calibration.import_nccl_tests.parse_nccl_tests_text -> fit
+* ``*.csv``            a measurement CSV in costmodel.schema -> calibration.fitting.fit.fit_measurements
+* ``*.txt`` / ``*.log`` an nccl-tests log -> calibration.logs.import_nccl_tests.parse_nccl_tests_text -> fit
 
 The calibration modules are imported lazily: without them the dashboard still runs and a measurement
 upload answers "fitting uploads needs calibration.fit". Every problem is an InputError with one line.
 
 Limits: MAX_UPLOAD_BYTES (20 MiB, as server.maxUploadSize) and MAX_UPLOAD_ROWS measurement rows; repeated
-rows of one point are binned before the fit (calibration.fit.bin_repeats), so a 19.75 MiB, 1M-row CSV is
+rows of one point are binned before the fit (calibration.fitting.fit.bin_repeats), so a 19.75 MiB, 1M-row CSV is
 fitted in 0.9-5 s at 0.54 GB peak RSS (scripts/bench_limits.py). A file name is only ever used as a label.
 """
 
@@ -57,11 +57,11 @@ def _decode(file_name: str, data: bytes) -> str:
 def _fit(frame: pd.DataFrame, file_name: str) -> tuple[str, str]:
     """(profile JSON text, measurement CSV text) for a validated measurement frame."""
     try:
-        from calibration.fit import bin_repeats, fit_measurements
+        from calibration.fitting.fit import bin_repeats, fit_measurements
     except ImportError:
         raise InputError(NEEDS_FIT) from None
     check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=file_name)
-    from calibration.fit import MAX_GROUP_SIZES
+    from calibration.fitting.fit import MAX_GROUP_SIZES
 
     coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
     sizes = coll.groupby(["op", "world_size", "mode"])["bytes_per_rank"].nunique()
@@ -116,7 +116,7 @@ def parse_upload(file_name: str, data: bytes) -> UploadedProfile:
         frame = read_measurement_csv(text, file_name)
     else:
         try:
-            from calibration.import_nccl_tests import parse_nccl_tests_text
+            from calibration.logs.import_nccl_tests import parse_nccl_tests_text
         except ImportError:
             raise InputError(NEEDS_FIT) from None
         frame = validate_measurements(parse_nccl_tests_text(text, file_name), source=file_name)

@@ -8,7 +8,7 @@ fresh subprocess (so the peak RSS is the upload's own):
 * ``repeated``: 1,000,000 collective rows over 7 repeated sizes (the fitter bins repeats per point);
 * ``distinct``: as many rows as fit in 19.75 MiB, every one at a distinct size (refused: the fit's
   distinct-size limit);
-* ``at-limit``: one curve at calibration.fit.MAX_GROUP_SIZES distinct sizes x 16 repeats (the costliest fit
+* ``at-limit``: one curve at calibration.fitting.fit.MAX_GROUP_SIZES distinct sizes x 16 repeats (the costliest fit
   the limits allow: leave-one-size-out is ~k^3).
 
 Prints, per file: size, rows, outcome (fitted / the one-line refusal), wall time and peak RSS.
@@ -70,7 +70,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         sys.path.insert(0, str(ROOT))
-        from calibration.fit import MAX_GROUP_SIZES
+        from calibration.fitting.fit import MAX_GROUP_SIZES
 
         limit_sizes = np.unique(np.round(np.geomspace(64, 2**30, MAX_GROUP_SIZES)).astype(np.int64))
         cases = {

@@ -369,8 +369,8 @@ def nccl_tests_log(world_size: int = 8, alpha_us: float = 15.0, busbw_gbps: floa
 
 
 def test_nccl_tests_log_upload_is_fitted_and_plotted():
-    pytest.importorskip("calibration.fit")
-    pytest.importorskip("calibration.import_nccl_tests")
+    pytest.importorskip("calibration.fitting.fit")
+    pytest.importorskip("calibration.logs.import_nccl_tests")
     at = run_app({"tab": "Calibration"})
     at.file_uploader(key="upload").set_value(("ag8.log", nccl_tests_log().encode(), "text/plain"))
     at.run()
@@ -395,7 +395,7 @@ def test_app_never_imports_torch():
     code = ("import sys; from streamlit.testing.v1 import AppTest; "
             f"at = AppTest.from_file({APP!r}, default_timeout=60); at.run(); assert not at.exception; "
             "import dashboard.charts, dashboard.views\n"
-            "try:\n    import calibration.fit, calibration.import_nccl_tests  # what an upload imports\n"
+            "try:\n    import calibration.fitting.fit, calibration.logs.import_nccl_tests  # what an upload imports\n"
             "except ImportError:\n    pass\n"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -491,7 +491,7 @@ def test_parse_upload_rejects_oversized_files():
 
 
 def test_measurement_upload_without_calibration_fit(monkeypatch):
-    monkeypatch.setitem(sys.modules, "calibration.fit", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "calibration.fitting.fit", None)  # import now raises ImportError
     payload = measurement_csv().to_csv(index=False).encode()
     with pytest.raises(InputError, match=uploads.NEEDS_FIT):
         uploads.parse_upload("m.csv", payload)
@@ -505,13 +505,13 @@ def test_measurement_upload_is_fitted(monkeypatch):
         seen.update(name=name, rows=len(frame), cols=set(frame.columns))
         return json.loads((ROOT / "data/profiles/a100-sxm-nvlink.json").read_text()) | {"name": name}
 
-    import calibration.fit as real
+    import calibration.fitting.fit as real
 
-    fake = type(sys)("calibration.fit")
+    fake = type(sys)("calibration.fitting.fit")
     fake.fit_measurements = fake_fit
     fake.bin_repeats = lambda frame: frame  # no repeated points here
     fake.MAX_GROUP_SIZES = getattr(real, "MAX_GROUP_SIZES", 10**6)  # the upload's size limit per curve
-    monkeypatch.setitem(sys.modules, "calibration.fit", fake)
+    monkeypatch.setitem(sys.modules, "calibration.fitting.fit", fake)
     frame = measurement_csv()
     up = uploads.parse_upload("cluster-7.csv", frame.to_csv(index=False).encode())
     assert seen["name"] == "cluster-7" and seen["rows"] == len(frame) and "backend" in seen["cols"]
@@ -756,7 +756,7 @@ def test_sweep_charts_mark_the_batch_the_crossover_and_its_band():
 def test_multi_file_upload_yields_one_profile_with_the_base_named():
     """A collectives CSV, a kernels CSV and an nccl-tests log of one cluster: fitted into ONE profile, the rest
     from the base profile the user picked, and the page says which parameters came from it."""
-    pytest.importorskip("calibration.fit")
+    pytest.importorskip("calibration.fitting.fit")
     collectives = measurement_csv().assign(gpu="NVIDIA H200")
     kernels = pd.read_csv(ROOT / "data/calibration/cpu-kernels/kernels.csv").assign(gpu="NVIDIA H200")
     kernels = kernels[kernels["op"] == "local_argmax"].head(12)

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from calibration.provenance import with_previous_runs
-from calibration.results import RowWriter, drop_torn_tail, existing_keys, point_key
-from calibration.timing import CHECK_EVERY, check_due, converged, median_ci95
+from calibration.bench.timing import CHECK_EVERY, check_due, converged, median_ci95
+from calibration.logs.provenance import with_previous_runs
+from calibration.logs.results import RowWriter, drop_torn_tail, existing_keys, point_key
 from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.schema import DTYPES, ELEM_BYTES, MEASUREMENT_COLUMNS, read_measurements
 

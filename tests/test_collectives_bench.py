@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from calibration import collectives
-from calibration.collectives import CSV_NAME, EXTRA_COLUMNS, PROVENANCE_NAME, prepare_csv
-from calibration.payloads import plan_points, strategy_payloads, sweep_sizes, tp_sizes
-from calibration.results import point_key
+from calibration.bench import collectives
+from calibration.bench.collectives import CSV_NAME, EXTRA_COLUMNS, PROVENANCE_NAME, prepare_csv
+from calibration.bench.payloads import plan_points, strategy_payloads, sweep_sizes, tp_sizes
+from calibration.logs.results import point_key
 from costmodel.errors import InputError
 from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS, read_measurements
 
@@ -244,7 +244,7 @@ def test_dead_rank_keeps_partial_rows_and_torchrun_resume_completes(tmp_path):
 
 def test_watchdog_prints_one_line_and_exits_3(tmp_path):
     # a hung rank never completes its point: the watchdog thread ends the process (os._exit(3))
-    code = ("import time; from pathlib import Path; from calibration.collectives import Watchdog; "
+    code = ("import time; from pathlib import Path; from calibration.bench.collectives import Watchdog; "
             f"w = Watchdog(0.5, Path({str(tmp_path)!r}), lambda m: print('on_fire', m, flush=True)); "
             "w.beat('all_gather p=2 64 B'); w.start(); time.sleep(60)")
     start = time.monotonic()
@@ -277,7 +277,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, env, fragment):
 
 def test_sigterm_handler_exists_for_torchrun_teardown():
     # torchrun SIGTERMs the surviving ranks when one fails; the handler turns that into one error line
-    from calibration import collectives
+    from calibration.bench import collectives
 
     with pytest.raises(collectives.Terminated):
         collectives._on_signal(signal.SIGTERM, None)

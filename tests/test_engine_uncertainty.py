@@ -210,7 +210,7 @@ def _synthetic(sizes, reps, sigma, seed):
 def test_interval_coverage_on_synthetic_data_is_90_percent():
     """Fit a profile on noisy data from a known model, then score its 90% intervals on fresh draws at
     new sizes: pooled over 6 independent fits (seeds 0-5) the coverage is 90% +- 5%."""
-    fit = pytest.importorskip("calibration.fit")
+    fit = pytest.importorskip("calibration.fitting.fit")
     from tests.test_fit import BYTES
 
     covered = []
@@ -249,7 +249,7 @@ def test_discrepancy_sources_fitted_vs_prior():
 
 def test_predict_points_intervals_columns(tmp_path):
     """predict-points --intervals on a profile fitted from synthetic data: p05 < predicted < p95 per row."""
-    fit = pytest.importorskip("calibration.fit")
+    fit = pytest.importorskip("calibration.fitting.fit")
     from tests.test_fit import BYTES
 
     prof_path = tmp_path / "syn.json"
@@ -322,7 +322,7 @@ def predict_points_frame(rows, profile):
 
 
 def test_fitted_kernels_carry_bootstrap_replicates_around_the_point():
-    fit = pytest.importorskip("calibration.fit")
+    fit = pytest.importorskip("calibration.fitting.fit")
     from tests.test_fit import kernel_rows
 
     data = fit.fit_measurements(kernel_rows(noise=0.05, seed=3), name="kern", bootstrap=40, seed=0)

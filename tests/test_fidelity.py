@@ -159,7 +159,7 @@ def test_elasticity_of_graph_kernel_cost_matches_analytic():
 def test_intervals_shrink_with_more_bootstrap_data():
     """Profiles fitted from 8x more measurements give narrower 90% intervals of the saving (widths summed
     over three data sets: one 20-point set's interval width is itself noisy; 1/sqrt(8) = 0.35 expected)."""
-    fit = pytest.importorskip("calibration.fit")
+    fit = pytest.importorskip("calibration.fitting.fit")
     from tests.test_fit import collective_rows
 
     regimes = [(None, 12.0, 0.0, 100.0)]

@@ -1,4 +1,4 @@
-"""calibration.fit / calibration.segmented: parameter recovery, regime choice, CV, bootstrap, profile round trip."""
+"""calibration.fitting.fit / .segmented: parameter recovery, regime choice, CV, bootstrap, profile round trip."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from scipy.optimize import lsq_linear
 
-from calibration.fit import fit_measurements, fit_report_table, main
-from calibration.segmented import best_split, range_fits, solve_bounded
+from calibration.fitting.fit import fit_measurements, fit_report_table, main
+from calibration.fitting.segmented import best_split, range_fits, solve_bounded
 from costmodel import collective_time_us, kernel_time_us
 from costmodel.collectives import bus_factor, total_bytes
 from costmodel.errors import InputError
@@ -353,7 +353,7 @@ def test_cli_bad_flags_and_paths(tmp_path, capsys):
 
 
 def test_fitter_does_not_import_torch():
-    code = "import sys, calibration.fit, calibration.segmented; print('torch' in sys.modules)"
+    code = "import sys, calibration.fitting.fit, calibration.fitting.segmented; print('torch' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "False", run.stderr
 
@@ -382,7 +382,7 @@ def _held_out_p90(profile: dict, test: pd.DataFrame, op: str, p: int) -> float:
 
 def _bic_only(monkeypatch) -> None:
     """The fitter as it was: cross-validation never overrides BIC."""
-    import calibration.fit as fit_module
+    import calibration.fitting.fit as fit_module
 
     monkeypatch.setattr(fit_module, "CV_TOLERANCE", float("inf"))
 
@@ -444,7 +444,7 @@ def test_gloo_cliff_cross_validation_keeps_what_generalises(monkeypatch):
 
 
 def test_cv_overrides_bic_only_when_clearly_better():
-    from calibration.fit import CV_TOLERANCE, _choose_regimes
+    from calibration.fitting.fit import CV_TOLERANCE, _choose_regimes
 
     def cand(k, bic_score, errors):
         return (k, None, None, bic_score, np.asarray(errors, dtype=float), 10)

@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 if importlib.util.find_spec("triton") is None:
     pytest.skip("Triton is not installed (pip install triton==3.9.0)", allow_module_level=True)
 
-from calibration import reference as ref  # noqa: E402
-from calibration import verify  # noqa: E402
+from calibration.reference import strategies as ref  # noqa: E402
+from calibration.reference import verify  # noqa: E402
 from costmodel.errors import InputError  # noqa: E402
 from costmodel.schema import read_measurements  # noqa: E402
 
@@ -40,7 +40,7 @@ SIMULATED_CASES = ("all-neg-inf-fp32", "signed-zero-fp32", "nan-fp16", "negative
 
 @pytest.fixture(scope="module")
 def tk():
-    """calibration.triton_kernels in the mode DEVICE needs (CPU: the interpreter, switched on here)."""
+    """calibration.reference.triton_kernels in the mode DEVICE needs (CPU: the interpreter, switched on here)."""
     try:
         return ref.import_triton_kernels(DEVICE.type)
     except InputError as exc:  # e.g. triton imported earlier in this process without the interpreter
@@ -203,14 +203,14 @@ def test_quick_kernel_benchmark_of_fused_ops_on_the_interpreter(tmp_path):
 @pytest.mark.parametrize("op,cols", [("local_argmax_fused", 1000), ("local_argmax_fused", 5000),
                                      ("key_pack_fused", 5000), ("pair_reduce_fused", 0), ("key_unpack_fused", 0)])
 def test_benchmark_check_compares_fused_ops_with_the_torch_building_block(tk, op, cols):
-    from calibration import kernels
+    from calibration.bench import kernels
 
     spec = kernels.SPECS[op]
     kernels.check_op(op, spec.data_dtype or "bf16", 4 if spec.per_p else 1, cols, DEVICE)
 
 
 def test_benchmark_check_catches_a_fused_kernel_that_disagrees(tk, monkeypatch):
-    from calibration import kernels
+    from calibration.bench import kernels
 
     real = tk.fused_pair_reduce
     monkeypatch.setattr(tk, "fused_pair_reduce", lambda g, p, concat=False: real(g, p, concat=concat) + 1)

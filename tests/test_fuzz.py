@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibration.import_nccl_tests import parse_nccl_tests_text
+from calibration.logs.import_nccl_tests import parse_nccl_tests_text
 from costmodel import Scenario, cli, predict
 from costmodel.errors import InputError
 from costmodel.profile import PROFILE_DIR, parse_profile, profile_from_dict
@@ -291,7 +291,7 @@ COLLECTIVE_FLAGS = ("--min-bytes", "--max-bytes", "--points-per-octave", "--grap
 @FAST
 @given(st.lists(st.tuples(st.sampled_from(COLLECTIVE_FLAGS), FLAG_VALUE), max_size=3))
 def test_collectives_flags_give_a_config_or_one_input_error(tmp_path_factory, flags):
-    from calibration import collectives
+    from calibration.bench import collectives
 
     argv = ["--backend", "gloo", "--out", str(tmp_path_factory.mktemp("c") / "out")]
     for flag, value in flags:
@@ -310,7 +310,7 @@ FIT_FLAGS = ("--bootstrap", "--max-regimes", "--seed", "--name", "--title", "--b
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(FIT_FLAGS), FLAG_VALUE), max_size=2))
 def test_fit_cli_writes_a_profile_or_one_line(capsys, tmp_path_factory, flags):
-    from calibration import fit
+    from calibration.fitting import fit
 
     folder = tmp_path_factory.mktemp("fit")
     csv = folder / "m.csv"

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration import import_nccl_tests
-from calibration.fit import MAX_GROUP_SIZES, MAX_REPEATS_PER_POINT, bin_repeats, fit_measurements
-from calibration.provenance import Interrupted, count_rows, interrupted_exit, interruptible
+from calibration.fitting.fit import MAX_GROUP_SIZES, MAX_REPEATS_PER_POINT, bin_repeats, fit_measurements
+from calibration.logs import import_nccl_tests
+from calibration.logs.provenance import Interrupted, count_rows, interrupted_exit, interruptible
 from costmodel import cli
 from costmodel.errors import InputError
 from costmodel.profile import PROFILE_DIR, load_profile, parse_profile, profile_from_dict
@@ -154,7 +154,7 @@ def test_sweep_scenario_and_range_limits(capsys):
 
 def test_kernel_correctness_check_respects_the_memory_cap():
     torch = pytest.importorskip("torch")
-    from calibration import kernels
+    from calibration.bench import kernels
 
     with pytest.raises(MemoryError, match="memory cap"):
         kernels.check_op("argmax", "bf16", 1, 2_000_000_000, torch.device("cpu"))
@@ -376,7 +376,7 @@ def test_validate_reference_with_text_or_missing_columns_is_one_line(body, messa
 
 
 def test_fit_cli_bounds(tmp_path, capsys):
-    from calibration import fit
+    from calibration.fitting import fit
 
     csv = tmp_path / "m.csv"
     csv.write_text(measurement_csv(collective_rows([64, 256, 1024, 4096])))
@@ -404,7 +404,7 @@ def test_nccl_tests_log_naming_two_gpu_models_is_refused():
 
 # -- calibration: flags checked against each other, interruption ----------------------------------------------
 def test_collectives_flags_are_checked_against_each_other(tmp_path):
-    from calibration import collectives
+    from calibration.bench import collectives
 
     base = ["--backend", "gloo", "--out", str(tmp_path / "out")]
     with pytest.raises(InputError, match="must exceed the longest point"):
@@ -437,8 +437,8 @@ def test_interruptible_turns_sigterm_into_an_interrupt_with_exit_143(tmp_path, c
 
 def test_kernels_ctrl_c_keeps_rows_marks_provenance_and_exits_130(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    from calibration import kernels
-    from calibration.timing import Stats
+    from calibration.bench import kernels
+    from calibration.bench.timing import Stats
 
     calls = {"n": 0}
 
@@ -481,7 +481,7 @@ def test_exactly_three_sizes_are_fitted_as_the_readme_says():
 
 
 def test_a_fifo_results_file_is_refused_by_the_row_writer(tmp_path):
-    from calibration.results import RowWriter
+    from calibration.logs.results import RowWriter
 
     fifo = tmp_path / "kernels.csv"
     os.mkfifo(fifo)

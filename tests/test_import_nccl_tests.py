@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from calibration.import_nccl_tests import import_logs, main, parse_nccl_tests_text
+from calibration.logs.import_nccl_tests import import_logs, main, parse_nccl_tests_text
 from costmodel.errors import InputError
 from costmodel.schema import read_measurements
 
@@ -159,7 +159,7 @@ def test_cli_concatenates_logs_and_output_validates(tmp_path):
     pd.testing.assert_frame_equal(frame[["op", "bytes_per_rank"]],
                                   import_logs([a, b])[["op", "bytes_per_rank"]], check_dtype=False)
     # the real CLI as a subprocess, and no torch import in the importer
-    code = ("import sys, calibration.import_nccl_tests as m; assert 'torch' not in sys.modules; "
+    code = ("import sys, calibration.logs.import_nccl_tests as m; assert 'torch' not in sys.modules; "
             f"sys.exit(m.main([{str(a)!r}, '--out', {str(tmp_path / 'c.csv')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -201,7 +201,7 @@ MANIFEST_HEADER = "file,table,profile,nccl_algo,launch,software,source,status\n"
 
 
 def test_manifest_builds_reference_rows_with_provenance_and_host_floor(tmp_path):
-    from calibration.import_nccl_tests import reference_from_manifest
+    from calibration.logs.import_nccl_tests import reference_from_manifest
 
     points = [(8, 30.0), (1024, 32.0), (32768, 34.0), (65536, 40.0), (2**20, 80.0)]
     (tmp_path / "ar.log").write_text(nccl_log("all_reduce_perf", ["h1"], 8, points, marker=True))
@@ -225,7 +225,7 @@ def test_manifest_builds_reference_rows_with_provenance_and_host_floor(tmp_path)
 
 
 def test_manifest_errors_are_one_line(tmp_path):
-    from calibration.import_nccl_tests import reference_from_manifest
+    from calibration.logs.import_nccl_tests import reference_from_manifest
 
     (tmp_path / "m.csv").write_text("file,table\nx.log,t\n")
     with pytest.raises(InputError, match="missing column"):
@@ -249,7 +249,7 @@ def test_bundled_reference_table_is_the_manifest_output(tmp_path):
 
 
 # -- issue 10: every data type, -d all, layouts, launch modes, multi-node, refusals -------------------------------
-from calibration.import_nccl_tests import TYPE_NAMES, Hints  # noqa: E402
+from calibration.logs.import_nccl_tests import TYPE_NAMES, Hints  # noqa: E402
 
 REF_DIR = ROOT / "data/reference/nccl-tests"
 
@@ -383,7 +383,7 @@ PUBLISHED = {
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_every_published_log_imports_or_is_refused_with_its_reason(name):
-    from calibration.import_nccl_tests import read_log
+    from calibration.logs.import_nccl_tests import read_log
 
     text = read_log(REF_DIR / name)
     expect = PUBLISHED[name]
@@ -399,7 +399,7 @@ def test_every_published_log_imports_or_is_refused_with_its_reason(name):
 
 
 def test_manifest_lists_every_bundled_log_and_each_imports_with_its_hints():
-    from calibration.import_nccl_tests import _manifest_hints, read_log
+    from calibration.logs.import_nccl_tests import _manifest_hints, read_log
 
     manifest = pd.read_csv(REF_DIR / "MANIFEST.csv", dtype=str, keep_default_na=False)
     bundled = {str(p.relative_to(REF_DIR)) for p in REF_DIR.rglob("*.log")}

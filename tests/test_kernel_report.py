@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from calibration.kernel_report import bandwidth_table, batch1_table, main
+from calibration.fitting.kernel_report import bandwidth_table, batch1_table, main
 from costmodel.schema import validate_measurements
 
 
@@ -57,7 +57,7 @@ def test_unwritable_out_is_one_error_line_exit_2(tmp_path, capsys):
 
 
 def test_probe_comparison_matches_shapes_and_divides(tmp_path, capsys):
-    from calibration.kernel_report import probe_comparison
+    from calibration.fitting.kernel_report import probe_comparison
 
     mine = frame()
     probe = validate_measurements(pd.DataFrame(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from calibration import kernels
+from calibration.bench import kernels
 from costmodel.schema import FUSED_KERNEL_OPS, KERNEL_OPS, read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def test_fused_ops_share_their_base_op_grid():
 
 def test_explicit_fused_ops_without_triton_are_an_input_error():
     code = ("import sys; sys.modules['triton'] = None\n"
-            "from calibration import kernels\nfrom costmodel.errors import InputError\n"
+            "from calibration.bench import kernels\nfrom costmodel.errors import InputError\n"
             "ops, info = kernels.select_ops(None, 'cuda', False)\n"
             "print('default', len(ops) == len(kernels.OPS), info['available'], info['fused_ops'][:8])\n"
             "try:\n    kernels.select_ops(('key_pack_fused',), 'cuda', False)\n"

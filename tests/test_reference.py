@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibration import reference as ref
+from calibration.reference import strategies as ref
 from costmodel.errors import InputError
 from costmodel.scenario import padded_vocab
 

@@ -1,4 +1,4 @@
-"""Top-k references (calibration.reference): bit-exact against the stable-sort reference on p threads and on
+"""Top-k references (calibration.reference.strategies): bit-exact against the stable-sort reference on p threads and on
 gloo ranks, k-th place ties across ranks, k > shard, -inf rows with d2t; injected top-k bugs fail; one-shot
 semantics; target-side greedy verification."""
 
@@ -17,8 +17,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration import reference as ref
-from calibration import verify
+from calibration.reference import strategies as ref
+from calibration.reference import verify
 from costmodel import Scenario, load_profile, predict
 from costmodel import collective_impls as ci
 from costmodel.cli import main
@@ -274,7 +274,7 @@ def test_done_when_command_prices_every_strategy_with_components(capsys, tmp_pat
 
 
 def test_collectives_impl_variants_skip_with_a_note_without_cuda(tmp_path, capsys, monkeypatch):
-    from calibration import collectives as cb
+    from calibration.bench import collectives as cb
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     assert cb.main(["--backend", "gloo", "--impl", "oneshot", "--out", str(tmp_path)]) == 0

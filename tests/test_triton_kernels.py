@@ -4,7 +4,7 @@ Runs natively on a CUDA machine; elsewhere on CPU tensors under Triton's interpr
 below, before the kernels are defined). The expected results are computed inline with torch: torch.argmax over
 the full unpadded logits (after the same soft-cap / scale in the logits' dtype), vLLM's per-rank
 "mask padding, max, id + rank*s" step, and the 64-bit key of costmodel/strategies.py. When
-calibration.reference is importable its building blocks are compared too.
+calibration.reference.strategies is importable its building blocks are compared too.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ if DEVICE == "cpu":
                     "run this file on its own", allow_module_level=True)
     # Left set: Triton reads it again lazily while launching (on a CPU-only machine nothing else can use Triton).
     os.environ["TRITON_INTERPRET"] = "1"
-    import calibration.triton_kernels as tk
+    import calibration.reference.triton_kernels as tk
 
     if not tk.INTERPRETED:
-        pytest.skip("calibration.triton_kernels was imported earlier without the interpreter; "
+        pytest.skip("calibration.reference.triton_kernels was imported earlier without the interpreter; "
                     "run this file on its own", allow_module_level=True)
 else:
-    import calibration.triton_kernels as tk
+    import calibration.reference.triton_kernels as tk
 
 try:
-    from calibration import reference as ref
+    from calibration.reference import strategies as ref
 except ImportError:  # written by another helper; optional here
     ref = None
 

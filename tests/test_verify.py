@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from calibration import reference as ref
-from calibration import verify
+from calibration.reference import strategies as ref
+from calibration.reference import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def test_unknown_case_filter_is_rejected(capsys):
 
 
 def test_fused_without_triton_exits_2_with_one_line():
-    code = ("import sys; sys.modules['triton'] = None; from calibration import verify; "
+    code = ("import sys; sys.modules['triton'] = None; from calibration.reference import verify; "
             "sys.exit(verify.main(['--backend', 'gloo', '--fused', '--cases', 'random-fp32']))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,

@@ -47,8 +47,8 @@ from datetime import timedelta
 
 import torch
 
-from calibration import reference as ref
-from calibration.reference import DraftHead, Strategy
+from calibration.reference import strategies as ref
+from calibration.reference.strategies import DraftHead, Strategy
 from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.scenario import padded_vocab
 

@@ -38,7 +38,7 @@ the target vocab when a d2t map is given):
 
 Fused variants. `fused_strategy_funcs(device_type)` returns "local_argmax_pairs[fused]" and
 "packed_allreduce_max[fused]": the same collectives and d2t rule, with the per-rank work done by the Triton
-kernels of `calibration.triton_kernels` (imported lazily; on CPU under Triton's interpreter, which
+kernels of `calibration.reference.triton_kernels` (imported lazily; on CPU under Triton's interpreter, which
 `import_triton_kernels("cpu")` switches on). They are not in `STRATEGY_FUNCS`.
 """
 
@@ -757,7 +757,7 @@ def simulate(strategy: Strategy, padded: torch.Tensor, head: DraftHead) -> list[
 # -- fused Triton variants of the local strategies ------------------------------------------------------------------
 FUSED_SUFFIX = "[fused]"
 FUSABLE_STRATEGIES: tuple[str, ...] = ("local_argmax_pairs", "packed_allreduce_max")
-TRITON_KERNELS_MODULE = "calibration.triton_kernels"
+TRITON_KERNELS_MODULE = "calibration.reference.triton_kernels"
 # Triton's interpreter patches triton.language globally for the duration of each launch, so interpreted launches
 # from several threads (ThreadComm ranks) must not overlap; compiled launches never take this lock.
 _INTERPRETER_LOCK = threading.Lock()
@@ -769,7 +769,7 @@ def fused_name(strategy: str) -> str:
 
 
 def import_triton_kernels(device_type: str):
-    """`calibration.triton_kernels`, loaded in the mode tensors on `device_type` ("cuda" or "cpu") need.
+    """`calibration.reference.triton_kernels`, loaded in the mode tensors on `device_type` ("cuda" or "cpu") need.
 
     CPU tensors need Triton's interpreter, whose flag is read when Triton is imported: for "cpu" this sets
     TRITON_INTERPRET=1 in this process (os.environ) before importing Triton. Raises `InputError` (one line)

@@ -58,7 +58,8 @@ try:
     from triton.language.extra import libdevice
 except ImportError as exc:  # pragma: no cover - exercised only where Triton is absent
     raise ImportError(
-        f"calibration.triton_kernels needs Triton (pip install triton==3.9.0); it could not be imported: {exc}"
+        f"calibration.reference.triton_kernels needs Triton (pip install triton==3.9.0); it could not be imported: "
+        f"{exc}"
     ) from exc
 
 __all__ = [

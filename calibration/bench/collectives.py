@@ -5,7 +5,7 @@ Launch under torchrun (one process per GPU, or per CPU "rank" with gloo)::
     torchrun --standalone --nproc-per-node 8 -m calibration.collectives --backend nccl --out DIR
     torchrun --standalone --nproc-per-node 2 -m calibration.collectives --backend gloo --out DIR
 
-What is measured (`calibration.payloads` builds the point list): for every
+What is measured (`calibration.bench.payloads` builds the point list): for every
 power-of-two TP sub-group p = 2, 4, ... <= world size (ranks [0, p), made with
 dist.new_group; the other ranks wait at a world barrier after every point),
 a geometric byte sweep (fp32 buffers; all_reduce SUM) plus the exact payloads
@@ -23,7 +23,7 @@ then an all_reduce(MAX) of that time over the group gives the sample - the
 collective is as slow as its slowest rank. In CUDA-graph mode (NCCL only)
 `--graph-ops` calls are captured in one torch.cuda.CUDAGraph and a sample is
 replay time / graph-ops. Samples repeat until the median's 95% CI is within
-`--rel-tol` (calibration.timing.converged, checked at 10 samples and every 8
+`--rel-tol` (calibration.bench.timing.converged, checked at 10 samples and every 8
 after), `--max-iters` samples, or `--point-time-s` seconds; group rank 0
 decides and broadcasts the stop flag, so every rank stops together. Every point's result is checked once against
 the known per-rank pattern before timing.
@@ -63,12 +63,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from calibration.logs.provenance import ProvenanceFile, collect_provenance, now_iso, with_previous_runs
+from calibration.logs.results import RowWriter, existing_keys, point_key
 from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
 
 from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
-from .provenance import ProvenanceFile, collect_provenance, now_iso, with_previous_runs
-from .results import RowWriter, existing_keys, point_key
 from .timing import Stats, check_due, converged
 
 EXIT_INPUT = 2
@@ -77,7 +77,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: "interrupted; N rows kept, resume with --resum
 MAX_FLAG_BYTES = 1 << 40  # --min-bytes / --max-bytes per rank
 CSV_NAME = "collectives.csv"
 PROVENANCE_NAME = "provenance.json"
-MIN_ITERS = 10  # samples before the stopping rule is first evaluated (calibration.timing.converged)
+MIN_ITERS = 10  # samples before the stopping rule is first evaluated (calibration.bench.timing.converged)
 EXTRA_COLUMNS = ("label",)
 DIE_ENV = "CALIB_TEST_DIE_AFTER_POINTS"  # test hook: rank 1 os._exit()s after this many points
 MIB = 1024 * 1024
@@ -774,7 +774,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}; partial results kept in {out}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:  # Ctrl-C: every rank gets SIGINT; rank 0 (or each node's first) says it once
         if launch is None or launch.rank == 0:
-            from calibration.provenance import count_rows
+            from calibration.logs.provenance import count_rows
 
             rows = count_rows(Path(out) / CSV_NAME) if out != "the output directory" else 0
             print(f"error: interrupted; {rows} rows kept, resume with --resume", file=sys.stderr, flush=True)
@@ -789,8 +789,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_RUNTIME
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """Run `main` and exit with its code; a runtime failure or interrupt exits hard (`os._exit`)."""
     code = main()
     if code in (EXIT_RUNTIME, EXIT_INTERRUPTED):
         os._exit(code)  # a broken process group can block interpreter shutdown
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    cli()

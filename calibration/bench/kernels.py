@@ -4,7 +4,7 @@
         [--dtypes bf16,fp16,fp32] [--modes graph,eager] [--world-sizes 2,4,8] [--ops ...]
         [--quick] [--resume] [--budget-s S] [--point-seconds S] [--threads N] [--allow-interpreter]
 
-Each op calls exactly the `calibration.reference` function a strategy calls
+Each op calls exactly the `calibration.reference.strategies` function a strategy calls
 (what `cols` means per op is `KERNEL_OPS[op]`; rows = sampled rows R):
 
     local_argmax     local_argmax_pack(x[R, s], rank 0, s, V=s)    (max + rank offset add + fp32 pack)
@@ -21,7 +21,7 @@ Each op calls exactly the `calibration.reference` function a strategy calls
     d2t_scatter      d2t_scatter(x[R, 32000], d2t, V_target=cols)
     d2t_lookup       d2t_lookup(ids[R], d2t, vals[R] == -inf) cols = 0   (dtype int64)
 
-Fused Triton variants (`costmodel.schema.FUSED_KERNEL_OPS`, calibration/triton_kernels.py), on the
+Fused Triton variants (`costmodel.schema.FUSED_KERNEL_OPS`, calibration/reference/triton_kernels.py), on the
 same grid and with the same timing as their torch counterparts (cols / world_size / dtype as for the base op):
 
     local_argmax_fused   fused_local_argmax_pairs(x[R, s], rank 0, s, V=s)
@@ -47,7 +47,7 @@ only, 1 intra-op thread unless --threads) times each call with perf_counter_ns.
 Per-call time = sample / N. Inputs
 rotate over k buffers (k * buffer bytes >= 128 MiB on CUDA, 64 MiB on CPU, k in
 [2, 32]) so caches do not flatter large inputs. Samples are taken until the
-median's 95% CI is within 2% (`calibration.timing.converged`, checked at min_iters
+median's 95% CI is within 2% (`calibration.bench.timing.converged`, checked at min_iters
 and every 8 samples after), or the per-point time budget is spent. Each op is
 checked once against a numpy formulation before it is timed. Rows are appended (flushed per row) to DIR/kernels.csv;
 DIR/provenance.json describes the run; --resume skips measured points;
@@ -69,9 +69,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from calibration import reference as ref
-from calibration.results import RowWriter, existing_keys, point_key
-from calibration.timing import Stats, check_due, converged
+from calibration.bench.timing import Stats, check_due, converged
+from calibration.logs.results import RowWriter, existing_keys, point_key
+from calibration.reference import strategies as ref
 from costmodel.errors import InputError, OneLineParser, first_line
 from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
 
@@ -587,7 +587,7 @@ def _policy(args: argparse.Namespace) -> TimingPolicy:
 
 
 def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_points: int, triton: dict):
-    from calibration.provenance import ProvenanceFile, collect_provenance, with_previous_runs
+    from calibration.logs.provenance import ProvenanceFile, collect_provenance, with_previous_runs
 
     data = collect_provenance(argv, "none", device)
     data.update(tool="calibration.kernels", csv=CSV_NAME, triton=triton,
@@ -697,7 +697,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: 0 ok, 1 some op/point failed, 2 bad input, 3 the run could not go on (e.g. an unwritable --out)."""
-    from calibration.provenance import count_rows, interrupted_exit, interruptible
+    from calibration.logs.provenance import count_rows, interrupted_exit, interruptible
 
     argv = sys.argv[1:] if argv is None else argv
     args = None

@@ -11,11 +11,11 @@ Collectives, per (op, world_size p, mode) group, with S = total_bytes(op, b, p) 
 
     t = c_i + x / bw_i                          in regime i (a run of sizes between breakpoints on S)
 
-fitted by calibration.segmented: least squares on relative error (model - t) / t with c_i >= 0 and
+fitted by calibration.fitting.segmented: least squares on relative error (model - t) / t with c_i >= 0 and
 bw_i <= BW_MAX_GBPS, the split into K <= --max-regimes regimes by dynamic programming over the distinct sizes
 (at least MIN_REGIME_SIZES sizes per regime). Number of regimes: every K is scored by its leave-one-size-out
 error (the p90 of |relative error| on the held-out sizes, each fold refitted with that K; vectorized over folds),
-and by the small-sample-corrected BIC on log residuals (formula in calibration.segmented). BIC alone under-fits
+and by the small-sample-corrected BIC on log residuals (formula in calibration.fitting.segmented). BIC alone under-fits
 regime switches on held-out sizes, so the K with the best cross-validated score replaces BIC's choice when it
 beats BIC's by more than CV_TOLERANCE; within it (CV cannot tell them apart) BIC's K stands. The report's
 `regime_choice` says which K each criterion gave and the CV score of every K. A mid-size bandwidth ramp of the
@@ -121,7 +121,7 @@ MAX_STORED_REPLICATES = 100
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
 REDRAW_ROUNDS = 5
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # calibration/fitting/fit.py -> the repository root
 REPORT_COLUMNS = ("kind", "op", "world_size", "mode", "nodes", "status", "n_points", "n_sizes", "n_regimes",
                   "breakpoints_bytes", "in_median_rel_err", "in_p90_rel_err", "cv_median_rel_err",
                   "cv_p90_rel_err", "cv_folds", "n_bootstrap", "regime_choice", "note")
