@@ -188,12 +188,7 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
     interpolation of the saving in log batch - cheaper, for bootstrap replicates).
     """
     profile = profile or default_profile()
-    if scenario.size != 1:
-        raise InputError("crossover needs a single scenario (not an array)")
-    lo, hi = batch_range
-    if not 1 <= lo < hi:
-        raise InputError(f"batch range: need 1 <= low < high, got {lo}..{hi}")
-    base = scenario.item(0)
+    base, (lo, hi) = _single_scenario(scenario, batch_range)
 
     def saving(batch: Any) -> np.ndarray:
         pred = predict(base.with_(batch=batch), profile, (baseline, strategy))
@@ -201,6 +196,17 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
 
     grid = np.geomspace(lo, hi, grid_points)
     return _crossover_on_grid(strategy, grid, saving(grid), saving, (lo, hi), xtol, refine)
+
+
+
+def _single_scenario(scenario: Scenario, batch_range: tuple[float, float]) -> tuple[Scenario, tuple[float, float]]:
+    """The one scenario a crossover search sweeps, and its checked batch range (InputError otherwise)."""
+    if scenario.size != 1:
+        raise InputError("crossover needs a single scenario (not an array)")
+    lo, hi = batch_range
+    if not 1 <= lo < hi:
+        raise InputError(f"batch range: need 1 <= low < high, got {lo}..{hi}")
+    return scenario.item(0), (lo, hi)
 
 
 def _crossover_on_grid(strategy: str, grid: np.ndarray, values: np.ndarray, saving: Callable[[Any], np.ndarray],
@@ -223,12 +229,7 @@ def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile
     """`crossover` of each strategy, the log grid priced ONCE for all of them (one predict call); each sign
     change is then refined by brentq on that strategy alone, exactly as `crossover` does (same numbers)."""
     profile = profile or default_profile()
-    if scenario.size != 1:
-        raise InputError("crossover needs a single scenario (not an array)")
-    lo, hi = batch_range
-    if not 1 <= lo < hi:
-        raise InputError(f"batch range: need 1 <= low < high, got {lo}..{hi}")
-    base = scenario.item(0)
+    base, (lo, hi) = _single_scenario(scenario, batch_range)
     grid = np.geomspace(lo, hi, grid_points)
     on_grid = predict(base.with_(batch=grid), profile, (baseline, *strategies))
     values = {name: on_grid.saving_us(name, baseline) for name in strategies}
