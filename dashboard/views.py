@@ -10,6 +10,7 @@ import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
+from costmodel.kernels import kernel_context
 from costmodel.safe_io import escape_markdown as plain
 from costmodel.workload import parse_workload
 
@@ -104,12 +105,23 @@ def provenance_badge(profile: Profile) -> None:
     st.markdown(f":{color}-badge[{profile.provenance.kind}] **{plain(profile.title)}** - {plain(sentence)}")
 
 
+def context_caption(ev: Evaluation) -> None:
+    """What priced the kernels, and the draft lm_head GEMM time at this scenario (costmodel.kernels.kernel_context):
+    context common to every strategy, as `predict` prints it."""
+    ctx = kernel_context(ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
+    text = f"Kernels: {ctx['kernels']}."
+    if ctx["lm_head_us"] is not None:
+        text += (f" lm_head GEMM (context, common to every strategy): {format_us(ctx['lm_head_us'])} per draft call "
+                 f"at hidden {ev.inputs.hidden} ({ctx['lm_head_source']}).")
+    st.caption(plain(text))
+
 # -- header ---------------------------------------------------------------------------------------------
 def verdict(ev: Evaluation) -> None:
     """Metric tiles, each naming its strategy: FOCUS saving per draft / decode step, its crossover batch, and
     the fastest strategy's saving. Savings are baseline time - strategy time (positive: faster), as in the CLI."""
     v = ev.verdict
     provenance_badge(ev.profile)
+    context_caption(ev)
     st.subheader(v.headline())
     st.caption(f"{v.fastest}: {DESCRIPTIONS[v.fastest]}. Savings are {BASELINE} time minus the strategy's time, "
                "per rank (positive: the strategy is faster).")

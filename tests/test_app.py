@@ -30,6 +30,7 @@ from costmodel import (
 )
 from costmodel.explain import format_explanation
 from costmodel.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
+from costmodel.kernels import kernel_context
 from costmodel.presets import preset, presets
 from costmodel.recommend import impact_change, recommend
 from costmodel.sensitivity import elasticities
@@ -115,6 +116,11 @@ def test_defaults_run_clean_and_match_costmodel():
     # the provenance of the bundled profile is stated plainly (measured / partly measured / derived)
     sentence = provenance_line(profile)[1]
     assert "measured" in sentence and any(sentence in unescape(m.value) for m in at.markdown)
+    # the kernels' provenance and the lm_head GEMM time (context, common to every strategy) as predict gives them
+    ctx = kernel_context(profile, sc)
+    assert ctx["lm_head_us"] is not None
+    assert any(f"lm_head GEMM (context, common to every strategy): {format_us(ctx['lm_head_us'])}" in c
+               and ctx["kernels"] in c for c in captions(at))
     # the state is mirrored in the URL
     assert at.query_params["batch"] == str(at.session_state["batch"])
     assert at.query_params["profile"] == at.session_state["profile"]
