@@ -366,7 +366,7 @@ def _decode_lines(result: dict[str, Any]) -> list[str]:
     """Per decode step: the draft group, the verification group (with --verify) and the best pair."""
     step = result.get("decode_step")
     if not step:
-        return []
+        return [_best_pair_line(result["best_pair"])] if result.get("best_pair") else []
     ver = result.get("verification", {})
     head = "per decode step (us): draft x calls" + (f" + greedy verification of {ver['rows']:.0f} rows over "
                                                    f"vocab {ver['vocab']} at TP {ver['tp']} {ver['dtype']}, "
@@ -375,12 +375,17 @@ def _decode_lines(result: dict[str, Any]) -> list[str]:
     for name, d in step["strategies"].items():
         lines.append(f"{name:30s} {d['draft_us']:10.1f} {d['verify_us']:10.1f} {d['decode_step_us']:12.1f} "
                      f"{d['saving_us']:10.1f}{'' if d['valid'] else '  (invalid)'}")
-    bp = result["best_pair"]
-    lines.append(f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
-                 f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
-                 f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
-                 f"  (oneshot / multimem parameters are derived from published figures, not measured)")
+    lines.append(_best_pair_line(result["best_pair"]))
     return lines
+
+
+def _best_pair_line(bp: dict[str, Any]) -> str:
+    """The verdict's best (strategy, collective) pair, per decode step, with the provenance of the collective."""
+    return (f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
+            f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
+            f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
+            + ("" if bp["collective"] == "nccl" else
+               "  (oneshot / multimem parameters are derived from published figures, not measured)"))
 
 
 def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Namespace) -> None:
@@ -446,6 +451,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
                              acceptance_length=args.acceptance_length)
     if args.verify or args.matrix_csv or int(scenario.top_k) > 1 or str(scenario.collective) != "nccl":
         add_decode_step(result, pred, args)
+    else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
+        from .verification import best_pair, matrix
+
+        result["best_pair"] = best_pair(matrix(pred.scenario, pred.profile, max_batch=args.max_batch,
+                                               crossovers=False))
     if not args.no_intervals:
         add_intervals(result, pred, max_batch=args.max_batch)
     if args.explain:

@@ -48,6 +48,27 @@ def _crossover_by_k(_profile: Any, profile_key: tuple, spec: Any, batch: float, 
     return pd.DataFrame(rows)
 
 
+def best_pair_caption(ev: Any) -> str | None:
+    """One line for the main verdict: the best (strategy, collective) pair at the chosen batch, per decode step.
+    Uses the panel's top-k / verification choices when the matrix is shown, else top-k 1 without verification;
+    None when the scenario cannot be priced as a matrix."""
+    shown = bool(st.session_state.get("topk_show"))
+    k = int(st.session_state.get("topk_k", 1)) if shown else 1
+    verify = bool(st.session_state.get("topk_verify", False)) if shown else False
+    fraction = float(st.session_state.get("topk_fraction", 1.0)) if verify else 1.0
+    key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
+    try:
+        best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction))
+    except (InputError, ValueError):
+        return None
+    derived = "" if best["collective"] == "nccl" else " (collective parameters derived from published figures)"
+    fallback = "" if best["native"] else ", some collectives fall back to NCCL"
+    return (f"Best (strategy, collective) per decode step at batch {ev.inputs.batch}, top-k {k}"
+            f"{' with greedy verification' if verify else ''}: ({best['strategy']}, {best['collective']}) "
+            f"{best['decode_step_us']:.1f} us, {best['saving_vs_nccl_baseline_us']:+.1f} us vs "
+            f"(full_all_gather, nccl){fallback}{derived}.")
+
+
 def topk_panel(ev: Any) -> None:
     """The expander under the verdict (app.py)."""
     with st.expander("Top-k drafting, greedy verification and collective implementations"):

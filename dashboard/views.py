@@ -43,6 +43,7 @@ from .tables import (
     sweep_table,
     verdict_table,
 )
+from .topk_panel import best_pair_caption
 from .verdict import Evaluation, bootstrap_method, fused_provenance, provenance_line
 
 PROGRESS_AFTER_S = 0.05
@@ -149,6 +150,9 @@ def verdict(ev: Evaluation) -> None:
     if intervals is not None:
         for column, text in zip(columns, intervals):
             column.caption(text)
+    pair = best_pair_caption(ev)
+    if pair is not None:
+        st.caption(plain(pair))
     st.markdown(v.comparison())
     if v.interval is not None:
         st.caption(f"Intervals: the central {v.interval.saving_us.level:.0%} of {len(ev.profile.bootstrap)} "

@@ -323,3 +323,44 @@ def test_verify_greedy_case_expects_a_spread_of_accepted_lengths():
     outcomes = ref.run_threads(2, lambda comm: verify.run_cases([case], verify.strategies_with_bug(None), comm,
                                                                torch.device("cpu"), 0))
     assert all(o.status == "PASS" for o in outcomes[0])
+
+
+def test_predict_names_the_best_pair_by_default(capsys):
+    args = ["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "3",
+            "--no-intervals"]
+    assert main([*args, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert "decode_step" not in res  # k = 1, nccl, no verify: the old output plus the best pair only
+    table = matrix(Scenario(**preset("llama4-maverick"), tp=8, batch=64, num_spec_tokens=3), H200, crossovers=False)
+    best = table[table.valid].sort_values("decode_step_us").iloc[0]
+    bp = res["best_pair"]
+    assert (bp["strategy"], bp["collective"]) == (best.strategy, best.collective)
+    assert bp["decode_step_us"] == pytest.approx(best.decode_step_us)
+    nccl_base = table[(table.strategy == "full_all_gather") & (table.collective == "nccl")].decode_step_us.item()
+    assert bp["saving_vs_nccl_baseline_us"] == pytest.approx(nccl_base - best.decode_step_us)
+    assert main(args) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("best (strategy, collective)")]
+    assert line == [line[0]] and f"({best.strategy}, {best.collective}) {best.decode_step_us:.1f} us" in line[0]
+
+
+def test_dashboard_verdict_names_the_best_pair():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception
+
+    def caption() -> str:
+        found = [c.value.replace("\\_", "_") for c in at.caption if c.value.startswith("Best (strategy, collective)")]
+        assert len(found) == 1
+        return found[0]
+
+    # the default scenario (batch 64): the same pair and figure as costmodel.verification for it
+    first = caption()
+    assert "top-k 1:" in first and "vs (full_all_gather, nccl)" in first
+    at.toggle(key="topk_show").set_value(True).run()
+    at.number_input(key="topk_k").set_value(8).run()
+    after = caption()
+    assert "top-k 8:" in after
+    pair = after.split(": ", 1)[1].split(" us,")[0]  # "(strategy, collective) 123.4"
+    assert pair in at.success[-1].value.replace("\\_", "_")  # the panel names the same pair and time
