@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -164,3 +165,43 @@ def memo():
 def memo_store() -> dict | None:
     """The active `memo()` store (None outside a memo block)."""
     return _MEMO.get()
+
+
+# -- values that depend only on a scenario's arrays, not on the profile: shared between ensemble members -----------
+SMALL_POINTS = 65536  # arrays up to this many points (in all) are keyed by their contents (`content_key`)
+
+
+def content_key(*values) -> tuple | None:
+    """A hashable key of the values' dtype, shape and bytes (equal key <=> identical arrays), or None when they
+    hold more than SMALL_POINTS points together (then hashing them costs about as much as pricing them)."""
+    out, total = [], 0
+    for v in values:
+        a = np.asarray(v)
+        total += a.size
+        if total > SMALL_POINTS:
+            return None
+        out.append((a.dtype.str, a.shape, a.tobytes()))
+    return tuple(out)
+
+
+class ContentCache:
+    """A bounded {key: value} of pure functions of small arrays (oldest entry dropped first; thread-safe).
+
+    An ensemble prices the same scenario under 100 replicate profiles: what depends only on the scenario
+    (a reduction's launch configuration, a table's interpolation weights) is computed once, not 100 times.
+    Values are shared between callers: never mutate one.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._data: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self._data.get(key)
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            if len(self._data) >= self.size:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = value

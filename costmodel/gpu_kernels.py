@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from . import dedup
 from .dedup import _MEMO, memo  # noqa: F401  (memo: re-exported, costmodel.kernels.kernel_memo)
 from .errors import InputError
 
@@ -266,9 +267,26 @@ def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> 
     return _reduce_time_us(model, kind, rows, cols, elem_bytes)
 
 
+# reduce_launch of small (rows, cols) arrays by content: the same for every ensemble member of one scenario
+_LAUNCHES = dedup.ContentCache(1024)
+
+
+def _launch(rows, cols, sm_count: int, max_threads_per_sm: int) -> ReduceLaunch:
+    """reduce_launch, cached by the contents of small inputs (dedup.content_key; the result is shared: read only)."""
+    found = dedup.content_key(rows, cols)
+    if found is None:
+        return reduce_launch(rows, cols, sm_count, max_threads_per_sm)
+    key = (found, sm_count, max_threads_per_sm)
+    hit = _LAUNCHES.get(key)
+    if hit is None:
+        hit = reduce_launch(rows, cols, sm_count, max_threads_per_sm)
+        _LAUNCHES.put(key, hit)
+    return hit
+
+
 def _reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> np.ndarray:
     op = model.reduce_ops[kind]
-    launch = reduce_launch(rows, cols, model.sm_count, model.max_threads_per_sm)
+    launch = _launch(rows, cols, model.sm_count, model.max_threads_per_sm)
     rate = np.minimum(op.elems_per_us, model.reduce_gbps * 1e3 / np.asarray(elem_bytes, dtype=float))
     lat = launch.values_per_thread * model.value_us
     per_block = launch.threads * launch.values_per_thread / rate

@@ -136,7 +136,8 @@ def table_us(table: KernelTable, rows, cols) -> tuple[np.ndarray, np.ndarray]:
 ANCHOR_OPS: dict[str, str] = {"local_max": "local_max", "local_pack": "local_pack", "local_argmax": "local_pack",
                               "key_pack": "local_max", "argmax": "argmax", "relayout_argmax": "relayout_argmax",
                               "pair_reduce": "pair_reduce"}
-_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, tuple]] = {}
+_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, GpuKernelModel, tuple]] = {}
+_RATIO_CACHE_SIZE = 4096  # (model, table) pairs: 16 ensembles of 100 members x a few tables each
 _CODE_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 _P_STRIDE = 1 << 20  # point key = (dtype code * 2 + eager) * _P_STRIDE + world_size
 
@@ -162,17 +163,17 @@ def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
     """(log rows axis, log cols axis, log(measured / model) grid) of a table; cached per (model, table)."""
     key = (id(model), id(table))
     hit = _RATIO_CACHE.get(key)
-    if hit is not None and hit[0] is table:
-        return hit[1]
+    if hit is not None and hit[0] is table and hit[1] is model:
+        return hit[2]
     rows, cols = np.meshgrid(np.asarray(table.rows), np.asarray(table.cols), indexing="ij")
     e = DTYPES[table.dtype] if table.op.removesuffix("_fused") not in DTYPE_FREE_OPS else 4
     base = model_time_us(model, table.op, rows=rows, cols=cols if table.cols != (1.0,) else 0 * cols,
                          world_size=table.world_size, elem_bytes=e, dtype=table.dtype, eager=table.mode == "eager")
     out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)),
            np.log(np.asarray(table.median_us) / base))
-    if len(_RATIO_CACHE) > 256:
-        _RATIO_CACHE.clear()
-    _RATIO_CACHE[key] = (table, out)
+    if len(_RATIO_CACHE) >= _RATIO_CACHE_SIZE:  # oldest first: a profile's 100 replicates x tables fit
+        _RATIO_CACHE.pop(next(iter(_RATIO_CACHE)))
+    _RATIO_CACHE[key] = (table, model, out)  # both kept alive, so their ids stay theirs while cached
     return out
 
 
@@ -184,14 +185,54 @@ def _axis_weights(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return i, np.clip((x - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0)
 
 
+def _bilinear_weights(lr: np.ndarray, lc: np.ndarray, r: np.ndarray, c: np.ndarray) -> tuple:
+    """(i, i + 1, u, j, j + 1, v): the grid nodes and weights of (log r, log c) on the axes (lr, lc)."""
+    i, u = _axis_weights(lr, np.log(r))
+    j, v = _axis_weights(lc, np.log(np.maximum(c, 1e-12)))
+    return i, np.minimum(i + 1, len(lr) - 1), u, j, np.minimum(j + 1, len(lc) - 1), v
+
+
+def _bilinear(g: np.ndarray, weights: tuple) -> np.ndarray:
+    i, i1, u, j, j1, v = weights
+    return ((1 - u) * ((1 - v) * g[i, j] + v * g[i, j1]) + u * ((1 - v) * g[i1, j] + v * g[i1, j1]))
+
+
 def _log_ratio(grid: tuple, r: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Bilinear interpolation of the log ratio grid in (log rows, log cols)."""
     lr, lc, g = grid
-    i, u = _axis_weights(lr, np.log(r))
-    j, v = _axis_weights(lc, np.log(np.maximum(c, 1e-12)))
-    i1 = np.minimum(i + 1, len(lr) - 1)
-    j1 = np.minimum(j + 1, len(lc) - 1)
-    return ((1 - u) * ((1 - v) * g[i, j] + v * g[i, j1]) + u * ((1 - v) * g[i1, j] + v * g[i1, j1]))
+    return _bilinear(g, _bilinear_weights(lr, lc, r, c))
+
+
+# per (points, table axes): (points inside the table, points outside, bilinear weights) - the same for every
+# ensemble member pricing one scenario (only the ratio grid and the model part differ)
+_GEOMETRY = dedup.ContentCache(1024)
+
+
+def _table_geometry(table: KernelTable, tkey: int, key: np.ndarray, flat_r: np.ndarray,
+                    flat_c: np.ndarray, points_key: tuple | None) -> tuple | None:
+    """(flat indices inside `table`'s range, flat indices outside it, bilinear weights of the inside ones) of the
+    points whose (dtype, mode, world size) key is `tkey`; None when there are none. Cached by content."""
+    ckey = None if points_key is None else (points_key, tkey, table.rows, table.cols)
+    hit = None if ckey is None else _GEOMETRY.get(ckey)
+    if hit is not None:
+        return hit[0]
+    sel = np.flatnonzero(key == tkey)
+    out = None
+    if sel.size:
+        rm, cm = flat_r[sel], flat_c[sel]
+        inside = (rm >= table.rows[0]) & (rm <= table.rows[-1])
+        if len(table.cols) > 1:
+            inside &= (cm >= table.cols[0]) & (cm <= table.cols[-1])
+        lr, lc = np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols))  # as _ratio_grid's axes
+        out = (sel[inside], sel[~inside], _bilinear_weights(lr, lc, rm[inside], cm[inside]))
+    if ckey is not None:
+        _GEOMETRY.put(ckey, (out,))
+    return out
+
+
+def _broadcast(x, shape: tuple) -> np.ndarray:
+    """np.broadcast_to, skipped for an array that has the shape already (read-only use either way)."""
+    return x if isinstance(x, np.ndarray) and x.shape == shape else np.broadcast_to(x, shape)
 
 
 def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype, elem_bytes, mode, padded,
@@ -203,15 +244,15 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     codes = _dtype_codes(dtype)
     shape = np.broadcast_shapes(np.shape(rows), np.shape(cols), np.shape(world_size), np.shape(codes),
                                 np.shape(eager), np.shape(elem_bytes))
-    r = np.broadcast_to(np.asarray(rows, dtype=float), shape)
-    c = np.broadcast_to(np.asarray(cols, dtype=float), shape)
-    p = np.broadcast_to(np.asarray(world_size, dtype=np.int64), shape)
+    r = _broadcast(np.asarray(rows, dtype=float), shape)
+    c = _broadcast(np.asarray(cols, dtype=float), shape)
+    p = _broadcast(np.asarray(world_size, dtype=np.int64), shape)
     kw = {"rows": rows, "cols": cols, "world_size": world_size, "elem_bytes": elem_bytes, "dtype": codes,
           "padded": padded, "draft_cols": draft_cols}  # the caller's objects (gpu_kernels.memo)
     anchor = ANCHOR_OPS.get(op, op)
     part, rest = split_graph_us(model, op, anchor, **kw)
-    time = np.broadcast_to(part + rest, shape)
-    part = np.broadcast_to(part, shape)
+    time = _broadcast(part + rest, shape)
+    part = _broadcast(part, shape)
     if np.any(eager):
         time = np.where(eager, eager_time_us(model, op, time, rows=r, world_size=p), time)
         part = np.where(eager, time, part)
@@ -222,23 +263,20 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
         return KernelEstimate(time, extrapolated)
     free = anchor in DTYPE_FREE_OPS
     group = eager if free else codes * 2 + eager  # dtype-free ops (pair_reduce) match every logits dtype
-    key = np.broadcast_to(group * _P_STRIDE + p, shape).reshape(-1)
+    key = _broadcast(group * _P_STRIDE + p, shape).reshape(-1)
     flat_t, flat_x, flat_part = time.reshape(-1), extrapolated.reshape(-1), part.reshape(-1)
     flat_r, flat_c = r.reshape(-1), c.reshape(-1)
+    points_key = dedup.content_key(key, flat_r, flat_c)
     for table in tables:
         eager_t = table.mode == "eager"
         tkey = (eager_t if free else DTYPE_ORDER.index(table.dtype) * 2 + eager_t) * _P_STRIDE + table.world_size
-        sel = np.flatnonzero(key == tkey)
-        if not sel.size:
+        found = _table_geometry(table, tkey, key, flat_r, flat_c, points_key)
+        if found is None:
             continue
-        rm, cm = flat_r[sel], flat_c[sel]
-        inside = (rm >= table.rows[0]) & (rm <= table.rows[-1])
-        if len(table.cols) > 1:
-            inside &= (cm >= table.cols[0]) & (cm <= table.cols[-1])
-        ins = sel[inside]
-        ratio = np.exp(_log_ratio(_ratio_grid(model, table), rm[inside], cm[inside]))
+        ins, outside, weights = found
+        ratio = np.exp(_bilinear(_ratio_grid(model, table)[2], weights))
         flat_t[ins] += flat_part[ins] * (ratio - 1.0)
-        flat_x[sel[~inside]] = True
+        flat_x[outside] = True
     return KernelEstimate(time, extrapolated)
 
 
