@@ -524,7 +524,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         draft = str(preset_table()["draft"].get(name, "")) if name else ""
         method = "mtp" if draft.upper().startswith("MTP") else None
     rec = recommend({**model, **grid}, workload, profile, itl_ms=args.itl_ms,
-                    acceptance_length=args.acceptance_length, method=method)
+                    acceptance_length=args.acceptance_length, method=method, verify=args.verify,
+                    greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype)
     if args.csv:
         from .safe_io import write_csv
 
@@ -743,6 +744,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
     r.add_argument("--method", default=None,
                    help="vLLM speculative method in the pasted config (default: mtp / eagle3 / eagle from the preset)")
+    r.add_argument("--verify", action="store_true",
+                   help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
+    r.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
+                   help="with --verify: share of decode steps whose requests are all greedy")
+    r.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
+                   help="with --verify: the target logits' dtype (default: --dtype)")
     r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.set_defaults(func=cmd_recommend)

@@ -26,6 +26,12 @@ sampling): "enable" when the interval of E[local_argmax_pairs] is above 0, "keep
 below 0, "uncertain" when it spans 0 (then the expected sign is reported and the default, off, is
 kept); without replicates the sign of E decides and the verdict says so.
 
+With `verify=True` every per-decode-step saving also carries the target's greedy verification group
+(`verification.py`: F * (T_baseline - T_s) over the B x (K + 1) target rows), in E[s], its interval and the
+per-batch table. `top_k` / `collective` / `verify` are named in the header and in the pasted config: vLLM's switch
+covers greedy (top-k 1) drafting only, no pasted setting selects a collective implementation, and no engine
+switch keeps the target's verification logits sharded during speculative decoding (`config_notes`).
+
 Engine equivalents (from each engine's source, see `ENGINE_NOTES`): vLLM has the flag; SGLang has
 no switch for draft tokens (`SGLANG_ENABLE_TP_SHARDED_GREEDY`, `sglang/srt/layers/tp_sharded_greedy.py`
 `can_use_tp_sharded_greedy`, returns False whenever the batch carries speculative info - it covers the
@@ -158,6 +164,8 @@ class Recommendation:
     interval_source: str
     per_batch: pd.DataFrame = field(repr=False, compare=False, default_factory=pd.DataFrame)
     level: float = 0.9
+    verification: dict[str, Any] = field(default_factory=lambda: {"enabled": False})
+    config_notes: tuple[str, ...] = ()   # what no pasted setting can select (top-k, collective, verification)
 
     @property
     def flag(self) -> StrategyOutcome:
@@ -190,7 +198,8 @@ class Recommendation:
                 "sign_convention": "positive saving / reduction / gain = faster than full_all_gather",
                 "strategies": {k: v.to_dict() for k, v in self.strategies.items()},
                 "configs": [c.to_dict() for c in self.configs], "workload": self.workload.to_dict(),
-                "scenario": self.scenario, "profile": self.profile,
+                "scenario": self.scenario, "profile": self.profile, "verification": self.verification,
+                "config_notes": list(self.config_notes),
                 "per_batch": self.per_batch.to_dict(orient="records")}
 
 
@@ -198,7 +207,15 @@ def _weighted(weight: np.ndarray, values: np.ndarray) -> float:
     return float(np.dot(weight, np.asarray(values, dtype=float).reshape(-1)))
 
 
-def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, with_discrepancy: bool
+def _verify_saving(ver: Prediction | None, name: str, fraction: float) -> np.ndarray | float:
+    """Verification group saving per decode step: F * (T_baseline - T_s) over the B x (K + 1) target rows."""
+    if ver is None:
+        return 0.0
+    return fraction * (np.asarray(ver.total_us(BASELINE), dtype=float) - np.asarray(ver.total_us(name), dtype=float))
+
+
+def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, with_discrepancy: bool,
+                           verify_sc: Scenario | None = None, fraction: float = 1.0
                            ) -> tuple[dict[str, np.ndarray], str]:
     """E[s] under every ensemble member - the same members as `uncertainty.propagate` (the predict
     intervals): each bootstrap replicate (or the point profile PRIOR_MEMBERS times when there are none)
@@ -214,8 +231,9 @@ def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, w
     out: dict[str, list[float]] = {s: [] for s in STRATEGIES[1:]}
     for member, fac in zip(members, factors, strict=True):
         pred = predict(sc, member, factors=fac)
+        ver = predict(verify_sc, member, factors=fac) if verify_sc is not None else None
         for s in out:
-            out[s].append(_weighted(weight, pred.saving_per_decode_step_us(s)))
+            out[s].append(_weighted(weight, pred.saving_per_decode_step_us(s) + _verify_saving(ver, s, fraction)))
     source = (f"{len(reps)} bootstrap replicates" if reps else "the point profile") + (
         " x per-op model discrepancy" if disc is not None else "")
     return {s: np.asarray(v) for s, v in out.items()}, source
@@ -231,11 +249,31 @@ def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str =
     return "--speculative-config '" + json.dumps(cfg) + "'"
 
 
-def _configs(decision: str, k: int, method: str, parallel: bool) -> tuple[EngineConfig, ...]:
+def config_notes(top_k: int, collective: str, verify: bool) -> list[str]:
+    """What the pasted configs cannot set for the chosen (top-k, collective, verification), said plainly."""
+    notes = []
+    if top_k > 1:
+        notes.append(f"top-k {top_k}: no engine has a switch for the local top-k pair gather - vLLM's "
+                     "use_local_argmax_reduction covers greedy (top-k 1) drafting only")
+    if collective != "nccl":
+        notes.append(f"collective {collective}: none of these settings selects the collective implementation; the "
+                     f"numbers assume the strategy's all-gather / all-reduce run as {collective} (derived from "
+                     "published figures), which the engine must do for them to hold")
+    if verify:
+        notes.append("verification: no switch keeps the target's verification logits vocab-sharded during "
+                     "speculative decoding (SGLANG_ENABLE_TP_SHARDED_GREEDY is refused for batches with speculative "
+                     "info); the verification group's saving is modelled, not something to paste")
+    return notes
+
+
+def _configs(decision: str, k: int, method: str, parallel: bool, top_k: int = 1) -> tuple[EngineConfig, ...]:
     enable = decision == "enable"
-    vllm = EngineConfig("vllm", True, vllm_speculative_config(k, enable=enable, method=method, parallel=parallel),
-                        ENGINE_NOTES["vllm"] + ("" if decision != "uncertain" else
-                                                "; uncertain: kept at the default (off) - calibrate to decide"))
+    if top_k > 1:  # the flag selects the greedy pairs path only: nothing to paste for tree drafting
+        vllm = EngineConfig("vllm", False, "", ENGINE_NOTES["vllm"] + f"; nothing to set for top-k {top_k}")
+    else:
+        vllm = EngineConfig("vllm", True, vllm_speculative_config(k, enable=enable, method=method, parallel=parallel),
+                            ENGINE_NOTES["vllm"] + ("" if decision != "uncertain" else
+                                                    "; uncertain: kept at the default (off) - calibrate to decide"))
     sglang = EngineConfig("sglang", False, "", ENGINE_NOTES["sglang"])
     trt = EngineConfig("trtllm", False, "", ENGINE_NOTES["trtllm"] + (
         "; the model says it is slower here, and TensorRT-LLM offers no way back" if decision == "keep off" else ""))
@@ -244,14 +282,19 @@ def _configs(decision: str, k: int, method: str, parallel: bool) -> tuple[Engine
 
 def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Profile | None = None, *,
               itl_ms: float | None = None, acceptance_length: float | None = None, level: float = 0.9,
-              method: str | None = None, with_discrepancy: bool = True) -> Recommendation:
+              method: str | None = None, with_discrepancy: bool = True, verify: bool = False,
+              greedy_fraction: float = 1.0, target_dtype: str | None = None) -> Recommendation:
     """Price every strategy at each workload batch; weigh by step share; decide the engine switch.
 
     `scenario_kwargs` are `Scenario` fields (any `batch` is replaced by the workload's batches).
     `itl_ms` and `acceptance_length` go together (both or neither); AL must be in 1..K+1.
     `method` is the vLLM speculative method for the pasted config (default eagle3 with d2t, else eagle).
     `with_discrepancy=False`: parameter uncertainty (the replicates) only.
+    `verify`: add the target's greedy verification group (greedy share `greedy_fraction`, `target_dtype`).
     """
+    from .verification import check_fraction, verification_scenario
+
+    fraction = check_fraction(greedy_fraction)
     profile = profile or default_profile()
     if (itl_ms is None) != (acceptance_length is None):
         missing = "--acceptance-length" if acceptance_length is None else "--itl-ms"
@@ -269,14 +312,27 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     sc = Scenario(**kwargs, batch=workload.batch.astype(float))
     w = workload.weight
     pred: Prediction = predict(sc, profile)
-    base_decode = _weighted(w, pred.total_us(BASELINE) * sc.calls_per_decode_step)
-    best = pred.best()
-    reps, interval_source = _ensemble_expectations(sc, profile, w, with_discrepancy)
+    verify_sc = verification_scenario(sc, target_dtype) if verify else None
+    ver = predict(verify_sc, profile) if verify_sc is not None else None
+    base_verify = 0.0 if ver is None else np.asarray(ver.total_us(BASELINE), dtype=float)  # F T_b + (1-F) T_b
+    base_decode = _weighted(w, pred.total_us(BASELINE) * sc.calls_per_decode_step + base_verify)
+    step_saving = {s: np.asarray(pred.saving_per_decode_step_us(s), dtype=float) + _verify_saving(ver, s, fraction)
+                   for s in STRATEGIES}
+    step_valid = {s: pred.strategies[s].valid if ver is None else pred.strategies[s].valid & ver.strategies[s].valid
+                  for s in STRATEGIES}
+    if ver is None:
+        best = pred.best()
+    else:  # fastest valid strategy per decode step (draft x calls + verification)
+        names = list(STRATEGIES)
+        cost = np.stack([np.where(np.broadcast_to(step_valid[s], step_saving[s].shape), -step_saving[s], np.inf)
+                         for s in names])
+        best = np.asarray(names, dtype=object)[np.argmin(cost, axis=0)]
+    reps, interval_source = _ensemble_expectations(sc, profile, w, with_discrepancy, verify_sc, fraction)
     tail = (1 - level) / 2 * 100
     outcomes: dict[str, StrategyOutcome] = {}
     for s in STRATEGIES:
-        dec = np.asarray(pred.saving_per_decode_step_us(s), dtype=float)
-        valid = np.broadcast_to(pred.strategies[s].valid, dec.shape)
+        dec = step_saving[s]
+        valid = np.broadcast_to(step_valid[s], dec.shape)
         expected = _weighted(w, dec)
         iv = None
         if s in reps:
@@ -308,29 +364,46 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     recommended = FLAG_STRATEGY if decision == "enable" else BASELINE
     candidates = [s for s in STRATEGIES if outcomes[s].valid_share >= 1.0 - 1e-9]
     best_modelled = max(candidates, key=lambda s: outcomes[s].expected_saving_per_decode_step_us)
-    headline = _headline(decision, flag, workload, interval_source if not reps else "", level)
+    top_k, collective = int(single.top_k), str(single.collective)
+    headline = _headline(decision, flag, workload, interval_source if not reps else "", level, top_k)
     if method is None:
         method = "eagle3" if bool(single.d2t) else "eagle"
     per_batch = pd.DataFrame({"batch": workload.batch, "weight": w, "best": best,
                               **{f"{s}_saving_per_decode_step_us": np.asarray(pred.saving_per_decode_step_us(s),
                                                                                dtype=float)
                                  for s in STRATEGIES[1:]}})
+    if ver is not None:
+        for s in STRATEGIES[1:]:
+            per_batch[f"{s}_verify_saving_us"] = np.broadcast_to(_verify_saving(ver, s, fraction),
+                                                                  workload.batch.shape).astype(float)
+    verification = {"enabled": ver is not None}
+    if ver is not None:
+        verification.update({"greedy_fraction": fraction, "rows_per_batch_row": int(single.num_spec_tokens) + 1,
+                             "vocab": int(single.vocab), "dtype": str(verify_sc.dtype)})
     desc = single.describe()
     desc.pop("batch", None)
     desc.pop("rows_per_call", None)
     prof = {"name": profile.name, "kind": profile.provenance.kind, "gpu": profile.provenance.gpu,
             "source": profile.provenance.source}
     return Recommendation(decision, headline, recommended, best_modelled, outcomes,
-                          _configs(decision, k, method, bool(single.parallel)), workload, desc, prof,
-                          interval_source, per_batch, level)
+                          _configs(decision, k, method, bool(single.parallel), top_k),
+                          workload, desc, prof, interval_source, per_batch, level, verification,
+                          tuple(config_notes(top_k, collective, ver is not None)))
 
 
-def _headline(decision: str, flag: StrategyOutcome, workload: Workload, no_interval: str, level: float) -> str:
+def _headline(decision: str, flag: StrategyOutcome, workload: Workload, no_interval: str, level: float,
+              top_k: int = 1) -> str:
     e = flag.expected_saving_per_decode_step_us
     iv = flag.interval_us
     iv_txt = (f" ({int(round(level * 100))}% interval {iv[0]:+.1f}..{iv[1]:+.1f} us)" if iv is not None
               else f" (no interval: {no_interval})")
     mix = f"mean batch {workload.mean_batch:.1f}, {flag.beats_baseline_share:.0%} of decode steps faster"
+    if top_k > 1:  # the shipped flag is greedy-only: report the modelled answer, name the missing switch
+        word = {"enable": "faster", "keep off": "not faster", "uncertain": "uncertain"}[decision]
+        if flag.verdict == "invalid":
+            word = "not exact (fp32 ids, V_pad > 2^24)"
+        return (f"top-k {top_k}: local_argmax_pairs ({top_k} pairs per rank) is {word}: expected saving {e:+.1f} us "
+                f"per decode step{iv_txt}; {mix} - no engine ships a switch for top-k pairs (see the configs)")
     if flag.verdict == "invalid":
         return "keep use_local_argmax_reduction off: fp32 ids are not exact for this draft vocab (V_pad > 2^24)"
     if decision == "enable":
@@ -348,7 +421,11 @@ def format_recommendation(rec: Recommendation) -> str:
         f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})",
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} "
         f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} "
-        f"impl {sc['impl']}" + (f" engine {sc['engine']}" if sc.get("engine", "none") != "none" else ""),
+        f"impl {sc['impl']}" + (f" engine {sc['engine']}" if sc.get("engine", "none") != "none" else "")
+        + f"  top-k {sc.get('top_k', 1)}  collective {sc.get('collective', 'nccl')}"
+        + ("" if not rec.verification.get("enabled") else
+           f"  + greedy verification ({rec.verification['rows_per_batch_row']} target rows per batch row, "
+           f"F = {rec.verification['greedy_fraction']:g}, {rec.verification['dtype']})"),
         f"workload {wl.name} ({wl.source}): {wl.method}",
         f"  {wl.observations} observations, {wl.batch.size} distinct batches, mean {wl.mean_batch:.1f}, "
         f"p50 {wl.quantile(0.5)}, p90 {wl.quantile(0.9)}, range {int(wl.batch[0])}..{int(wl.batch[-1])}",
@@ -389,4 +466,6 @@ def format_recommendation(rec: Recommendation) -> str:
     for c in rec.configs:
         lines.append(f"  {c.engine:7s} {c.text if c.available else '(nothing to set)'}")
         lines.append(f"  {'':7s} {c.note}")
+    for note in rec.config_notes:
+        lines.append(f"  not settable - {note}")
     return "\n".join(lines)

@@ -267,3 +267,57 @@ def test_expected_saving_is_a_convex_combination_and_splitting_rows_changes_noth
         assert again.strategies[s].expected_saving_per_decode_step_us == pytest.approx(
             rec.strategies[s].expected_saving_per_decode_step_us)
     assert again.decision == rec.decision
+
+
+def test_verify_adds_the_verification_group_to_every_expected_saving():
+    from costmodel.verification import decode_step
+
+    profile = load_profile(None)
+    wl = Workload(np.array([8, 64]), np.array([0.25, 0.75]), "csv", "w")
+    rec = recommend(MAVERICK, wl, profile, with_discrepancy=False, verify=True, greedy_fraction=0.5)
+    plain = recommend(MAVERICK, wl, profile, with_discrepancy=False)
+    step = decode_step(Scenario(**MAVERICK, batch=np.array([8.0, 64.0])), profile, verify=True, greedy_fraction=0.5)
+    for s in STRATEGIES[1:]:
+        expected = float(np.dot([0.25, 0.75], step.saving_us(s)))
+        assert rec.strategies[s].expected_saving_per_decode_step_us == pytest.approx(expected)
+    # the verification group's share: F x (baseline - strategy) over the B x (K + 1) target rows, weighted
+    ver = step.verification
+    extra = float(np.dot([0.25, 0.75], 0.5 * (ver.total_us(BASELINE) - ver.total_us(FLAG_STRATEGY))))
+    assert extra > 0 and (rec.strategies[FLAG_STRATEGY].expected_saving_per_decode_step_us
+                          - plain.strategies[FLAG_STRATEGY].expected_saving_per_decode_step_us) == pytest.approx(extra)
+    assert rec.verification == {"enabled": True, "greedy_fraction": 0.5, "rows_per_batch_row": 6,
+                                "vocab": MAVERICK["vocab"], "dtype": "bf16"}
+    assert any("verification" in n for n in rec.config_notes) and plain.config_notes == ()
+    assert {f"{FLAG_STRATEGY}_verify_saving_us"} <= set(rec.per_batch.columns)
+
+
+def test_cli_recommend_header_and_config_name_top_k_collective_and_verify(tmp_path):
+    wl = tmp_path / "w.csv"
+    wl.write_text("batch,weight\n8,1\n64,2\n")
+    from costmodel.cli import main
+
+    base = ["recommend", "--workload", str(wl), "--preset", "llama4-maverick", "--tp", "8", "--num-spec-tokens", "5"]
+    import contextlib
+    import io
+
+    def run(*extra: str) -> str:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main([*base, *extra]) == 0
+        return buf.getvalue()
+
+    greedy = run()
+    assert "top-k 1  collective nccl" in greedy and "not settable" not in greedy
+    assert '"use_local_argmax_reduction": true' in greedy
+    text = run("--top-k", "8", "--collective", "oneshot", "--verify", "--greedy-fraction", "0.5")
+    header = text.splitlines()[1]
+    assert "top-k 8  collective oneshot" in header and "greedy verification (6 target rows" in header
+    assert "F = 0.5" in header
+    assert "RECOMMENDATION: top-k 8: local_argmax_pairs (8 pairs per rank)" in text
+    assert "--speculative-config" not in text  # vLLM's switch is greedy-only: nothing to paste at top-k 8
+    notes = [line for line in text.splitlines() if line.strip().startswith("not settable")]
+    assert len(notes) == 3 and "top-k 8" in notes[0] and "oneshot" in notes[1] and "verification" in notes[2]
+    res = json.loads(run("--top-k", "8", "--collective", "oneshot", "--json"))
+    assert res["scenario"]["top_k"] == 8 and res["scenario"]["collective"] == "oneshot"
+    assert not res["verification"]["enabled"] and len(res["config_notes"]) == 2
+    assert not [c for c in res["configs"] if c["engine"] == "vllm"][0]["available"]
