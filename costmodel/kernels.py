@@ -231,8 +231,10 @@ def _table_geometry(table: KernelTable, tkey: int, key: np.ndarray, flat_r: np.n
 
 
 def _broadcast(x, shape: tuple) -> np.ndarray:
-    """np.broadcast_to, skipped for an array that has the shape already (read-only use either way)."""
-    return x if isinstance(x, np.ndarray) and x.shape == shape else np.broadcast_to(x, shape)
+    """np.broadcast_to, skipped for a value that has the shape already (read-only use either way)."""
+    if isinstance(x, np.ndarray):
+        return x if x.shape == shape else np.broadcast_to(x, shape)
+    return np.asarray(x) if not shape else np.broadcast_to(x, shape)  # a scalar: a 0-d array
 
 
 def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype, elem_bytes, mode, padded,

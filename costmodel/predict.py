@@ -102,9 +102,14 @@ class Prediction:
         return out
 
 
+def _broadcast(x: np.ndarray, shape: tuple) -> np.ndarray:
+    """np.broadcast_to, skipped for an array that has the shape already (both read-only uses)."""
+    return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
 def _summarize(name: str, components: dict[str, Component], scenario: Scenario) -> StrategyResult:
     shape = scenario.shape
-    times = {k: np.broadcast_to(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
+    times = {k: _broadcast(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
 
     def add(values, dtype=float):  # sum of arrays, skipping scalar zeros (no full-size pass for them)
         out = np.zeros(shape, dtype=dtype)

@@ -140,6 +140,7 @@ class _Ctx:
         self.multi = self.p > 1
         self.k = scenario.top_k
         self.fused = (scenario.impl == "fused") & (self.k == 1)  # the fused kernels are argmax-only (k = 1)
+        self.any_fused = bool(np.any(self.fused))
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))
@@ -250,7 +251,7 @@ class _Ctx:
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops
-        if fusable and np.any(self.fused):
+        if fusable and self.any_fused:
             if not nothing:
                 fused = estimate(f"{op}_fused")
                 t = np.where(self.fused, fused.time_us * self.factors.get(f"{op}_fused", 1.0), t)
@@ -258,7 +259,7 @@ class _Ctx:
             calls += (Call("kernel", f"{op}_fused", args, when & self.fused),)
             ops = np.where(self.fused, TORCH_OPS["fused"], n_ops)
         n_views = TORCH_VIEWS.get(op, 0) if views is None else views
-        if fusable and np.any(self.fused):
+        if fusable and self.any_fused:
             n_views = np.where(self.fused, 0, n_views)
         hw = when if host_when is None else host_when
         # one pass: (torch ops x torch_op_us + views x view_op_us) x the eager mask (scalar counts stay scalar)
