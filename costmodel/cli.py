@@ -372,9 +372,18 @@ def _decode_lines(result: dict[str, Any]) -> list[str]:
                                                    f"vocab {ver['vocab']} at TP {ver['tp']} {ver['dtype']}, "
                                                    f"F = {ver['greedy_fraction']:g}" if ver.get("enabled") else "")
     lines = ["", head, f"{'strategy':30s} {'draft':>10s} {'verify':>10s} {'decode step':>12s} {'saving':>10s}"]
+    ivs = step.get("intervals") or {}
     for name, d in step["strategies"].items():
+        iv = ivs.get(name)
+        iv_txt = "" if iv is None else (
+            f"  [saving {iv['decode_step_saving_us']['low']:+.1f}..{iv['decode_step_saving_us']['high']:+.1f}"
+            + (f", verify {iv['verify_saving_us']['low']:+.1f}..{iv['verify_saving_us']['high']:+.1f}"
+               if ver.get("enabled") else "") + "]")
         lines.append(f"{name:30s} {d['draft_us']:10.1f} {d['verify_us']:10.1f} {d['decode_step_us']:12.1f} "
-                     f"{d['saving_us']:10.1f}{'' if d['valid'] else '  (invalid)'}")
+                     f"{d['saving_us']:10.1f}{'' if d['valid'] else '  (invalid)'}{iv_txt}")
+    if ivs:
+        level = next(iter(ivs.values()))["decode_step_saving_us"]["level"]
+        lines.append(f"  [..]: central {level:.0%} of {next(iter(ivs.values()))['members']} (as the intervals above)")
     lines.append(_best_pair_line(result["best_pair"]))
     return lines
 
@@ -458,6 +467,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                                crossovers=False))
     if not args.no_intervals:
         add_intervals(result, pred, max_batch=args.max_batch)
+        if "decode_step" in result:  # the verification group's intervals, from the same ensemble
+            from .verification import decode_step_intervals
+
+            result["decode_step"]["intervals"] = decode_step_intervals(
+                pred.scenario, profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                target_dtype=args.target_dtype)
     if args.explain:
         from .explain import explain
 

@@ -84,6 +84,45 @@ def decode_step(scenario: Scenario, profile: Profile | None = None, *, verify: b
     return DecodeStep(draft, ver, f)
 
 
+def decode_step_intervals(scenario: Scenario, profile: Profile, *, verify: bool = False, greedy_fraction: float = 1.0,
+                          target_dtype: str | None = None, level: float = 0.9,
+                          with_discrepancy: bool = True) -> dict[str, dict[str, Any]]:
+    """Central `level` intervals of each strategy's verification-group saving and decode-step saving (us).
+
+    The ensemble is `uncertainty.propagate`'s (the same members, the same fixed-seed per-op discrepancy
+    factors): member m prices the draft and the verification scenario, and
+    saving_decode(m) = draft saving x calls + F * (T_baseline(verify) - T_s(verify)).
+    """
+    from . import uncertainty as unc
+
+    if scenario.size != 1:
+        raise InputError("decode step intervals need a single scenario")
+    f = check_fraction(greedy_fraction)
+    reps = unc.replicate_profiles(profile) or [profile] * unc.PRIOR_MEMBERS
+    disc = unc.discrepancy(profile) if with_discrepancy else None
+    factors = (unc._op_factors(disc, unc.DISCREPANCY_OPS, len(reps), nodes=int(scenario.nodes)) if disc is not None
+               else [None] * len(reps))
+    ver_sc = verification_scenario(scenario, target_dtype) if verify else None
+    names = STRATEGIES[1:]
+    group: dict[str, list[float]] = {s: [] for s in names}
+    total: dict[str, list[float]] = {s: [] for s in names}
+    for rep, fac in zip(reps, factors, strict=True):
+        draft = predict(scenario, rep, factors=fac)
+        ver = predict(ver_sc, rep, factors=fac) if ver_sc is not None else None
+        for s in names:
+            v = 0.0 if ver is None else f * float(ver.total_us(BASELINE) - ver.total_us(s))
+            group[s].append(v)
+            total[s].append(float(draft.saving_per_decode_step_us(s)) + v)
+    members = (f"{len(unc.replicate_profiles(profile))} bootstrap replicates" if unc.replicate_profiles(profile)
+               else f"the point profile x {unc.PRIOR_MEMBERS}") + (" x per-op model discrepancy" if disc else "")
+    out = {}
+    for s in names:
+        out[s] = {"verify_saving_us": unc._interval(np.asarray(group[s]), level).to_dict(),
+                  "decode_step_saving_us": unc._interval(np.asarray(total[s]), level).to_dict(),
+                  "members": members}
+    return out
+
+
 def verification_dict(step: DecodeStep) -> dict[str, Any]:
     """JSON of the verification group (single scenario): rows, components and totals per strategy."""
     v = step.verification

@@ -364,3 +364,26 @@ def test_dashboard_verdict_names_the_best_pair():
     assert "top-k 8:" in after
     pair = after.split(": ", 1)[1].split(" us,")[0]  # "(strategy, collective) 123.4"
     assert pair in at.success[-1].value.replace("\\_", "_")  # the panel names the same pair and time
+
+
+def test_verification_group_intervals_come_from_the_predict_ensemble():
+    from costmodel.uncertainty import propagate
+    from costmodel.verification import decode_step_intervals
+
+    sc = Scenario(**preset("llama4-maverick"), tp=8, batch=64, num_spec_tokens=5)
+    plain = decode_step_intervals(sc, H200)
+    unc = propagate(sc, H200, with_crossover=False)
+    for s, iv in plain.items():  # without verification: exactly predict's decode-step interval
+        assert iv["verify_saving_us"]["low"] == iv["verify_saving_us"]["high"] == 0.0
+        ref_iv = unc[s].saving_per_decode_step_us
+        assert (iv["decode_step_saving_us"]["low"], iv["decode_step_saving_us"]["high"]) == pytest.approx(
+            (ref_iv.low, ref_iv.high))
+    none = decode_step_intervals(sc, H200, verify=True, greedy_fraction=0.0)
+    assert none["local_argmax_pairs"]["decode_step_saving_us"] == plain["local_argmax_pairs"]["decode_step_saving_us"]
+    full = decode_step_intervals(sc, H200, verify=True)
+    point = decode_step(sc, H200, verify=True)
+    g = full["local_argmax_pairs"]["verify_saving_us"]
+    centre = float(point.verify_us("full_all_gather") - point.verify_us("local_argmax_pairs"))
+    assert 0 < g["low"] <= centre <= g["high"]  # the point estimate lies inside its own group's interval
+    assert full["local_argmax_pairs"]["decode_step_saving_us"]["low"] > plain["local_argmax_pairs"][
+        "decode_step_saving_us"]["low"]
