@@ -45,6 +45,8 @@ def _engine_mode(engine: np.ndarray, mode: np.ndarray) -> np.ndarray:
 
 def _categorical(name: str, value: Any, allowed: tuple[str, ...]) -> np.ndarray:
     arr = np.asarray(value).astype(str)
+    if arr.ndim == 0 and arr.item() in allowed:  # one allowed name: no np.unique / setdiff1d
+        return arr
     bad = np.setdiff1d(np.unique(arr), allowed)
     if bad.size:
         raise InputError(f"{name} must be one of {', '.join(allowed)}, got {bad[0]!r}")
@@ -129,7 +131,7 @@ class Scenario:
     # -- validation ---------------------------------------------------------
     def _validate(self) -> None:
         def first_bad(mask: np.ndarray, name: str, message: str) -> None:
-            if np.any(mask):
+            if mask.any() if isinstance(mask, np.ndarray) else bool(mask):  # scalars: no np.any dispatch
                 raise InputError(f"{name}: {message}")
 
         first_bad(self.vocab < 1, "vocab", "must be >= 1")
