@@ -168,7 +168,9 @@ def memo_store() -> dict | None:
 
 
 # -- values that depend only on a scenario's arrays, not on the profile: shared between ensemble members -----------
-SMALL_POINTS = 65536  # arrays up to this many points (in all) are keyed by their contents (`content_key`)
+# arrays up to this many points (in all) are keyed by their contents (`content_key`): a dashboard table of 1,291
+# batches x 3 arrays fits; a cache of 256 such entries stays under ~64 MB (keys and values) at worst
+SMALL_POINTS = 16384
 
 
 def content_key(*values) -> tuple | None:

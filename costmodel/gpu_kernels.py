@@ -268,7 +268,7 @@ def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> 
 
 
 # reduce_launch of small (rows, cols) arrays by content: the same for every ensemble member of one scenario
-_LAUNCHES = dedup.ContentCache(1024)
+_LAUNCHES = dedup.ContentCache(256)
 
 
 def _launch(rows, cols, sm_count: int, max_threads_per_sm: int) -> ReduceLaunch:

@@ -205,7 +205,7 @@ def _log_ratio(grid: tuple, r: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 # per (points, table axes): (points inside the table, points outside, bilinear weights) - the same for every
 # ensemble member pricing one scenario (only the ratio grid and the model part differ)
-_GEOMETRY = dedup.ContentCache(1024)
+_GEOMETRY = dedup.ContentCache(256)
 
 
 def _table_geometry(table: KernelTable, tkey: int, key: np.ndarray, flat_r: np.ndarray,
