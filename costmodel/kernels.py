@@ -186,15 +186,19 @@ def _axis_weights(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _bilinear_weights(lr: np.ndarray, lc: np.ndarray, r: np.ndarray, c: np.ndarray) -> tuple:
-    """(i, i + 1, u, j, j + 1, v): the grid nodes and weights of (log r, log c) on the axes (lr, lc)."""
+    """The grid nodes (flat indices into a C-ordered (len(lr), len(lc)) grid: [i, j], [i, j+1], [i+1, j],
+    [i+1, j+1]) and weights (1 - u, u, 1 - v, v) of (log r, log c) on the axes (lr, lc)."""
     i, u = _axis_weights(lr, np.log(r))
     j, v = _axis_weights(lc, np.log(np.maximum(c, 1e-12)))
-    return i, np.minimum(i + 1, len(lr) - 1), u, j, np.minimum(j + 1, len(lc) - 1), v
+    i1, j1, n = np.minimum(i + 1, len(lr) - 1), np.minimum(j + 1, len(lc) - 1), len(lc)
+    return (i * n + j, i * n + j1, i1 * n + j, i1 * n + j1), (1 - u, u, 1 - v, v)
 
 
 def _bilinear(g: np.ndarray, weights: tuple) -> np.ndarray:
-    i, i1, u, j, j1, v = weights
-    return ((1 - u) * ((1 - v) * g[i, j] + v * g[i, j1]) + u * ((1 - v) * g[i1, j] + v * g[i1, j1]))
+    """(1 - u) ((1 - v) g[i, j] + v g[i, j1]) + u ((1 - v) g[i1, j] + v g[i1, j1]) (this order of operations)."""
+    (k00, k01, k10, k11), (nu, u, nv, v) = weights
+    flat = np.ravel(g)
+    return nu * (nv * flat.take(k00) + v * flat.take(k01)) + u * (nv * flat.take(k10) + v * flat.take(k11))
 
 
 def _log_ratio(grid: tuple, r: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -173,7 +173,7 @@ def grid_roots(grid: np.ndarray, values: np.ndarray, refine: Callable[[float], f
     else located by linear interpolation in log batch.
     """
     sign = np.sign(values)
-    roots = {float(g) for g, v in zip(grid, values) if v == 0.0}
+    roots = {float(grid[i]) for i in np.flatnonzero(np.asarray(values) == 0.0)}  # exact zeros
     for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
         if refine is not None:
             roots.add(float(brentq(refine, grid[i], grid[i + 1], xtol=xtol)))
