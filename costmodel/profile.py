@@ -51,6 +51,7 @@ from .schema import (
     FUSED_KERNEL_OPS,
     KERNEL_OPS,
     MODES,
+    TOPK_KERNEL_OPS,
     SchemaViolation,
     check_schema,
     profile_json_schema,
@@ -116,6 +117,7 @@ class KernelTable:
     cols: tuple[float, ...]
     median_us: tuple[tuple[float, ...], ...]  # [len(rows)][len(cols)]
     source: str = ""
+    k: int = 1  # candidates per row (schema.TOPK_KERNEL_OPS tables; 1 for every other op)
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,7 @@ def _kind(value: str, where: str) -> str:
 
 def _table(obj: Any, where: str) -> KernelTable:
     op = _get(obj, "op", where, str)
-    if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
+    if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS and op not in TOPK_KERNEL_OPS:
         raise InputError(f"{where}.op: unknown kernel op {op!r}")
     dtype = _get(obj, "dtype", where, str)
     if dtype not in DTYPES:
@@ -319,7 +321,8 @@ def _table(obj: Any, where: str) -> KernelTable:
                        world_size=_get(obj, "world_size", where, int, default=1),
                        rows=rows_t, cols=cols_t,
                        median_us=tuple(tuple(float(v) for v in r) for r in grid),
-                       source=_get(obj, "source", where, str, default=""))
+                       source=_get(obj, "source", where, str, default=""),
+                       k=_get(obj, "k", where, int, default=1))
 
 
 @lru_cache(maxsize=1)

@@ -61,7 +61,16 @@ FUSED_KERNEL_OPS: dict[str, str] = {
     for op in ("local_argmax", "key_pack", "pair_reduce", "key_unpack")
 }
 
-ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)
+# Top-k (tree drafting) kernels, measured per k: their rows carry a `k` column (default 1 for every other op) and
+# their tables a `k` field. `cols` as described; calibration/reference/strategies.py local_topk / merge_topk.
+TOPK_KERNEL_OPS: dict[str, str] = {
+    "local_topk": "vocab shard s: stable top-k (value desc, lowest id) of [rows, s] + rank offset, packed as k "
+                  "(fp32 value, fp32 id) pairs",
+    "topk_merge": "candidates p*k: stable top-k of [rows, p*k] fp32 (value, id) candidates by (value desc, id asc)",
+}
+MAX_TOPK = 4096
+
+ALL_OPS: tuple[str, ...] = COLLECTIVE_OPS + tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS) + tuple(TOPK_KERNEL_OPS)
 # bytes per element of every dtype a measurement row may carry: logits, ids / keys (int64) and raw bytes
 ELEM_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int64": 8, "uint8": 1, "int8": 1,
                               # the other nccl-tests data types (calibration.import_nccl_tests): collectives only
@@ -72,7 +81,7 @@ DTYPES: dict[str, int] = {k: ELEM_BYTES[k] for k in ("bf16", "fp16", "fp32")}  #
 D2T_DRAFT_COLS = 32000  # the kernel benchmark's d2t_scatter draft width: [rows, 32000] logits (KERNEL_OPS)
 MODES: tuple[str, ...] = ("graph", "eager")
 
-_INT_COLUMNS = ("world_size", "nodes", "bytes_per_rank", "rows", "cols", "iters")
+_INT_COLUMNS = ("world_size", "nodes", "bytes_per_rank", "rows", "cols", "iters", "k")
 TIME_COLUMNS = ("median_us", "p10_us", "p90_us", "min_us", "max_us")
 _TIME_COLUMNS = TIME_COLUMNS
 _REQUIRED = ("op", "mode", "world_size", "median_us")
@@ -83,7 +92,7 @@ MAX_MEASUREMENT_ROWS = 2_000_000
 MAX_TIME_US = 1e8  # a measured call above 100 s is refused as implausible
 MAX_WORLD_SIZE = 1 << 20
 INT64_MAX = 2**63 - 1
-_INT_LIMITS = {"world_size": MAX_WORLD_SIZE, "nodes": MAX_WORLD_SIZE}
+_INT_LIMITS = {"world_size": MAX_WORLD_SIZE, "nodes": MAX_WORLD_SIZE, "k": MAX_TOPK}
 _TEXT_COLUMNS = ("op", "backend", "device", "gpu", "dtype", "mode")
 
 
@@ -166,6 +175,8 @@ def validate_measurements(
                              "cost model neither prices nor fits it): drop those rows")
         if bad:
             raise InputError(f"{source}: " + message.format(bad[0]))
+    # k: candidates per row of the top-k kernel ops (optional column; empty or absent = 1)
+    frame["k"] = pd.to_numeric(frame["k"], errors="coerce").fillna(1) if "k" in frame.columns else 1
     for column in _INT_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce").astype(float)
         limit = _INT_LIMITS.get(column, INT64_MAX)
@@ -177,6 +188,8 @@ def validate_measurements(
         frame[column] = values.astype(np.int64)
     if (frame["world_size"] < 1).any():
         raise InputError(f"{source}: column world_size must be >= 1")
+    if (frame["k"] < 1).any():
+        raise InputError(f"{source}: column k must be >= 1")
     is_coll = frame["op"].isin(COLLECTIVE_OPS + tuple(extra_collectives))
     if (is_coll & (frame["bytes_per_rank"] <= 0)).any():
         raise InputError(f"{source}: column bytes_per_rank must be > 0 for collective ops")
@@ -275,8 +288,9 @@ KERNEL_OP_FIELDS: dict[str, dict] = {
 }
 _AXIS = _arr(_num(0, 2.0**63, exclusive_low=True), minItems=1)
 KERNEL_TABLE_FIELDS: dict[str, dict] = {
-    "op": _str(enum=tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS)),
+    "op": _str(enum=tuple(KERNEL_OPS) + tuple(FUSED_KERNEL_OPS) + tuple(TOPK_KERNEL_OPS)),
     "dtype": _str(enum=tuple(DTYPES)),
+    "k": _int(1, MAX_TOPK),
     "mode": _str(enum=MODES),
     "world_size": _int(1, MAX_WORLD_SIZE),
     "rows": _AXIS,

@@ -49,7 +49,7 @@ from . import collective_impls
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, Stage, captured_mask, host_costs, step_time_us, sync_mask
 from .errors import InputError
-from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, kernel_time_us
+from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, kernel_time_us, table_us
 from .profile import Profile
 from .scenario import Scenario
 
@@ -341,13 +341,34 @@ class _Ctx:
         passes = np.where(topk_multiblock(rows, cols), e + 1, 1)
         return (passes * one + sort) * self.factors.get("topk", 1.0)
 
+    def measured_topk(self, op: str, rows, cols, *, world_size=1, fp32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(time_us, found): the profile's measured `op` table (schema.TOPK_KERNEL_OPS, one per k) where one at
+        this scenario's k, dtype (fp32 for the merge), mode and world size covers (rows, cols), interpolated as
+        every kernel table (`kernels.table_us`); found is False elsewhere (the derived `topk_us` prices it)."""
+        r, c, k, p, d = np.broadcast_arrays(np.asarray(rows, dtype=float), np.asarray(cols, dtype=float),
+                                            np.asarray(self.k), np.asarray(world_size),
+                                            np.asarray("fp32" if fp32 else self.sc.dtype).astype(str))
+        time, found = np.zeros(r.shape), np.zeros(r.shape, dtype=bool)
+        mode = "eager" if op in self._eager_only else "graph"
+        for t in self.profile.kernel_tables:
+            if t.op != op or t.mode != mode:
+                continue
+            mask = (k == t.k) & (p == t.world_size) & (d == t.dtype) & ~found
+            if not mask.any():
+                continue
+            values, outside = table_us(t, r[mask], c[mask])
+            time[mask] = np.where(outside, 0.0, values) * self.factors.get(op, 1.0)
+            found[mask] = ~outside
+        return time, found
+
     def topk_component(self, name: str, k1: Component, gpu_us, ops: int, when=None,
                        how: str = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort") -> Component:
         """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1 (and `when`)."""
         when = self.topk if when is None else self.topk & when
         host = self._host(name, self.host.torch_op_us, ops, when & self.multi if name == "topk_merge" else when)
         call = Call("kernel", name, {"top_k": self.k, "gpu_us": gpu_us,
-                                     "formula": f"{name} at top-k {self.k} (derived, {how})"}, when)
+                                     "formula": f"{name} at top-k {self.k} ("
+                                                f"{'' if how.startswith('measured') else 'derived, '}{how})"}, when)
         k1_calls = tuple(replace(c, when=np.asarray(c.when) & ~when) for c in k1.calls)
         return Component(np.where(when, gpu_us, k1.time_us), 0.0, np.where(when, False, k1.extrapolated),
                          k1_calls + (call,), np.where(when, host, k1.host_us), np.where(when, ops, k1.ops))
@@ -454,8 +475,18 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
         relayout = c.profile.graph_kernel_us + 2.0 * c.rows * c.p * c.k * PAIR_BYTES / bw * 1e-3
         local_gpu = np.where(c.multi, c.topk_us(c.rows, c.shard), c.topk_us(c.rows, c.sc.draft_vocab))
         merge_gpu = np.where(c.multi, relayout + c.topk_us(c.rows, c.p * c.k, fp32=True), 0.0)
-        steps = {"local_topk": c.topk_component("local_topk", first, local_gpu, TORCH_OPS["local_topk"])}
-        tail = {"topk_merge": c.topk_component("topk_merge", reduce, merge_gpu, TORCH_OPS["topk_merge"])}
+        # a measured local_topk / topk_merge table (calibration.kernels, per k) replaces the derived time inside it
+        local_meas, local_found = c.measured_topk("local_topk", c.rows, c.shard)
+        merge_meas, merge_found = c.measured_topk("topk_merge", c.rows, c.p * c.k, world_size=c.p, fp32=True)
+        local_found, merge_found = local_found & c.multi, merge_found & c.multi
+        local_gpu = np.where(local_found, local_meas, local_gpu)
+        merge_gpu = np.where(merge_found, relayout + merge_meas, merge_gpu)
+        measured = "measured kernels.tables local_topk / topk_merge (per k) inside them, else "
+        how = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort"
+        steps = {"local_topk": c.topk_component("local_topk", first, local_gpu, TORCH_OPS["local_topk"],
+                                                how=(measured + how) if local_found.any() else how)}
+        tail = {"topk_merge": c.topk_component("topk_merge", reduce, merge_gpu, TORCH_OPS["topk_merge"],
+                                               how=(measured + how) if merge_found.any() else how)}
         wire = wire_bytes * c.k
     else:
         steps, tail, wire = {op: first}, {reduce_op: reduce}, wire_bytes

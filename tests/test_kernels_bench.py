@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from calibration.bench import kernels
-from costmodel.schema import FUSED_KERNEL_OPS, KERNEL_OPS, read_measurements
+from costmodel.schema import FUSED_KERNEL_OPS, KERNEL_OPS, TOPK_KERNEL_OPS, read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,12 +32,16 @@ def test_quick_cpu_run_writes_every_kernel_op(tmp_path):
                            str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     frame = read_measurements(out / "kernels.csv")
-    assert set(frame["op"]) == set(KERNEL_OPS)
+    assert set(frame["op"]) == set(KERNEL_OPS) | set(TOPK_KERNEL_OPS)
+    topk = frame[frame["op"].isin(list(TOPK_KERNEL_OPS))]
+    assert set(topk["k"]) == set(kernels.QUICK_TOP_KS) and (frame.loc[~frame.index.isin(topk.index), "k"] == 1).all()
+    merge = topk[topk["op"] == "topk_merge"]
+    assert (merge["cols"] == merge["world_size"] * merge["k"]).all() and set(merge["dtype"]) == {"fp32"}
     assert set(frame["device"]) == {"cpu"} and set(frame["gpu"]) == {"cpu"} and set(frame["mode"]) == {"eager"}
     assert set(frame["backend"]) == {"none"} and (frame["bytes_per_rank"] == 0).all() and (frame["nodes"] == 1).all()
     assert (frame["median_us"] > 0).all() and (frame["min_us"] <= frame["median_us"]).all()
     assert (frame["median_us"] <= frame["max_us"]).all() and (frame["iters"] >= 5).all()
-    per_p = frame[frame["op"].isin(["relayout_copy", "relayout_argmax", "chunked_argmax", "pair_reduce"])]
+    per_p = frame[frame["op"].isin(["relayout_copy", "relayout_argmax", "chunked_argmax", "pair_reduce", "topk_merge"])]
     assert set(per_p["world_size"]) == set(kernels.QUICK_WORLD_SIZES)
     assert set(frame.loc[~frame.index.isin(per_p.index), "world_size"]) == {1}
     assert (frame.loc[frame["op"].isin(["pair_reduce", "key_unpack", "d2t_lookup"]), "cols"] == 0).all()
@@ -47,6 +51,26 @@ def test_quick_cpu_run_writes_every_kernel_op(tmp_path):
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["tool"] == "calibration.kernels" and prov["status"] == "ok"
     assert prov["points_measured"] == len(frame)
+
+
+def test_topk_rows_resume_per_k_and_fit_into_per_k_tables(tmp_path, keep_threads):
+    from calibration.fitting.fit import fit_measurements
+    from costmodel.profile import profile_from_dict
+
+    argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "argmax,local_topk,topk_merge", "--rows", "1,4",
+            "--cols", "1000,4000", "--world-sizes", "2", "--dtypes", "fp32", "--point-seconds", "0.01"]
+    assert kernels.main([*argv, "--top-ks", "2"]) == 0
+    first = read_measurements(tmp_path / "kernels.csv")
+    assert kernels.main([*argv, "--top-ks", "2,8", "--resume"]) == 0  # k = 8 is new: measured, k = 2 is not again
+    frame = read_measurements(tmp_path / "kernels.csv")
+    assert len(frame) - len(first) == len(first[first["op"] != "argmax"])
+    assert sorted(frame.loc[frame["op"] == "topk_merge", "cols"]) == [4, 4, 16, 16]
+    profile = fit_measurements(frame, name="t", bootstrap=0)
+    tables = {(t["op"], t.get("k")): t for t in profile["kernels"]["tables"]}
+    assert {("local_topk", 2), ("local_topk", 8), ("topk_merge", 2), ("topk_merge", 8), ("argmax", None)} <= set(tables)
+    assert tables[("local_topk", 8)]["cols"] == [1000, 4000] and tables[("topk_merge", 8)]["world_size"] == 2
+    loaded = profile_from_dict(profile)
+    assert {(t.op, t.k) for t in loaded.kernel_tables if t.op == "local_topk"} == {("local_topk", 2), ("local_topk", 8)}
 
 
 def test_resume_skips_measured_points_and_refuses_to_overwrite(tmp_path, capsys, keep_threads):
@@ -119,7 +143,7 @@ def test_fused_ops_on_cpu_need_allow_interpreter(tmp_path, capsys, keep_threads)
 
 def test_default_ops_skip_fused_on_cpu_and_record_triton():
     ops, info = kernels.select_ops(None, "cpu", False)
-    assert ops == tuple(kernels.OPS) and not set(ops) & set(FUSED_KERNEL_OPS)
+    assert ops == (*kernels.OPS, *kernels.TOPK_OPS) and not set(ops) & set(FUSED_KERNEL_OPS)
     assert info["fused_ops"].startswith("skipped: CPU")
     assert info["available"] == (importlib.util.find_spec("triton") is not None)
     ops, info = kernels.select_ops(("argmax",), "cpu", False)
@@ -143,7 +167,8 @@ def test_explicit_fused_ops_without_triton_are_an_input_error():
     code = ("import sys; sys.modules['triton'] = None\n"
             "from calibration.bench import kernels\nfrom costmodel.errors import InputError\n"
             "ops, info = kernels.select_ops(None, 'cuda', False)\n"
-            "print('default', len(ops) == len(kernels.OPS), info['available'], info['fused_ops'][:8])\n"
+            "print('default', len(ops) == len(kernels.OPS) + len(kernels.TOPK_OPS), info['available'],\n"
+            "      info['fused_ops'][:8])\n"
             "try:\n    kernels.select_ops(('key_pack_fused',), 'cuda', False)\n"
             "except InputError as exc:\n    print('error', exc)\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -212,3 +237,40 @@ def test_default_grid_straddles_the_reduction_regime_edges():
     lo, hi = reduce_launch(32, 7936, 132), reduce_launch(32, 8448, 132)
     assert float(lo.blocks) == 2 and float(hi.blocks) == 32  # a warp per row vs the row split across warps
     assert {"local_max", "local_pack", "local_argmax", "local_argmax_masked"} <= set(kernels.OPS)  # the variants
+
+
+@pytest.mark.parametrize("op", sorted(TOPK_KERNEL_OPS))
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_topk_ops_pass_their_check_and_a_wrong_tie_order_fails(op, k, monkeypatch):
+    cols = 4 * k if op == "topk_merge" else 6  # local_topk at k = 8 > the 6-column shard: (-inf, V) padding
+    kernels.check_op(op, "fp32" if op == "topk_merge" else "bf16", 4, cols, torch.device("cpu"), k)
+    if k == 1:
+        return
+
+    def highest_id_first(x, kk):  # ties broken by the highest index instead of the lowest
+        flipped = torch.flip(x, dims=[-1])
+        vals, idx = torch.sort(flipped, dim=-1, descending=True, stable=True)
+        return vals[..., :kk], x.shape[-1] - 1 - idx[..., :kk]
+
+    def merge_highest_id(vals, ids, kk):
+        order = torch.argsort(-ids.double() * 0 + ids.double(), dim=-1, descending=True)
+        v = vals.gather(-1, order)
+        v, o = torch.sort(v, dim=-1, descending=True, stable=True)
+        return v[..., :kk], ids.gather(-1, order).gather(-1, o)[..., :kk]
+
+    if op == "local_topk":
+        monkeypatch.setattr(kernels.ref, "stable_topk", highest_id_first)
+    else:
+        monkeypatch.setattr(kernels.ref, "merge_topk", merge_highest_id)
+    with pytest.raises(AssertionError, match=op):
+        kernels.check_op(op, "fp32" if op == "topk_merge" else "bf16", 4, cols, torch.device("cpu"), k)
+
+
+def test_topk_grid_has_one_point_per_k():
+    grid = kernels.Grid((1, 16), (1000,), (40000,), ("bf16",), ("eager",), (2, 8), ("local_topk", "topk_merge"),
+                        (2, 8))
+    points = grid.points()
+    assert {(p.k, p.cols) for p in points if p.op == "local_topk"} == {(2, 1000), (8, 1000)}
+    assert {(p.world_size, p.k, p.cols) for p in points if p.op == "topk_merge"} == {
+        (2, 2, 4), (2, 8, 16), (8, 2, 16), (8, 8, 64)}
+    assert {p.dtype for p in points if p.op == "topk_merge"} == {"fp32"}

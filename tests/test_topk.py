@@ -387,3 +387,31 @@ def test_verification_group_intervals_come_from_the_predict_ensemble():
     assert 0 < g["low"] <= centre <= g["high"]  # the point estimate lies inside its own group's interval
     assert full["local_argmax_pairs"]["decode_step_saving_us"]["low"] > plain["local_argmax_pairs"][
         "decode_step_saving_us"]["low"]
+
+
+def test_a_measured_topk_table_prices_local_topk_and_the_merge_at_its_k():
+    from dataclasses import replace as dc_replace
+
+    from costmodel.profile import KernelTable
+
+    sc = Scenario(vocab=202048, tp=8, batch=64, top_k=8)
+    derived = predict(sc, H200).strategies["local_argmax_pairs"].components_us
+    local = KernelTable("local_topk", "bf16", "graph", 1, (16.0, 256.0), (12000.0, 50000.0),
+                        ((40.0, 60.0), (80.0, 120.0)), "test", k=8)
+    merge = KernelTable("topk_merge", "fp32", "graph", 8, (16.0, 256.0), (64.0,), ((7.0,), (11.0,)), "test", k=8)
+    prof = dc_replace(H200, kernel_tables=(*H200.kernel_tables, local, merge))
+    comps = predict(sc, prof).strategies["local_argmax_pairs"].components_us
+    # rows 64 = geometric midpoint of 16..256, shard 25256: log-bilinear inside the table
+    t = np.log(64 / 16) / np.log(256 / 16)
+    u = np.log(25256 / 12000) / np.log(50000 / 12000)
+    lo = np.exp((1 - u) * np.log(40.0) + u * np.log(60.0))
+    hi = np.exp((1 - u) * np.log(80.0) + u * np.log(120.0))
+    assert comps["local_topk"] == pytest.approx(np.exp((1 - t) * np.log(lo) + t * np.log(hi)), rel=1e-6)
+    relayout = H200.graph_kernel_us + 2.0 * 64 * 8 * 8 * 8 / H200.kernel_ops["relayout_copy"].bw_gbps * 1e-3
+    assert comps["topk_merge"] == pytest.approx(relayout + np.exp((1 - t) * np.log(7.0) + t * np.log(11.0)),
+                                                rel=1e-6)
+    assert comps["topk_merge"] != pytest.approx(derived["topk_merge"])
+    for k in (1, 4):  # no table at these k: derived, bit for bit
+        got = predict(sc.with_(top_k=k), prof).strategies["local_argmax_pairs"].components_us
+        want = predict(sc.with_(top_k=k), H200).strategies["local_argmax_pairs"].components_us
+        assert {n: float(v) for n, v in got.items()} == {n: float(v) for n, v in want.items()}

@@ -73,7 +73,7 @@ from calibration.bench.timing import Stats, check_due, converged
 from calibration.logs.results import RowWriter, existing_keys, point_key
 from calibration.reference import strategies as ref
 from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES
+from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 
 ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
 # ATen's reduction changes its launch configuration at two row widths (costmodel.gpu_kernels.REGIME_EDGES_COLS:
@@ -123,7 +123,14 @@ OPS: dict[str, OpSpec] = {
 }
 assert set(OPS) == set(KERNEL_OPS), "calibration.kernels must cover every schema kernel op"
 FUSED_OPS: dict[str, OpSpec] = {op: OPS[op.removesuffix("_fused")] for op in FUSED_KERNEL_OPS}
-SPECS: dict[str, OpSpec] = {**OPS, **FUSED_OPS}
+# top-k kernels, one point per k of the grid: local_topk over the shard (cols = s), topk_merge over the p x k
+# gathered fp32 candidates (cols = p * k, world_size = p)
+TOPK_OPS: dict[str, OpSpec] = {"local_topk": OpSpec("shard"), "topk_merge": OpSpec("merge", per_p=True,
+                                                                                   data_dtype="fp32")}
+assert set(TOPK_OPS) == set(TOPK_KERNEL_OPS), "calibration.kernels must cover every schema top-k op"
+TOP_KS = (2, 8, 32)  # k of the top-k ops (the README's tree-drafting range)
+QUICK_TOP_KS = (8,)
+SPECS: dict[str, OpSpec] = {**OPS, **FUSED_OPS, **TOPK_OPS}
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ class Point:
     world_size: int
     rows: int
     cols: int
+    k: int = 1  # candidates per row (TOPK_OPS only)
 
 
 @dataclass(frozen=True)
@@ -145,11 +153,14 @@ class Grid:
     modes: tuple[str, ...]
     world_sizes: tuple[int, ...]
     ops: tuple[str, ...]
+    top_ks: tuple[int, ...] = QUICK_TOP_KS
 
     def cols_for(self, op: str, p: int) -> tuple[int, ...]:
         kind = SPECS[op].cols_kind
         if kind == "none":
             return (0,)
+        if kind == "merge":
+            return tuple(p * k for k in self.top_ks)
         if kind == "vocab":
             return self.vocab_cols
         if kind == "target":
@@ -170,8 +181,13 @@ class Grid:
                         spec = SPECS[op]
                         label = spec.data_dtype or dtype
                         for p in (self.world_sizes if spec.per_p else (1,)):
+                            if op == "topk_merge":
+                                for k in self.top_ks:
+                                    out[Point(op, label, mode, p, rows, p * k, k)] = None
+                                continue
                             for cols in self.cols_for(op, p):
-                                out[Point(op, label, mode, p, rows, cols)] = None
+                                for k in (self.top_ks if op in TOPK_OPS else (1,)):
+                                    out[Point(op, label, mode, p, rows, cols, k)] = None
         return list(out)
 
 
@@ -217,8 +233,49 @@ def fused_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.
                   reference=base.call)
 
 
-def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.device, seed: int = 0) -> OpCase:
+def _np_stable_topk(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """numpy's answer: per row the ids of the k largest values, equal values by lowest id (np.lexsort)."""
+    order = np.lexsort((ids, -values.astype(np.float64)), axis=-1)[:, :k]
+    return np.take_along_axis(ids, order, axis=-1)
+
+
+def topk_case(op: str, rows: int, cols: int, k: int, dtype: str, device: torch.device, seed: int = 0) -> OpCase:
+    """local_topk: ref.local_topk + pack_topk_pairs on x[R, s] (rank 0, V = s); topk_merge: ref.merge_topk of
+    [R, p*k] fp32 candidates (values with ties, distinct ids). Both are checked against numpy's stable order."""
+    gen = torch.Generator().manual_seed(seed)
+    if op == "local_topk":
+        tdt = ref.TORCH_DTYPES[dtype]
+        e = ELEM_BYTES[dtype]
+
+        def make_local(i: int) -> tuple:  # rounded values: ties at the k-th place are common
+            x = torch.randint(-8, 8, (rows, cols), generator=gen).to(tdt)
+            return (x.to(device),)
+
+        def call_local(x: tuple):
+            vals, ids = ref.local_topk(x[0], 0, cols, cols, k)
+            return ref.pack_topk_pairs(vals, ids)
+
+        def expect_local(x: tuple) -> np.ndarray:
+            v = _np(x[0]).astype(np.float64)
+            ids = np.broadcast_to(np.arange(cols), v.shape)
+            return _np_stable_topk(v, ids, min(k, cols))
+
+        return OpCase(make_local, call_local, expect_local, rows * cols * e, rows * k * 8)
+
+    def make_merge(i: int) -> tuple:
+        vals = torch.randint(-4, 4, (rows, cols), generator=gen).float()
+        ids = torch.argsort(torch.rand((rows, cols), generator=gen), dim=-1)
+        return vals.to(device), ids.to(device)
+
+    return OpCase(make_merge, lambda x: ref.merge_topk(x[0], x[1], k)[1],
+                  lambda x: _np_stable_topk(_np(x[0]), _np(x[1]), k), rows * cols * 16, rows * k * 16)
+
+
+def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.device, seed: int = 0,
+            k: int = 1) -> OpCase:
     """Inputs, the reference call and an independent numpy expectation for one point."""
+    if op in TOPK_OPS:
+        return topk_case(op, rows, cols, k, dtype, device, seed)
     if op in FUSED_OPS:
         return fused_case(op, rows, cols, p, dtype, device, seed)
     tdt = ref.TORCH_DTYPES.get(dtype, torch.float32)
@@ -314,12 +371,12 @@ def op_case(op: str, rows: int, cols: int, p: int, dtype: str, device: torch.dev
     raise InputError(f"unknown kernel op {op!r}")
 
 
-def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> None:
+def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device, k: int = 1) -> None:
     """Run the op once on a small input and compare with numpy; raise AssertionError naming the op.
 
     A fused op must also equal its torch building block exactly (ids; pairs and keys bit for bit).
     """
-    case = op_case(op, 3, cols, p, dtype, device, seed=7)
+    case = op_case(op, 3, cols, p, dtype, device, seed=7, k=k)
     need = CHECK_MEMORY_FACTOR * (case.bytes_per_input + case.bytes_per_output)
     if need > MEMORY_CAP_BYTES[device.type]:  # the cap applies to the check as to the timing
         raise MemoryError(f"{op} (cols={cols}): the correctness check needs ~{need / 2**30:.1f} GiB, over the "
@@ -333,7 +390,9 @@ def check_op(op: str, dtype: str, p: int, cols: int, device: torch.device) -> No
             raise AssertionError(f"{op} ({dtype}, p={p}, cols={cols}) differs from the torch building block: "
                                  f"got {_np(got).ravel()[:4]}, torch {_np(torch_out).ravel()[:4]}")
         op = op.removesuffix("_fused")
-    if op in ("local_argmax", "local_pack", "local_argmax_masked"):  # (value, id) pairs: the value is the row max
+    if op == "local_topk":  # [R, k, 2] pairs: ids in the second slot, -inf / id V pads past the shard
+        got = got[:, :min(k, cols), 1].long()
+    elif op in ("local_argmax", "local_pack", "local_argmax_masked"):  # (value, id) pairs: the row max
         width = cols - MASK_PAD_COLS if op == "local_argmax_masked" else cols
         if not np.array_equal(_np(got[:, 0]), np.max(_np(inputs[0])[:, :width], axis=1)):
             raise AssertionError(f"{op} ({dtype}, cols={cols}) packs a value that is not the row max")
@@ -439,7 +498,7 @@ def time_cuda(call: Callable[[tuple], object], inputs: list[tuple], mode: str, p
 
 def measure(point: Point, device: torch.device, policy: TimingPolicy) -> Stats | None:
     """Stats of one point (None when its buffers do not fit the memory cap)."""
-    case = op_case(point.op, point.rows, point.cols, point.world_size, point.dtype, device)
+    case = op_case(point.op, point.rows, point.cols, point.world_size, point.dtype, device, k=point.k)
     inputs = _buffers(case, device, policy.rotate)
     if inputs is None:
         return None
@@ -485,6 +544,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--world-sizes", type=_int_list, help="p for the ops that depend on it (default 2,4,8)")
     ap.add_argument("--ops", type=_choice_list(tuple(SPECS)), default=None,
                     help="ops to time (default: every torch op, plus the *_fused ops on CUDA when Triton imports)")
+    ap.add_argument("--top-ks", type=_int_list, default=None,
+                    help="k of the top-k ops local_topk / topk_merge (default 2,8,32; --quick: 8)")
     ap.add_argument("--allow-interpreter", action="store_true",
                     help="let --ops name *_fused ops on CPU, under Triton's interpreter (for tests: the times "
                          "are meaningless)")
@@ -515,7 +576,8 @@ def make_grid(args: argparse.Namespace) -> Grid:
         dtypes=args.dtypes if not (quick and args.dtypes == ("bf16", "fp16", "fp32")) else ("bf16",),
         modes=tuple(modes),
         world_sizes=args.world_sizes or (QUICK_WORLD_SIZES if quick else WORLD_SIZES),
-        ops=tuple(args.ops or OPS),
+        ops=tuple(args.ops or (*OPS, *TOPK_OPS)),
+        top_ks=args.top_ks or (QUICK_TOP_KS if quick else TOP_KS),
     )
 
 
@@ -538,13 +600,13 @@ def triton_status() -> dict:
 def select_ops(requested: tuple[str, ...] | None, device_type: str, allow_interpreter: bool) -> tuple[tuple, dict]:
     """(ops to time, the provenance's `triton` entry).
 
-    Default (`requested` None): every torch op, plus every fused op when the device is CUDA and Triton loads
+    Default (`requested` None): every torch op (the top-k ops included), plus every fused op when the device is CUDA and Triton loads
     compiled (else they are skipped, and the entry says why). Fused ops named explicitly: on CPU only with
     `allow_interpreter` (Triton's interpreter is switched on), on CUDA Triton must load; else `InputError`.
     """
     info: dict = {**triton_status(), "interpreted": None}
     if requested is None:
-        ops: tuple[str, ...] = tuple(OPS)
+        ops: tuple[str, ...] = (*OPS, *TOPK_OPS)
         if device_type != "cuda":
             info["fused_ops"] = ("skipped: CPU (Triton's interpreter times are meaningless; "
                                  "--ops NAME_fused --allow-interpreter runs them anyway)")
@@ -599,6 +661,14 @@ def _provenance(argv: list[str], device: str, out_dir: Path, grid: Grid, n_point
     return ProvenanceFile(path, with_previous_runs(path, data))  # keeps earlier runs' records
 
 
+def _row_key(pt: Point) -> dict:
+    """The point as a row for `point_key`: k only on top-k rows (empty elsewhere, as the CSV writes it)."""
+    row = dict(pt.__dict__)
+    if pt.op not in TOPK_OPS:
+        row.pop("k")
+    return row
+
+
 def _gpu_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
@@ -629,12 +699,12 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     gpu = _gpu_name(device)
     base = {"backend": "none", "device": device.type, "gpu": gpu, "nodes": 1, "bytes_per_rank": 0}
     points = grid.points()
-    todo = [pt for pt in points if point_key({**base, **pt.__dict__}) not in done]
+    todo = [pt for pt in points if point_key({**base, **_row_key(pt)}) not in done]
     args.out.mkdir(parents=True, exist_ok=True)
     prov = _provenance(argv, device.type, args.out, grid, len(points), triton_info)
     from tqdm import tqdm
 
-    checked: dict[tuple[str, str, int], str | None] = {}
+    checked: dict[tuple[str, str, int, int], str | None] = {}
     measured = skipped = 0
     failures: list[str] = []
     started = time.perf_counter()
@@ -644,20 +714,21 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     if triton_info["fused_ops"].startswith("skipped") and args.device == "cuda":
         print(f"kernels: fused ops {triton_info['fused_ops']}", file=sys.stderr)
     try:
-        with RowWriter(csv_path) as writer, tqdm(total=len(todo), desc="kernels", unit="pt", file=sys.stderr,
-                                                 mininterval=2.0) as bar:
+        with RowWriter(csv_path, extra_columns=("k",)) as writer, \
+                tqdm(total=len(todo), desc="kernels", unit="pt", file=sys.stderr, mininterval=2.0) as bar:
             for pt in todo:
                 if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
                     status = f"stopped: --budget-s {args.budget_s:g} spent"
                     break
                 bar.update(1)
-                key = (pt.op, pt.dtype, pt.world_size if pt.op in FUSED_OPS else 0)  # a fused kernel per p
+                key = (pt.op, pt.dtype, pt.world_size if pt.op in FUSED_OPS else 0, pt.k)  # a fused kernel per p
                 if key not in checked:
                     try:
                         cols = grid.cols_for(pt.op, pt.world_size)
                         # fused kernels pick their chunking by cols: check both ends of the grid
                         for c in dict.fromkeys((cols[0], cols[-1]) if pt.op in FUSED_OPS else cols[:1]):
-                            check_op(pt.op, pt.dtype, pt.world_size, c, device)
+                            check_op(pt.op, pt.dtype, pt.world_size, c if pt.op != "topk_merge" else pt.cols,
+                                     device, pt.k)
                         checked[key] = None
                     except Exception as exc:  # noqa: BLE001 - reported, the op is not timed
                         checked[key] = f"{type(exc).__name__}: {first_line(exc)}"
@@ -675,7 +746,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                     skipped += 1
                     continue
                 writer.write({**base, "op": pt.op, "dtype": pt.dtype, "mode": pt.mode,
-                              "world_size": pt.world_size, "rows": pt.rows, "cols": pt.cols, **stats.as_row()})
+                              "world_size": pt.world_size, "rows": pt.rows, "cols": pt.cols,
+                              **({"k": pt.k} if pt.op in TOPK_OPS else {}), **stats.as_row()})
                 measured += 1
     except KeyboardInterrupt:
         status = "interrupted"

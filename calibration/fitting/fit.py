@@ -99,6 +99,7 @@ from costmodel.schema import (
     KERNEL_OPS,
     MODES,
     TIME_COLUMNS,
+    TOPK_KERNEL_OPS,
     read_measurements,
     validate_measurements,
 )
@@ -536,8 +537,9 @@ def _launch_costs(fits: dict[str, _KernelFit], launches: dict[str, float], base:
 def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict], list[str]]:
     """Complete (rows x cols) grids per (op, dtype, mode, world_size); returns (tables, notes on incomplete)."""
     tables, notes = [], []
-    for (op, dtype, mode, ws), sub in kern.groupby(["op", "dtype", "mode", "world_size"], sort=True):
-        label = f"{op} {dtype} {mode} p={int(ws)}"
+    kern = kern.assign(k=kern["k"] if "k" in kern.columns else 1)
+    for (op, dtype, mode, ws, k), sub in kern.groupby(["op", "dtype", "mode", "world_size", "k"], sort=True):
+        label = f"{op} {dtype} {mode} p={int(ws)}" + (f" k={int(k)}" if op in TOPK_KERNEL_OPS else "")
         if dtype not in DTYPES and op.removesuffix("_fused") in DTYPE_FREE_OPS:
             dtype = "fp32"  # never reads logits: costmodel.kernels matches its table for every logits dtype
         if dtype not in DTYPES:
@@ -554,7 +556,7 @@ def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict]
         tables.append({"op": op, "dtype": dtype, "mode": mode, "world_size": int(ws),
                        "rows": [int(r) for r in rows_ax], "cols": [int(c) for c in cols_ax],
                        "median_us": [[_num(grid[(r, c)]) for c in cols_ax] for r in rows_ax],
-                       "source": ", ".join(source)})
+                       "source": ", ".join(source), **({"k": int(k)} if op in TOPK_KERNEL_OPS else {})})
     return tables, notes
 
 
@@ -601,7 +603,8 @@ def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bo
         for op, f in fits.items():
             ops[op] = {"launches": _num(launches[op]), "fixed_us": _num(fixed[op]), "bw_gbps": _num(f.bw_gbps),
                        "provenance": "measured"}
-    tables, notes = _kernel_tables(kern, files)
+    topk = frame[frame["op"].isin(list(TOPK_KERNEL_OPS))]  # tables only (per k): no bandwidth fit
+    tables, notes = _kernel_tables(pd.concat([kern, topk]) if len(topk) else kern, files)
     measured_tables = {t["op"] for t in tables}
     # a base profile's tables are kept for ops this run did not measure - except the measured tables of a GPU
     # kernel model (costmodel.gpu_kernels: another machine's anchors, meaningless without that model)
@@ -642,7 +645,8 @@ def _kernel_op_dict(spec) -> dict:
 
 def _table_dict(t) -> dict:
     return {"op": t.op, "dtype": t.dtype, "mode": t.mode, "world_size": t.world_size, "rows": list(t.rows),
-            "cols": list(t.cols), "median_us": [list(r) for r in t.median_us], "source": t.source}
+            "cols": list(t.cols), "median_us": [list(r) for r in t.median_us], "source": t.source,
+            **({"k": t.k} if t.op in TOPK_KERNEL_OPS else {})}
 
 
 # -- base profile ----------------------------------------------------------------------------------------

@@ -19,12 +19,15 @@ from pathlib import Path
 from costmodel.errors import InputError
 from costmodel.schema import MEASUREMENT_COLUMNS
 
-KEY_COLUMNS = ("op", "backend", "device", "dtype", "mode", "world_size", "nodes", "bytes_per_rank", "rows", "cols")
+KEY_COLUMNS = ("op", "backend", "device", "dtype", "mode", "world_size", "nodes", "bytes_per_rank", "rows", "cols",
+               "k")  # k: top-k kernel rows only (empty elsewhere)
 
 
 def point_key(row: dict) -> tuple[str, ...]:
     """Identity of a measured point (everything but the timings)."""
-    return tuple(str(row.get(c, "")) for c in KEY_COLUMNS)
+    key = tuple(str(row.get(c, "")) for c in KEY_COLUMNS[:-1])
+    k = str(row.get("k", ""))  # k = 1, empty or absent: the same point (only top-k kernel rows carry k > 1)
+    return (*key, "" if k in ("", "1", "1.0", "nan", "None") else k)
 
 
 class RowWriter:
