@@ -600,9 +600,10 @@ def triton_status() -> dict:
 def select_ops(requested: tuple[str, ...] | None, device_type: str, allow_interpreter: bool) -> tuple[tuple, dict]:
     """(ops to time, the provenance's `triton` entry).
 
-    Default (`requested` None): every torch op (the top-k ops included), plus every fused op when the device is CUDA and Triton loads
-    compiled (else they are skipped, and the entry says why). Fused ops named explicitly: on CPU only with
-    `allow_interpreter` (Triton's interpreter is switched on), on CUDA Triton must load; else `InputError`.
+    Default (`requested` None): every torch op (the top-k ops included), plus every fused op when the device
+    is CUDA and Triton loads compiled (else they are skipped, and the entry says why). Fused ops named
+    explicitly: on CPU only with `allow_interpreter` (Triton's interpreter is switched on), on CUDA Triton
+    must load; else `InputError`.
     """
     info: dict = {**triton_status(), "interpreted": None}
     if requested is None:
