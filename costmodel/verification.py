@@ -27,7 +27,8 @@ import pandas as pd
 
 from .collective_impls import IMPLS, available
 from .errors import InputError
-from .predict import Prediction, crossover, predict
+from .predict import Prediction, predict
+from .predict import crossovers as find_crossovers
 from .profile import Profile
 from .scenario import Scenario
 from .strategies import BASELINE, STRATEGIES
@@ -157,11 +158,12 @@ def matrix(scenario: Scenario, profile: Profile | None = None, *, verify: bool =
         step = decode_step(sc, profile, verify=verify, greedy_fraction=greedy_fraction, target_dtype=target_dtype)
         if reference is None:
             reference = float(step.total_us(BASELINE))
+        searched = [name for name in STRATEGIES if crossovers and name != BASELINE and bool(step.valid(name))]
+        found = find_crossovers(sc, tuple(searched), profile, batch_range=(1.0, max_batch)) if searched else {}
         for name in STRATEGIES:
             native = _native(step.draft, name, profile, impl)
             valid = bool(step.valid(name))
-            cross = crossover(sc, name, profile, batch_range=(1.0, max_batch)).batch \
-                if crossovers and name != BASELINE and valid else None
+            cross = found[name].batch if name in found else None
             rows.append({"strategy": name, "collective": impl, "draft_step_us": float(step.draft.total_us(name)),
                          "verify_us": float(step.verify_us(name)), "decode_step_us": float(step.total_us(name)),
                          "saving_vs_nccl_baseline_us": reference - float(step.total_us(name)),

@@ -29,9 +29,9 @@ K_CURVE = (1, 2, 4, 8, 16, 32, 64)
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _matrix(_profile: Any, profile_key: tuple, spec: Any, batch: float, top_k: int, verify: bool,
-            fraction: float) -> pd.DataFrame:
+            fraction: float, with_crossovers: bool = True) -> pd.DataFrame:
     sc = spec.scenario(batch).with_(top_k=top_k)
-    return matrix(sc, _profile, verify=verify, greedy_fraction=fraction)
+    return matrix(sc, _profile, verify=verify, greedy_fraction=fraction, crossovers=with_crossovers)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -58,7 +58,8 @@ def best_pair_caption(ev: Any) -> str | None:
     fraction = float(st.session_state.get("topk_fraction", 1.0)) if verify else 1.0
     key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
     try:
-        best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction))
+        best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction,
+                                 with_crossovers=False))  # the pair needs no crossover search
     except (InputError, ValueError):
         return None
     derived = "" if best["collective"] == "nccl" else " (collective parameters derived from published figures)"
