@@ -491,18 +491,24 @@ def full_all_gather_no_relayout(local: torch.Tensor, comm: Comm, head: DraftHead
     return ids
 
 
-def gather_to_rank0(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
-    """dist.gather to group rank 0 -> cat -> [:, :V] -> [d2t scatter] -> argmax there -> broadcast int64 ids."""
+def _gather_select_broadcast(local: torch.Tensor, comm: Comm, head: DraftHead, select, id_shape) -> torch.Tensor:
+    """dist.gather to group rank 0 -> cat -> [:, :V] -> select(full logits, head) there -> broadcast the int64 ids
+    (shape id_shape(rows)) to every rank; at world size 1 select runs on the local logits."""
     x = _prestep(local, head)
     if comm.world_size == 1:
-        return _scatter_and_argmax(x[:, :head.layout.vocab], head)
+        return select(x[:, :head.layout.vocab], head)
     parts = comm.gather_to_first(x.contiguous())
     if comm.rank == 0:
-        ids = _scatter_and_argmax(torch.cat(parts, dim=-1)[:, :head.layout.vocab], head)
+        ids = select(torch.cat(parts, dim=-1)[:, :head.layout.vocab], head).contiguous()
     else:
-        ids = torch.empty(x.shape[0], dtype=torch.int64, device=x.device)
+        ids = torch.empty(id_shape(x.shape[0]), dtype=torch.int64, device=x.device)
     comm.broadcast_from_first(ids)
     return ids
+
+
+def gather_to_rank0(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
+    """dist.gather to group rank 0 -> cat -> [:, :V] -> [d2t scatter] -> argmax there -> broadcast int64 ids."""
+    return _gather_select_broadcast(local, comm, head, _scatter_and_argmax, lambda rows: (rows,))
 
 
 def local_argmax_pairs(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
@@ -634,16 +640,8 @@ def _topk_no_relayout(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch
 
 
 def _topk_gather_to_rank0(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
-    x = _prestep(local, head)
-    if comm.world_size == 1:
-        return _topk_full(x[:, :head.layout.vocab], head)
-    parts = comm.gather_to_first(x.contiguous())
-    if comm.rank == 0:
-        ids = _topk_full(torch.cat(parts, dim=-1)[:, :head.layout.vocab], head).contiguous()
-    else:
-        ids = torch.empty((x.shape[0], head.top_k), dtype=torch.int64, device=x.device)
-    comm.broadcast_from_first(ids)
-    return ids
+    """gather_to_rank0 with the full-logits top-k (stable order) on rank 0 and [B, k] ids broadcast."""
+    return _gather_select_broadcast(local, comm, head, _topk_full, lambda rows: (rows, head.top_k))
 
 
 def _topk_pairs(local: torch.Tensor, comm: Comm, head: DraftHead) -> torch.Tensor:
