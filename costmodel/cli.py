@@ -300,7 +300,21 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "best": str(pred.best()),
         "crossover_batch": strategies[HEADLINE]["crossover_batch"],
         "strategies": strategies,
+        **_collective_provenance(pred),
     }
+
+
+def _collective_provenance(pred: Prediction) -> dict[str, Any]:
+    """{"collective_provenance": {op: "measured" | "derived"}} for a oneshot / multimem scenario: whether the
+    profile's measured curve or the derived parameters price it (costmodel.collective_impls.provenance)."""
+    from .collective_impls import IMPL_OPS, provenance
+
+    sc = pred.scenario.item(0)
+    impl = str(sc.collective)
+    if impl == "nccl":
+        return {}
+    return {"collective_provenance": {op: provenance(pred.profile, impl, op, int(sc.tp), int(sc.nodes))
+                                      for op in IMPL_OPS}}
 
 
 def engine_dict(pred: Prediction) -> dict[str, Any]:
@@ -393,8 +407,17 @@ def _best_pair_line(bp: dict[str, Any]) -> str:
     return (f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
             f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
             f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
-            + ("" if bp["collective"] == "nccl" else
-               "  (oneshot / multimem parameters are derived from published figures, not measured)"))
+            + ("" if bp["collective"] == "nccl" else _impl_provenance_note(bp)))
+
+
+def _impl_provenance_note(bp: dict[str, Any]) -> str:
+    prov = bp.get("collective_provenance") or {}
+    measured = sorted(op for op, kind in prov.items() if kind == "measured")
+    if not measured:
+        return "  (oneshot / multimem parameters are derived from published figures, not measured)"
+    derived = sorted(op for op, kind in prov.items() if kind != "measured")
+    return (f"  ({bp['collective']} {' / '.join(measured)}: measured curve"
+            + (f"; {' / '.join(derived)}: derived from published figures)" if derived else ")"))
 
 
 def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Namespace) -> None:
@@ -412,6 +435,12 @@ def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Nam
     table = matrix(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
                    target_dtype=args.target_dtype, max_batch=args.max_batch, crossovers=bool(args.matrix_csv))
     result["best_pair"] = best_pair(table)
+    bp_impl, bp_sc = str(result["best_pair"]["collective"]), pred.scenario.item(0)
+    if bp_impl != "nccl":  # measured where the profile has the implementation's curves (collective_impls.provenance)
+        from .collective_impls import IMPL_OPS, provenance
+
+        result["best_pair"]["collective_provenance"] = {
+            op: provenance(pred.profile, bp_impl, op, int(bp_sc.tp), int(bp_sc.nodes)) for op in IMPL_OPS}
     result["matrix"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
                         for row in table.to_dict(orient="records")]
     if args.matrix_csv:

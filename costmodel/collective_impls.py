@@ -20,6 +20,13 @@ multimem  NVLS multicast (multimem.ld_reduce / multimem.st through the NVSwitch)
 Every implementation is floored by the profile's link bandwidth: T >= bus_bytes / max busbw of the profile's
 curves (`link_floor_us`), so no implementation beats the wire. p = 1 costs 0.
 
+Measured curves: where the profile carries a curve for (impl, op) covering (p, nodes) - `Profile.impl_curve`, fitted
+by `calibration.fit DIR` from DIR/<impl>/collectives.csv of `calibration.collectives --impl` - that curve prices the
+implementation (`costmodel.collectives.curve_time_us`, graph mode) instead of the derived formula: T = curve(b, p),
+still floored by the link and still NCCL above the one-shot size limit; a measured curve shows the implementation
+runs at that p (one node), so it needs no NVLink interconnect text / NVLS regime in the profile. `provenance()`
+says which prices it ("measured" / "derived").
+
 Parameters (`ONESHOT`, `MULTIMEM`) are derived by `derive_oneshot()` / the constants below from the published
 figures in shared/measurements/published-nccl-tests/SOURCES.md section 3 (cited per field), on H100/H200; other
 NVLink profiles scale the bandwidths by their fastest all-gather busbw / 370.8 GB/s (Hopper NVLink, NCCL's model).
@@ -31,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, total_bytes
+from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, curve_time_us, total_bytes
 from .errors import InputError
 from .profile import Profile
 from .scenario import COLLECTIVE_IMPLS
@@ -145,13 +152,34 @@ def available(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, 
     if op not in IMPL_OPS:
         return np.zeros(b.shape, dtype=bool)
     ok = (n == 1) & (p > 1)
+    measured = measured_mask(profile, impl, op, p, n)  # a measured curve shows the implementation runs there
     if impl == "oneshot":
         buffer = b * p if op == "all_gather" else b
-        return ok & nvlink_node(profile) & (buffer <= ONESHOT.max_bytes)
-    has = np.zeros(b.shape, dtype=bool)
+        return ok & (nvlink_node(profile) | measured) & (buffer <= ONESHOT.max_bytes)
+    has = measured.copy()
     for ws in np.unique(p[ok]) if ok.any() else ():
         has |= (p == ws) & (nvls_busbw_gbps(profile, int(ws)) is not None)
     return ok & has
+
+
+def measured_mask(profile: Profile, impl: str, op: str, world_size, nodes) -> np.ndarray:
+    """True where the profile has a measured `impl` curve for `op` at (p, nodes) (`Profile.impl_curve`)."""
+    p, n = np.broadcast_arrays(np.asarray(world_size, dtype=np.int64), np.asarray(nodes, dtype=np.int64))
+    out = np.zeros(p.shape, dtype=bool)
+    if impl == "nccl" or not profile.impl_curves:
+        return out
+    for ws, nn in {(int(a), int(c)) for a, c in zip(p.ravel(), n.ravel())}:
+        if profile.impl_curve(impl, op, ws, nn) is not None:
+            out |= (p == ws) & (n == nn)
+    return out
+
+
+def provenance(profile: Profile, impl: str, op: str, world_size: int, nodes: int = 1) -> str:
+    """"measured" where a measured `impl` curve prices (op, p, nodes), "derived" for the published-figure
+    parameters, "nccl" for NCCL itself (the profile's curves carry their own provenance)."""
+    if impl == "nccl":
+        return "nccl"
+    return "measured" if bool(np.all(measured_mask(profile, impl, op, world_size, nodes))) else "derived"
 
 
 def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, nodes=1) -> np.ndarray:
@@ -177,12 +205,25 @@ def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_siz
             nvls = nvls_busbw_gbps(profile, int(ws))
             bw[p == ws] = nvls if op == "all_reduce" else _max_busbw(profile, "all_gather")
         t = MULTIMEM.alpha_us + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
+    meas = measured_mask(profile, impl, op, p, n)
+    if meas.any():  # a measured curve replaces the derived formula at its (p, nodes)
+        t = np.array(t, dtype=float)
+        for ws, nn in {(int(a), int(c)) for a, c in zip(p[meas], n[meas])}:
+            at = meas & (p == ws) & (n == nn)
+            t[at] = curve_time_us(profile.impl_curve(impl, op, ws, nn), b[at], ws, nn, "graph")
     t = np.maximum(t, link_floor_us(profile, op, b, p))
     return np.where(ok, np.where(p > 1, t, 0.0), np.nan)
 
 
-def formula(impl: str, op: str, profile: Profile) -> str:
-    """One line naming the implementation's formula and parameters (for explanations)."""
+def formula(impl: str, op: str, profile: Profile, world_size: int | None = None, nodes: int = 1) -> str:
+    """One line naming the implementation's formula and parameters (for explanations): the measured curve where
+    the profile has one at (world_size, nodes), else the derived formula."""
+    curve = profile.impl_curve(impl, op, world_size, nodes) if world_size is not None else None
+    if curve is not None:
+        regimes = "; ".join(f"{r.name or 'regime'}: alpha {r.alpha_base_us:g} us, busbw {r.busbw_gbps:g} GB/s"
+                            for r in curve.regimes)
+        return (f"{impl} {op} (measured): the profile's fitted {impl} curve at p {world_size} ({regimes}; "
+                f"calibration.collectives --impl {impl}), floored at the link")
     if impl == "oneshot":
         o = ONESHOT
         head = (f"alpha {o.alpha_base_us:g} + {o.alpha_per_peer_us:g} (p-1) us + (p-1) b / {o.peer_read_gbps:g} GB/s"

@@ -65,6 +65,7 @@ PROFILE_DIR = DATA_DIR / "profiles"
 DEFAULT_PROFILE = "h200-sxm-nvlink"
 MAX_PROFILE_BYTES = 20 * 1024 * 1024
 PROVENANCE_KINDS = ("derived", "measured", "mixed")
+CURVE_IMPLS = ("nccl", "oneshot", "multimem")  # the implementation a curve measures (costmodel.collective_impls)
 CURVE_SELECT = ("breakpoints", "min")  # how a curve picks its regime (costmodel.collectives)
 
 
@@ -95,6 +96,7 @@ class CollectiveCurve:
     provenance: str = "derived"
     nodes: int | None = None  # None: any node count (alpha_per_node and the inter-node cap apply)
     select: str = "breakpoints"  # "min": the fastest regime at (S, p) as NCCL picks; "breakpoints": max_bytes
+    impl: str = "nccl"  # CURVE_IMPLS: "oneshot" / "multimem" curves are measured by calibration.collectives --impl
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,9 @@ class Profile:
     kernel_model: Any = None
     kernel_host: dict[str, Any] = field(default_factory=dict, compare=False)
     lm_head: Any = None
+    # measured one-shot / multimem curves (CollectiveCurve.impl != "nccl"): kept apart from `collectives`, so
+    # nothing that prices NCCL sees them; costmodel.collective_impls prices its implementations with them
+    impl_curves: tuple[CollectiveCurve, ...] = ()
 
     def curve(self, op: str, world_size: int, mode: str, nodes: int = 1) -> CollectiveCurve:
         """Most specific curve for (op, world_size, mode, nodes); InputError when none.
@@ -165,7 +170,7 @@ class Profile:
         """
         best, best_rank = None, -1
         for c in self.collectives:
-            if (c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode)
+            if (c.impl != "nccl" or c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode)
                     or c.nodes not in (None, nodes)):
                 continue
             rank = 4 * (c.world_size is not None) + 2 * (c.nodes is not None) + (c.mode is not None)
@@ -174,6 +179,18 @@ class Profile:
         if best is None:
             raise InputError(f"profile {self.name}: no {op} curve for world size {world_size}, {nodes} node(s), "
                              f"mode {mode}")
+        return best
+
+    def impl_curve(self, impl: str, op: str, world_size: int, nodes: int = 1) -> CollectiveCurve | None:
+        """The measured graph-mode `impl` curve for `op` covering (world_size, nodes) (most specific first), or None."""
+        best, best_rank = None, -1
+        for c in self.impl_curves:
+            if (c.impl != impl or c.op != op or c.world_size not in (None, world_size) or c.nodes not in (None, nodes)
+                    or c.mode not in (None, "graph")):
+                continue
+            rank = 2 * (c.world_size is not None) + (c.nodes is not None)
+            if rank > best_rank:
+                best, best_rank = c, rank
         return best
 
     def kernel_table(self, op: str, dtype: str | None, mode: str, world_size: int) -> KernelTable | None:
@@ -272,8 +289,11 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
     nodes = _get(obj, "nodes", where, int, default=None)
     if nodes is not None and nodes < 1:
         raise InputError(f"{where}.nodes: must be >= 1")
+    impl = _get(obj, "impl", where, str, default="nccl")
+    if impl not in CURVE_IMPLS:
+        raise InputError(f"{where}.impl: expected one of {', '.join(CURVE_IMPLS)}, got {impl!r}")
     return CollectiveCurve(
-        nodes=nodes, select=select,
+        nodes=nodes, select=select, impl=impl,
         op=op, world_size=world_size, mode=mode, regimes=regimes,
         launch_us=_nonneg(_get(obj, "launch_us", where, float, default=0.0), f"{where}.launch_us"),
         eager_overhead_us=_nonneg(_get(obj, "eager_overhead_us", where, float, default=0.0),
@@ -371,7 +391,8 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         files=tuple(_get(prov, "files", pw, list, default=[])),
     )
     curves_raw = _get(data, "collectives", source, list)
-    curves = tuple(curve_from_dict(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
+    all_curves = tuple(curve_from_dict(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
+    curves = tuple(c for c in all_curves if c.impl == "nccl")
     kern = _get(data, "kernels", source, dict)
     kw = f"{source}.kernels"
     ops_raw = _get(kern, "ops", kw, dict)
@@ -396,6 +417,7 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         title=_get(data, "title", source, str, default=name),
         provenance=provenance,
         collectives=curves,
+        impl_curves=tuple(c for c in all_curves if c.impl != "nccl"),
         graph_kernel_us=_nonneg(_get(kern, "graph_kernel_us", kw, float), f"{kw}.graph_kernel_us"),
         eager_launch_us=_nonneg(_get(kern, "eager_launch_us", kw, float), f"{kw}.eager_launch_us"),
         kernel_ops=ops,

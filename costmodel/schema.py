@@ -278,6 +278,7 @@ CURVE_FIELDS: dict[str, dict] = {
     "inter_node_busbw_gbps": _num(*BANDWIDTH_GBPS, nullable=True),
     "provenance": _str(enum=_KIND),
     "select": _str(enum=("breakpoints", "min")),
+    "impl": _str(enum=("nccl", "oneshot", "multimem")),
     "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
 }
 KERNEL_OP_FIELDS: dict[str, dict] = {

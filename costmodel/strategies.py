@@ -190,7 +190,9 @@ class _Ctx:
                                                        sc.nodes, nccl_us=t)
             args.update(collective=sc.collective, native=native)
             if sc.size == 1 and str(sc.collective) != "nccl" and bool(np.all(native)):  # for explanations
-                args.update(gpu_us=t, formula=collective_impls.formula(str(sc.collective), op, self.profile))
+                impl, p, n = str(sc.collective), int(np.asarray(sc.tp)), int(np.asarray(sc.nodes))
+                args.update(gpu_us=t, formula=collective_impls.formula(impl, op, self.profile, p, n),
+                            impl_provenance=collective_impls.provenance(self.profile, impl, op, p, n))
         t = t * self.factors.get(op, 1.0)
         return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
                          calls=(Call("collective", op, args, self.multi),),

@@ -117,7 +117,9 @@ _KERNEL_SCALARS = ("graph_kernel_us", "eager_launch_us")
 
 
 def _curve_key(c: Any) -> tuple:
-    return tuple(c.get(k) for k in ("op", "world_size", "mode", "nodes")) if isinstance(c, dict) else ()
+    if not isinstance(c, dict):
+        return ()
+    return (*(c.get(k) for k in ("op", "world_size", "mode", "nodes")), c.get("impl") or "nccl")
 
 
 def _is_num(v: Any) -> bool:
@@ -146,7 +148,7 @@ def _point_params(data: dict[str, Any]) -> dict[tuple, float]:
 
 def _label(path: tuple) -> str:
     if path[0] == "collectives":
-        (op, ws, mode, nodes), _, j, p = path[1], path[2], path[3], path[4]
+        (op, ws, mode, nodes), _, j, p = path[1][:4], path[2], path[3], path[4]
         scope = f"p={ws}" if ws is not None else "any p"
         return f"{op} [{scope}, {mode or 'graph+eager'}{'' if nodes is None else f', {nodes} node(s)'}] regime {j} {p}"
     if path[0] == "kernels":

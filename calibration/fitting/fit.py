@@ -759,8 +759,13 @@ def _gpu(frame: pd.DataFrame) -> str:
 # -- the fit ---------------------------------------------------------------------------------------------
 def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | None = None,
                      bootstrap: int = 200, max_regimes: int = 3, seed: int = 0, files: Sequence[str] = (),
-                     title: str | None = None, software: dict[str, Any] | None = None) -> dict[str, Any]:
+                     title: str | None = None, software: dict[str, Any] | None = None,
+                     impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None) -> dict[str, Any]:
     """Fit a profile dict (validated by costmodel.profile.profile_from_dict) from measurement rows.
+
+    `impl_frames` {impl: (rows, files)}: the one-shot / multimem rows of `calibration.collectives --impl`
+    (DIR/<impl>/collectives.csv), fitted like NCCL's and stored as curves tagged "impl" (provenance measured,
+    no bootstrap), which costmodel.collective_impls prices those implementations with.
 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
     fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
@@ -785,6 +790,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
         _eager_prices_graph(curves, reps, coll_reports)
     kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
+    impl_curves, impl_reports = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes, seed=seed)
+    files += [f for _, (_, ifiles) in sorted((impl_frames or {}).items()) for f in ifiles]
     if not curves and not kern_fits:
         reasons = [r["status"] for r in coll_reports + kern_reports]
         raise InputError("nothing fittable: " + (reasons[0] if reasons else "no collective or kernel rows"))
@@ -804,7 +811,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
             "software": software if software is not None else _software(found),
             "date": datetime.date.today().isoformat(), "citations": [], "files": files,
         },
-        "collectives": curves + base_curves,
+        "collectives": curves + base_curves + impl_curves,
         "kernels": kernels,
         "fit_report": [],
     }
@@ -818,9 +825,38 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
                   "note": ""} for c in base_curves]
-    profile["fit_report"] = coll_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports + base_rows
+    profile["fit_report"] = (coll_reports + impl_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports
+                             + base_rows)
     profile_from_dict(profile, source=f"fitted profile {name}")
     return profile
+
+
+def _fit_impl_curves(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int, seed: int
+                     ) -> tuple[list[dict], list[dict]]:
+    """(curves tagged "impl", report rows) of each implementation's all_gather / all_reduce rows."""
+    curves, reports = [], []
+    for impl, (rows, files) in sorted(impl_frames.items()):
+        source = ", ".join(files) or f"{impl} measurements"
+        check_rows(len(rows), limit_rows=MAX_FIT_ROWS, source=source)
+        sub = bin_repeats(validate_measurements(rows, source=source))
+        sub = sub[sub["op"].isin(("all_gather", "all_reduce"))]
+        if not len(sub):
+            raise InputError(f"{source}: no all_gather / all_reduce rows for --impl {impl}")
+        got, rep, _ = _fit_collectives(sub, max_regimes=max_regimes, bootstrap=0, seed=seed)
+        curves += [{**c, "impl": impl, "provenance": "measured"} for c in got]
+        reports += [{**r, "note": f"impl {impl}" + (f"; {r['note']}" if r.get("note") else "")} for r in rep]
+    return curves, reports
+
+
+def impl_dirs(paths: Sequence[str | Path]) -> dict[str, tuple[pd.DataFrame, list[str]]]:
+    """{impl: (rows, files)} of DIR/oneshot/ and DIR/multimem/ under each input directory that has them."""
+    found: dict[str, list[Path]] = {}
+    for p in paths:
+        for impl in ("oneshot", "multimem"):
+            sub = Path(p) / impl
+            if Path(p).is_dir() and sub.is_dir() and any(sub.glob("*.csv")):
+                found.setdefault(impl, []).append(sub)
+    return {impl: load_inputs(dirs) for impl, dirs in found.items()}
 
 
 def fit_report_table(profile: dict[str, Any]) -> pd.DataFrame:
@@ -904,10 +940,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         out_arg = args.out
         frame, files = load_inputs(args.inputs)
+        impl_frames = impl_dirs(args.inputs)  # DIR/oneshot/, DIR/multimem/: the same profile, tagged curves
         base = load_profile(args.base_profile) if args.base_profile else None
         name = args.name or Path(args.out).stem
         profile = fit_measurements(frame, name=name, base_profile=base, bootstrap=args.bootstrap,
-                                   max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title)
+                                   max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title,
+                                   impl_frames=impl_frames)
         out = Path(args.out)
         if out.is_dir():
             raise InputError(f"--out {out}: is a directory")
