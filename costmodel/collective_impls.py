@@ -182,6 +182,16 @@ def provenance(profile: Profile, impl: str, op: str, world_size: int, nodes: int
     return "measured" if bool(np.all(measured_mask(profile, impl, op, world_size, nodes))) else "derived"
 
 
+def provenance_text(profile: Profile, impls, world_size: int, nodes: int = 1) -> str:
+    """"derived from published figures" or, where the profile has measured curves for some of `impls`' ops at
+    (world_size, nodes), which of them are measured (for captions)."""
+    measured = [f"{impl} {op}" for impl in impls if impl != "nccl" for op in IMPL_OPS
+                if provenance(profile, impl, op, world_size, nodes) == "measured"]
+    if not measured:
+        return "derived from published figures (SOURCES.md section 3), not measured"
+    return f"measured curves for {', '.join(measured)}; the rest derived from published figures (SOURCES.md section 3)"
+
+
 def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, nodes=1) -> np.ndarray:
     """Time of `op` under `impl` where it is available (`available`), else NaN; floored by `link_floor_us`."""
     check_impl(impl)

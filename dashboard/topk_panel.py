@@ -4,7 +4,7 @@ Off by default (a toggle): when on, prices every strategy under every collective
 batch (`costmodel.verification.matrix`, per decode step, with verification when asked), names the best
 (strategy, collective) pair, offers the matrix as CSV and draws the local_argmax_pairs crossover batch as a
 function of k. No modelling here: every number comes from costmodel. oneshot / multimem are derived from
-published figures (costmodel/collective_impls.py), never measured.
+published figures (costmodel/collective_impls.py) unless the profile has their measured curves (the captions say).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.collective_impls import IMPLS
+from costmodel.collective_impls import IMPLS, provenance_text
 from costmodel.predict import crossover
 from costmodel.safe_io import escape_markdown as plain
 from costmodel.safe_io import write_csv
@@ -58,11 +58,13 @@ def best_pair_caption(ev: Any) -> str | None:
     fraction = float(st.session_state.get("topk_fraction", 1.0)) if verify else 1.0
     key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
     try:
+        sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
         best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction,
                                  with_crossovers=False))  # the pair needs no crossover search
     except (InputError, ValueError):
         return None
-    derived = "" if best["collective"] == "nccl" else " (collective parameters derived from published figures)"
+    derived = "" if best["collective"] == "nccl" else (
+        f" (collective parameters {provenance_text(ev.profile, (best['collective'],), int(sc0.tp), int(sc0.nodes))})")
     fallback = "" if best["native"] else ", some collectives fall back to NCCL"
     return (f"Best (strategy, collective) per decode step at batch {ev.inputs.batch}, top-k {k}"
             f"{' with greedy verification' if verify else ''}: ({best['strategy']}, {best['collective']}) "
@@ -86,6 +88,7 @@ def topk_panel(ev: Any) -> None:
                                    disabled=not verify))
         key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
         try:
+            sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
             table = _matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction)
             shown = table if chosen == BEST else table[table.collective == chosen]
             best = best_pair(shown)
@@ -103,7 +106,8 @@ def topk_panel(ev: Any) -> None:
         st.dataframe(pivot.round(1), width="stretch")
         invalid = sorted(set(shown.strategy[~shown.valid]))
         st.caption(plain("us per decode step (draft x calls" + (" + verification" if verify else "") + "). "
-                         "oneshot / multimem: derived from published figures (SOURCES.md section 3), not measured; "
+                         "oneshot / multimem: " + provenance_text(ev.profile, IMPLS, int(sc0.tp), int(sc0.nodes))
+                         + "; "
                          "unavailable ones fall back to NCCL." + (f" Not exact here: {', '.join(invalid)}."
                                                                    if invalid else "")))
         buf = io.StringIO()

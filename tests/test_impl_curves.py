@@ -132,3 +132,11 @@ def test_best_pair_note_names_measured_and_derived_parts():
                                   "collective_provenance": {"all_gather": "measured", "all_reduce": "derived"}})
     assert both == "  (oneshot all_gather: measured curve; all_reduce: derived from published figures)"
     assert "not measured" in _impl_provenance_note({"collective": "multimem"})
+
+
+def test_dashboard_caption_text_says_which_impl_curves_are_measured(fitted):
+    prof = load_profile(str(fitted))
+    assert ci.provenance_text(prof, ci.IMPLS, 8) == ("measured curves for oneshot all_gather; the rest derived from "
+                                                     "published figures (SOURCES.md section 3)")
+    assert ci.provenance_text(prof, ("oneshot",), 4).startswith("derived")  # no curve at p = 4
+    assert ci.provenance_text(load_profile("h200-sxm-nvlink"), ci.IMPLS, 8).endswith("not measured")
