@@ -24,14 +24,10 @@ from .profile import Profile
 from .scenario import Scenario
 from .strategies import BASELINE
 from .uncertainty import (
-    DISCREPANCY_OPS,
-    PRIOR_MEMBERS,
     Interval,
     StrategyUncertainty,
     _interval,
-    _op_factors,
-    discrepancy,
-    replicate_profiles,
+    ensemble,
 )
 
 
@@ -64,8 +60,7 @@ def interval_table(scenario: Scenario, profile: Profile, strategy: str, batches:
     """One pass over propagate's ensemble (its members and discrepancy factors) at `batches` and its grid."""
     if scenario.size != 1:
         raise InputError("interval_table needs a single scenario (its batch is replaced by `batches`)")
-    reps = replicate_profiles(profile) or [profile] * PRIOR_MEMBERS  # as propagate: discrepancy draws only
-    factors = _op_factors(discrepancy(profile), DISCREPANCY_OPS, len(reps))
+    reps, factors, _ = ensemble(profile, nodes=int(scenario.nodes))  # propagate's members and factors
     grid = np.geomspace(batch_range[0], batch_range[1], grid_points)
     batches = np.unique(np.asarray(batches, dtype=float))
     swept = scenario.item(0).with_(batch=np.concatenate([grid, batches]))

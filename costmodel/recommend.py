@@ -223,11 +223,10 @@ def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, w
     from . import uncertainty as unc
 
     reps = unc.replicate_profiles(profile)
-    disc = unc.discrepancy(profile) if with_discrepancy else None
-    if not reps and disc is None:
+    if not reps and not with_discrepancy:
         return {}, "none (the profile carries no replicates)"
-    members = reps or [profile] * unc.PRIOR_MEMBERS
-    factors = unc._op_factors(disc, unc.DISCREPANCY_OPS, len(members)) if disc is not None else [None] * len(members)
+    members, factors, disc = unc.ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]),
+                                          with_discrepancy=with_discrepancy)
     out: dict[str, list[float]] = {s: [] for s in STRATEGIES[1:]}
     for member, fac in zip(members, factors, strict=True):
         pred = predict(sc, member, factors=fac)

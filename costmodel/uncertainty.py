@@ -400,6 +400,22 @@ def _op_factors(disc: Discrepancy, ops: list[str], n_members: int, seed: int = 0
     return [dict(zip(ops, row, strict=True)) for row in f]
 
 
+def ensemble(profile: Profile, *, nodes: int = 1, with_discrepancy: bool = True
+             ) -> tuple[list[Profile], list[dict[str, float] | None], Discrepancy | None]:
+    """The prediction intervals' ensemble: (members, per-member discrepancy factors, discrepancy).
+
+    Members are the profile's bootstrap replicates, or the point profile PRIOR_MEMBERS times when it has
+    none; each gets independent per-op factors (`_op_factors`, fixed seed, the multi-node sigma when
+    nodes > 1), or None with with_discrepancy=False. Every interval (propagate, the dashboard's
+    interval table, recommend, the decode-step intervals) prices these same members.
+    """
+    reps = replicate_profiles(profile) or [profile] * PRIOR_MEMBERS
+    disc = discrepancy(profile) if with_discrepancy else None
+    factors = (_op_factors(disc, DISCREPANCY_OPS, len(reps), nodes=int(nodes)) if disc is not None
+               else [None] * len(reps))
+    return reps, factors, disc
+
+
 def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9,
                     predicted_us: np.ndarray | None = None, disc: Discrepancy | None = None,
                     floor_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -485,10 +501,7 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
     """
     if scenario.size != 1:
         raise InputError("uncertainty needs a single scenario")
-    reps = replicate_profiles(profile) or [profile] * PRIOR_MEMBERS
-    disc = discrepancy(profile) if with_discrepancy else None
-    factors = (_op_factors(disc, DISCREPANCY_OPS, len(reps), nodes=int(scenario.nodes)) if disc is not None
-               else [None] * len(reps))
+    reps, factors, _ = ensemble(profile, nodes=int(scenario.nodes), with_discrepancy=with_discrepancy)
     lo, hi = batch_range
     grid = np.geomspace(lo, hi, grid_points) if with_crossover else np.empty(0)
     batches = np.append(grid, np.broadcast_to(scenario.batch, (1,)))  # last = the scenario's own batch

@@ -99,10 +99,7 @@ def decode_step_intervals(scenario: Scenario, profile: Profile, *, verify: bool 
     if scenario.size != 1:
         raise InputError("decode step intervals need a single scenario")
     f = check_fraction(greedy_fraction)
-    reps = unc.replicate_profiles(profile) or [profile] * unc.PRIOR_MEMBERS
-    disc = unc.discrepancy(profile) if with_discrepancy else None
-    factors = (unc._op_factors(disc, unc.DISCREPANCY_OPS, len(reps), nodes=int(scenario.nodes)) if disc is not None
-               else [None] * len(reps))
+    reps, factors, disc = unc.ensemble(profile, nodes=int(scenario.nodes), with_discrepancy=with_discrepancy)
     ver_sc = verification_scenario(scenario, target_dtype) if verify else None
     names = STRATEGIES[1:]
     group: dict[str, list[float]] = {s: [] for s in names}

@@ -12,10 +12,11 @@ from costmodel.uncertainty import propagate
 FOCUS = "local_argmax_pairs"
 
 
-@pytest.mark.parametrize("profile_name, tp", [("h200-sxm-nvlink", 8), ("cpu-gloo", 4)])
-def test_interval_table_equals_propagate_at_every_batch(profile_name, tp):
+@pytest.mark.parametrize("profile_name, tp, nodes", [("h200-sxm-nvlink", 8, 1), ("cpu-gloo", 4, 1),
+                                                     ("h200-sxm-nvlink", 16, 2)])  # 2 nodes: multi-node sigma
+def test_interval_table_equals_propagate_at_every_batch(profile_name, tp, nodes):
     profile = load_profile(profile_name)
-    sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=1, batch=1)
+    sc = Scenario(vocab=202048, tp=tp, nodes=nodes, num_spec_tokens=1, batch=1)
     batches = np.array([300.0, 1.0, 64.0, 64.0])  # unsorted, repeated: the table sorts and de-duplicates
     table = interval_table(sc, profile, FOCUS, batches)
     assert list(table.batches) == [1.0, 64.0, 300.0]
