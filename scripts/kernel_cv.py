@@ -4,7 +4,10 @@
 
 Fits the model on every row but one batch (then one vocab), prices the held-out rows and prints, per op and
 mode, n and the median / p90 of |predicted / measured - 1| (costmodel.gpu_kernel_fit.cross_validate), plus
-the in-sample error of the fit on every row. The CSV needs the extra `batch` and `vocab` columns that
+the in-sample error of the fit on every row, then the measurement's own noise floor (`noise_floor`): the
+pair reduce does the same work at every vocab (it reads [p, B] values, never the vocab), so its rows at one
+(batch, TP, dtype, mode) are repeats of one measurement, and no model of the shape can be closer to them
+than their spread around their median. The CSV needs the extra `batch` and `vocab` columns that
 scripts/convert_h200_probe.py writes. Bad input: one `error: ...` line, exit 2.
 """
 
@@ -31,6 +34,28 @@ from costmodel.gpu_kernel_fit import (  # noqa: E402
 )
 
 
+def noise_floor(frame: pd.DataFrame, op: str = "pair_reduce") -> pd.DataFrame:
+    """Per mode: spread of `op`'s identical-work rows, |t / median(t over vocab) - 1| at fixed (batch, TP, dtype).
+
+    Columns: op, mode, n (rows), groups (identical-work sets), median / p90 of that spread, and
+    outlier_groups (sets holding a row >= 25% off their median).
+    """
+    rows = frame[frame["op"] == op]
+    keys = ["mode", "batch", "world_size", "logits_dtype"]
+    if rows.empty or not set(keys) <= set(rows.columns):
+        return pd.DataFrame(columns=["op", "mode", "n", "groups", "median_abs_rel_spread", "p90_abs_rel_spread",
+                                     "outlier_groups"])
+    t = rows["median_us"].astype(float)
+    dev = (t / t.groupby([rows[k] for k in keys]).transform("median") - 1).abs()
+    out = []
+    for mode, d in dev.groupby(rows["mode"]):
+        sets = d.groupby([rows.loc[d.index, k] for k in keys[1:]])
+        out.append({"op": op, "mode": mode, "n": len(d), "groups": sets.ngroups,
+                    "median_abs_rel_spread": float(d.median()), "p90_abs_rel_spread": float(d.quantile(0.9)),
+                    "outlier_groups": int((sets.max() >= 0.25).sum())})
+    return pd.DataFrame(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=H200_KERNELS_CSV)
@@ -50,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(table.to_string(index=False))
+        floor = noise_floor(frame)
+        if not floor.empty:
+            print("\nnoise floor: identical-work repeats (the pair reduce's work does not depend on vocab)")
+            print(floor.to_string(index=False))
     return 0
 
 
