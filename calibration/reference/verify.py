@@ -635,23 +635,28 @@ def predicted_us(scenario, profile, names: list[str]) -> dict[str, float]:
 
 def time_strategies(strategies: dict[str, Strategy], comm: ref.Comm, device: torch.device,
                     points: list[tuple[int, int]], dtype: str, repeats: int, barrier: Callable[[], None],
-                    profile: str | None) -> list[dict]:
-    """Median over `repeats` of the per-iteration max across ranks, with the model's eager prediction."""
+                    profile: str | None, top_k: int = 1) -> list[dict]:
+    """Median over `repeats` of the per-iteration max across ranks, with the model's eager prediction.
+
+    top_k > 1 times the top-k output (head and scenario at k) and leaves out the strategies `run_cases`
+    skips at k > 1 (`topk_skip`: the packed key and the fused kernels are argmax-only).
+    """
     from costmodel import Scenario, load_profile
 
     prof = load_profile(profile)
+    timed = {n: fn for n, fn in strategies.items() if not topk_skip(n, top_k)}
     rows = []
     for batch, vocab in points:
         try:
-            head = ref.draft_head(vocab, comm.world_size)
-            scenario = Scenario(vocab=vocab, tp=comm.world_size, batch=batch, dtype=dtype, mode="eager")
-            pred = predicted_us(scenario, prof, list(strategies))
+            head = ref.draft_head(vocab, comm.world_size, top_k=top_k)
+            scenario = Scenario(vocab=vocab, tp=comm.world_size, batch=batch, dtype=dtype, mode="eager", top_k=top_k)
+            pred = predicted_us(scenario, prof, list(timed))
         except InputError as exc:
             rows.append({"batch": batch, "vocab": vocab, "strategy": "-", "note": str(exc)})
             continue
         g = torch.Generator().manual_seed(batch * 7 + vocab)
         local = (torch.randn(batch, head.layout.shard, generator=g)).to(ref.TORCH_DTYPES[dtype]).to(device)
-        for name, fn in strategies.items():
+        for name, fn in timed.items():
             for _ in range(2):
                 fn(local, comm, head)
             samples = torch.empty(repeats, dtype=torch.float64)
@@ -670,8 +675,10 @@ def time_strategies(strategies: dict[str, Strategy], comm: ref.Comm, device: tor
     return rows
 
 
-def format_timing(rows: list[dict], dtype: str, world_size: int, backend: str, profile: str | None) -> str:
-    lines = [f"end-to-end time per call, {dtype}, p={world_size}, {backend} (median over repeats of the max across "
+def format_timing(rows: list[dict], dtype: str, world_size: int, backend: str, profile: str | None,
+                  top_k: int = 1) -> str:
+    k = f", top-{top_k}" if top_k > 1 else ""
+    lines = [f"end-to-end time per call, {dtype}{k}, p={world_size}, {backend} (median over repeats of the max across "
              f"ranks) vs costmodel eager prediction (profile {profile or 'default'})",
              f"{'batch':>6} {'vocab':>7}  {'strategy':<28} {'measured_us':>12} {'predicted_us':>13} {'ratio':>7}"]
     for r in rows:
@@ -840,9 +847,9 @@ def main(argv: list[str] | None = None) -> int:
             timed = {n: fn for n, fn in strategies.items()
                      if not (interpreted and not args.allow_interpreter and n.endswith(ref.FUSED_SUFFIX))}
             rows = time_strategies(timed, comm, device, args.time_points, args.time_dtype, args.repeats,
-                                   dist.barrier, args.profile)
+                                   dist.barrier, args.profile, args.top_k)
             if rank == 0:
-                print(format_timing(rows, args.time_dtype, world, args.backend, args.profile))
+                print(format_timing(rows, args.time_dtype, world, args.backend, args.profile, args.top_k))
                 if interpreted and args.allow_interpreter:
                     print("note: the [fused] rows ran under Triton's interpreter (CPU): their times are not "
                           "meaningful")
