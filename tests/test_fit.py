@@ -460,3 +460,32 @@ def test_cv_overrides_bic_only_when_clearly_better():
     few_folds = (2, None, None, -6.0, np.asarray([0.01]), 2)  # under half of the 10 folds: not scored
     chosen, text = _choose_regimes([one, few_folds], 10, one)
     assert chosen is one
+
+
+# -- impl-tagged curves get replicates like NCCL's (issue 11 residual) ---------------------------------------------
+def test_impl_curves_get_bootstrap_replicates(tmp_path):
+    from calibration.fitting.fit import impl_dirs, load_inputs
+    from costmodel.uncertainty import check_replicates
+
+    nccl = collective_rows("all_gather", 4, "graph", ONE, seed=3)
+    (tmp_path / "oneshot").mkdir()
+    nccl.to_csv(tmp_path / "collectives.csv", index=False)
+    oneshot = collective_rows("all_gather", 4, "graph", [(None, 6.0, 0.0, 10.0)], seed=4)
+    oneshot.to_csv(tmp_path / "oneshot" / "collectives.csv", index=False)
+    frame, files = load_inputs([tmp_path])
+    profile = fit_measurements(frame, name="impl", bootstrap=60, files=files, impl_frames=impl_dirs([tmp_path]))
+    reps = profile["bootstrap"]
+    assert len(reps) == 60
+    tagged = [[c for c in rep["collectives"] if c.get("impl") == "oneshot"] for rep in reps]
+    assert all(len(t) == 1 and t[0]["world_size"] == 4 for t in tagged)
+    point = next(c for c in profile["collectives"] if c.get("impl") == "oneshot")
+    bws = np.array([t[0]["regimes"][0]["busbw_gbps"] for t in tagged])
+    alphas = np.array([t[0]["regimes"][0]["alpha_base_us"] for t in tagged])
+    # the replicates vary (5% noise) around the point fit, which lies inside their range
+    assert bws.std() > 0 and alphas.std() > 0
+    assert bws.min() <= point["regimes"][0]["busbw_gbps"] <= bws.max()
+    check_replicates(profile, "impl")  # point vs replicates consistent (what loading checks)
+    nccl_bw = [next(c for c in rep["collectives"] if c.get("impl") is None)["regimes"][0]["busbw_gbps"]
+               for rep in reps]
+    assert not np.allclose(nccl_bw, bws)  # own random streams, not a copy of NCCL's
+    assert "ci90" in point["regimes"][0]

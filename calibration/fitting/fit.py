@@ -397,9 +397,10 @@ def _skip_row(kind: str, op: str, world_size, mode, reason: str, n_points: int, 
     return row
 
 
-def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int
+def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = ()
                      ) -> tuple[list[dict], list[dict], list[list[dict]]]:
-    """(curves, report rows, per-curve bootstrap replicates) for every collective group."""
+    """(curves, report rows, per-curve bootstrap replicates) for every collective group; group g draws its
+    bootstrap from numpy's default_rng([seed, *stream, g])."""
     coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
     curves, reports, reps = [], [], []
     generic_rows: dict[tuple[str, str], list[pd.DataFrame]] = {}
@@ -408,7 +409,7 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
     def run(rows: _Rows) -> None:
         nonlocal counter
         counter += 1
-        rng = np.random.default_rng([seed, counter])
+        rng = np.random.default_rng([seed, *stream, counter])
         try:
             fit = _fit_group(rows, max_regimes=max_regimes, bootstrap=bootstrap, rng=rng)
         except _Skip as exc:
@@ -765,7 +766,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
 
     `impl_frames` {impl: (rows, files)}: the one-shot / multimem rows of `calibration.collectives --impl`
     (DIR/<impl>/collectives.csv), fitted like NCCL's and stored as curves tagged "impl" (provenance measured,
-    no bootstrap), which costmodel.collective_impls prices those implementations with.
+    with bootstrap replicates like NCCL's), which costmodel.collective_impls prices those implementations with.
 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
     fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
@@ -790,7 +791,9 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
         _eager_prices_graph(curves, reps, coll_reports)
     kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
-    impl_curves, impl_reports = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes, seed=seed)
+    impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
+                                                            bootstrap=bootstrap, seed=seed)
+    reps = reps + impl_reps
     files += [f for _, (_, ifiles) in sorted((impl_frames or {}).items()) for f in ifiles]
     if not curves and not kern_fits:
         reasons = [r["status"] for r in coll_reports + kern_reports]
@@ -831,21 +834,24 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     return profile
 
 
-def _fit_impl_curves(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int, seed: int
-                     ) -> tuple[list[dict], list[dict]]:
-    """(curves tagged "impl", report rows) of each implementation's all_gather / all_reduce rows."""
-    curves, reports = [], []
-    for impl, (rows, files) in sorted(impl_frames.items()):
+def _fit_impl_curves(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int,
+                     bootstrap: int, seed: int) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """(curves tagged "impl", report rows, per-curve bootstrap replicates tagged alike) of each implementation's
+    all_gather / all_reduce rows: the same fit and residual bootstrap as NCCL's curves (own random streams)."""
+    curves, reports, reps = [], [], []
+    for n_impl, (impl, (rows, files)) in enumerate(sorted(impl_frames.items())):
         source = ", ".join(files) or f"{impl} measurements"
         check_rows(len(rows), limit_rows=MAX_FIT_ROWS, source=source)
         sub = bin_repeats(validate_measurements(rows, source=source))
         sub = sub[sub["op"].isin(("all_gather", "all_reduce"))]
         if not len(sub):
             raise InputError(f"{source}: no all_gather / all_reduce rows for --impl {impl}")
-        got, rep, _ = _fit_collectives(sub, max_regimes=max_regimes, bootstrap=0, seed=seed)
+        got, rep, boot = _fit_collectives(sub, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed,
+                                          stream=(11, n_impl))
         curves += [{**c, "impl": impl, "provenance": "measured"} for c in got]
+        reps += [[{**c, "impl": impl, "provenance": "measured"} for c in group] for group in boot]
         reports += [{**r, "note": f"impl {impl}" + (f"; {r['note']}" if r.get("note") else "")} for r in rep]
-    return curves, reports
+    return curves, reports, reps
 
 
 def impl_dirs(paths: Sequence[str | Path]) -> dict[str, tuple[pd.DataFrame, list[str]]]:
