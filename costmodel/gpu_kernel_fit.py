@@ -286,3 +286,75 @@ def kernel_sections(n_replicates: int = 100, seed: int = 0) -> dict[str, dict]:
         out[key] = {"model": _rounded(derive(fitted)), "host": host_d, "lm_head": lm_d, "tables": [],
                     "replicates": [_rounded(derive(m)) for m in reps], "cv": None}
     return out
+
+
+# -- a user's CUDA kernel table (calibration.fit) -----------------------------------------------------------------
+MIN_MODEL_SHAPES = 2 * len(GRAPH_PARAMS)  # distinct CUDA-graph (op, rows, cols, world_size, dtype) shapes
+MIN_CV_GROUPS = 2  # distinct batches and vocabs, so that leaving one out leaves the others
+
+
+def _gpu_base(gpu: str, base: GpuKernelModel | None) -> tuple[GpuKernelModel | None, str]:
+    """(starting model, where its SM count / HBM bandwidth came from) for the GPU named `gpu`."""
+    name = gpu.lower()
+    for key, (sm, hbm, _, _, cite) in GPU_SPECS.items():
+        if key in name.replace(" ", ""):
+            return GpuKernelModel(gpu=gpu, sm_count=sm, hbm_gbps=hbm), cite
+    if base is not None:
+        return (GpuKernelModel(gpu=gpu, sm_count=base.sm_count, hbm_gbps=base.hbm_gbps),
+                f"SM count {base.sm_count} and HBM {base.hbm_gbps:g} GB/s of the base profile's kernel model "
+                f"({base.gpu}): {gpu!r} is not in costmodel.gpu_kernel_fit.GPU_SPECS")
+    return None, ""
+
+
+def with_cv_groups(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the `batch` and `vocab` columns cross-validation holds out: kept where the table has them
+    (scripts/convert_h200_probe.py writes them), else batch = rows and vocab = cols x world_size (the sharded
+    ops' cols is the shard s = V / p)."""
+    out = frame
+    if "batch" not in out or out["batch"].isna().any():
+        out = out.assign(batch=out["rows"].astype(np.int64))
+    if "vocab" not in out or out["vocab"].isna().any():
+        out = out.assign(vocab=(out["cols"] * out["world_size"]).astype(np.int64))
+    return out
+
+
+def fit_table_model(frame: pd.DataFrame, *, gpu: str, base: GpuKernelModel | None = None, source: str = ""
+                    ) -> tuple[dict | None, list[dict], pd.DataFrame, str]:
+    """Fit the kernel model on a user's CUDA kernel rows: (kernels.model dict or None, kernels.model_cv rows,
+    in-sample error table, note).
+
+    Uses the rows measured on CUDA (`device` cuda) of the ops the model prices (FIT_OPS). Needs at least
+    MIN_MODEL_SHAPES distinct CUDA-graph shapes (2 per fitted graph parameter) and MIN_CV_GROUPS batches and
+    vocabs; else returns no model and a note saying why (the caller keeps the roofline fit). SM count and HBM
+    bandwidth come from GPU_SPECS when the GPU's name names one of them, else from `base` (the base
+    profile's kernel model). model_cv = leave-one-batch-out and leave-one-vocab-out `cross_validate`, as
+    scripts/kernel_cv.py prints it.
+    """
+    empty = pd.DataFrame(columns=["op", "mode", "n", "median_abs_rel_error", "p90_abs_rel_error"])
+    device = frame["device"].astype(str) if "device" in frame else pd.Series("unknown", index=frame.index)
+    rows = frame[(device == "cuda").to_numpy() & frame["op"].isin(FIT_OPS).to_numpy()]
+    if rows.empty:
+        return None, [], empty, ""
+    rows = with_cv_groups(rows.reset_index(drop=True))
+    graph = rows[rows["mode"] == "graph"]
+    n_shapes = len(graph[["op", "rows", "cols", "world_size", "dtype"]].drop_duplicates())
+    n_batch, n_vocab = rows["batch"].nunique(), rows["vocab"].nunique()
+    if n_shapes < MIN_MODEL_SHAPES or n_batch < MIN_CV_GROUPS or n_vocab < MIN_CV_GROUPS:
+        return None, [], empty, (f"GPU kernel model not fitted: {n_shapes} CUDA-graph shapes, {n_batch} batches, "
+                                 f"{n_vocab} vocabs (needs >= {MIN_MODEL_SHAPES} shapes and >= {MIN_CV_GROUPS} "
+                                 "batches and vocabs); kernels priced by the per-op roofline fit")
+    start, spec = _gpu_base(gpu, base)
+    if start is None:
+        return None, [], empty, (f"GPU kernel model not fitted: no SM count / HBM bandwidth for {gpu!r} (not in "
+                                 "costmodel.gpu_kernel_fit.GPU_SPECS; pass --base-profile with a kernels.model)")
+    fitted = fit_model(rows, start)
+    cv = pd.concat([cross_validate(rows, start, by, full=fitted) for by in ("batch", "vocab")], ignore_index=True)
+    model = _rounded(replace(fitted, provenance="measured",
+                             source=f"GPU kernel model (costmodel.gpu_kernels) fitted by calibration.fit on "
+                             f"{len(rows)} CUDA rows of {source or 'the measurements'}; {spec}"))
+    model_cv = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
+                for row in cv.to_dict("records")]
+    ops = sorted(set(rows["op"]))
+    note = (f"GPU kernel model fitted on {len(rows)} rows ({n_shapes} CUDA-graph shapes; ops {', '.join(ops)}); "
+            "parameters only unmeasured ops use keep costmodel.gpu_kernels.GpuKernelModel's defaults")
+    return model, model_cv, errors_table(rows, predict_frame(fitted, rows)), note

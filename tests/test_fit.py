@@ -489,3 +489,54 @@ def test_impl_curves_get_bootstrap_replicates(tmp_path):
                for rep in reps]
     assert not np.allclose(nccl_bw, bws)  # own random streams, not a copy of NCCL's
     assert "ci90" in point["regimes"][0]
+
+
+# -- the GPU kernel model from a user's CUDA kernel table (issue 9 item 2, through calibration.fit) ----------------
+H200_KERNELS = ROOT / "data/calibration/h200-2026-11-30/kernels.csv"
+
+
+def _flat_numbers(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat_numbers(v, f"{prefix}{k}."))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[prefix + k] = float(v)
+    return out
+
+
+def test_fit_cli_fits_the_gpu_kernel_model_on_the_bundled_h200_table(tmp_path, capsys):
+    out = tmp_path / "h200.json"
+    assert main([str(H200_KERNELS), "--out", str(out), "--base-profile", "h200-sxm-nvlink", "--bootstrap", "0"]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    bundled = json.loads((ROOT / "data/profiles/h200-sxm-nvlink.json").read_text())["kernels"]
+    got, want = _flat_numbers(doc["kernels"]["model"]), _flat_numbers(bundled["model"])
+    assert set(got) == set(want)
+    for key, value in want.items():  # the same fit (scripts/derive_profiles.py) within rounding
+        assert got[key] == pytest.approx(value, rel=1e-3, abs=1e-9), key
+    assert doc["kernels"]["model"]["provenance"] == "measured"
+    cv = {(r["held_out"], r["op"], r["mode"]): r for r in doc["kernels"]["model_cv"]}
+    for r in bundled["model_cv"]:
+        mine = cv[(r["held_out"], r["op"], r["mode"])]
+        assert mine["n"] == r["n"] and mine["p90_abs_rel_error"] == pytest.approx(r["p90_abs_rel_error"], abs=2e-3)
+    rows = [r for r in doc["fit_report"] if r["kind"] == "kernel_model"]
+    assert {(r["op"], r["mode"]) for r in rows} >= {("argmax", "graph"), ("pair_reduce", "eager")}
+    assert "kernel_model" in printed and "leave-one-vocab-out" in rows[0]["note"]
+    prof = profile_from_dict(doc)  # loads, and the model prices kernels
+    assert prof.kernel_model is not None and prof.kernel_model.sm_count == 132
+
+
+def test_fit_cli_falls_back_with_a_note_when_the_cuda_table_has_too_few_shapes(tmp_path, capsys):
+    frame = pd.read_csv(H200_KERNELS)
+    few = frame[(frame["batch"] == 32) & (frame["vocab"] == 128256)]  # one batch, one vocab
+    path = tmp_path / "few.csv"
+    few.to_csv(path, index=False)
+    out = tmp_path / "few.json"
+    assert main([str(path), "--out", str(out), "--base-profile", "h200-sxm-nvlink", "--bootstrap", "0"]) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert "model" not in doc["kernels"] and "model_cv" not in doc["kernels"]
+    (row,) = [r for r in doc["fit_report"] if r["kind"] == "kernel_model"]
+    assert row["status"].startswith("skipped: GPU kernel model not fitted") and "roofline" in row["status"]
+    assert "warning: kernel_model" in err and "GPU kernel model not fitted" in err

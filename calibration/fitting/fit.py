@@ -639,6 +639,34 @@ def _kernel_reports(profile: Profile, frame: pd.DataFrame, fits: dict[str, _Kern
     return rows
 
 
+def _fit_kernel_model(frame: pd.DataFrame, kernels: dict[str, Any], gpu: str, base: Profile, files: Sequence[str]
+                      ) -> list[dict]:
+    """Fit the GPU kernel model (costmodel.gpu_kernel_fit.fit_table_model) on the CUDA kernel rows and store
+    kernels.model + kernels.model_cv in `kernels` (in place); report rows: one per (op, mode) of the model
+    (in-sample error, leave-one-batch-out CV in the CV columns, leave-one-vocab-out in the note), or one
+    "skipped" row saying why no model was fitted (too few shapes: the roofline fit prices the kernels)."""
+    from costmodel.gpu_kernel_fit import fit_table_model
+
+    model, model_cv, in_sample, note = fit_table_model(frame, gpu=gpu, base=base.kernel_model,
+                                                       source=", ".join(files) or "uploaded measurements")
+    if model is None:
+        return [_skip_row("kernel_model", "gpu_kernels", None, None, note, 0)] if note else []
+    kernels["model"], kernels["model_cv"] = model, model_cv
+    cv = {(r["held_out"], r["op"], r["mode"]): r for r in model_cv}
+    rows = []
+    for r in in_sample.to_dict("records"):
+        batch, vocab = cv.get(("one batch", r["op"], r["mode"]), {}), cv.get(("one vocab", r["op"], r["mode"]), {})
+        row = {c: None for c in REPORT_COLUMNS}
+        row.update(kind="kernel_model", op=r["op"], mode=r["mode"], status="fitted", n_points=int(r["n"]),
+                   breakpoints_bytes=[], in_median_rel_err=_num(r["median_abs_rel_error"]),
+                   in_p90_rel_err=_num(r["p90_abs_rel_error"]), cv_median_rel_err=batch.get("median_abs_rel_error"),
+                   cv_p90_rel_err=batch.get("p90_abs_rel_error"), n_bootstrap=0,
+                   note=f"CV leave-one-batch-out; leave-one-vocab-out median {vocab.get('median_abs_rel_error')}, "
+                        f"p90 {vocab.get('p90_abs_rel_error')}; {note}")
+        rows.append(row)
+    return rows
+
+
 def _kernel_op_dict(spec) -> dict:
     return {"launches": spec.launches, "fixed_us": spec.fixed_us, "bw_gbps": spec.bw_gbps,
             "provenance": spec.provenance}
@@ -791,6 +819,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
         _eager_prices_graph(curves, reps, coll_reports)
     kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
+    model_reports = _fit_kernel_model(frame, kernels, gpu, base, files)
     impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
                                                             bootstrap=bootstrap, seed=seed)
     reps = reps + impl_reps
@@ -829,7 +858,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
                   "note": ""} for c in base_curves]
     profile["fit_report"] = (coll_reports + impl_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports
-                             + base_rows)
+                             + model_reports + base_rows)
     profile_from_dict(profile, source=f"fitted profile {name}")
     return profile
 
