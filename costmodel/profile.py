@@ -19,7 +19,9 @@ it is ever executed. Layout::
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
                       "alpha_per_peer_us": float, "alpha_per_node_us": float,
                       "busbw_gbps": float, "s_half_bytes": float?, "inter_node_max_gbps": float?,
-                      "ci90": {param: [lo, hi]}?}]}],
+                      "ci90": {param: [lo, hi]}?}],
+         "samples": {"bytes_per_rank": [..], "n": [..], "median_us": [..], "p10_us": [..], "p90_us": [..],
+                     "raw_us": [[..], ..]}?}],      # fitted curves: the measurements per size (CurveSamples)
       "kernels": {
         "graph_kernel_us": float, "eager_launch_us": float,
         "ops": {op: {"launches": float, "fixed_us": float, "bw_gbps": float,
@@ -85,6 +87,22 @@ class Regime:
 
 
 @dataclass(frozen=True)
+class CurveSamples:
+    """The measurements a fitted curve came from (calibration.fit), per distinct bytes_per_rank (increasing):
+    n rows, median_us = median of the rows' median_us, p10_us / p90_us = medians of the rows' own p10 / p90
+    (their iteration spread; median_us where a row has none), raw_us = the rows' median_us (at most
+    schema.MAX_RAW_SAMPLES). On load: equal lengths, sizes strictly increasing, p10 <= median <= p90 and
+    1 <= len(raw_us[i]) <= n[i]; the schema bounds every number (finite, positive)."""
+
+    bytes_per_rank: tuple[float, ...]
+    n: tuple[int, ...]
+    median_us: tuple[float, ...]
+    p10_us: tuple[float, ...]
+    p90_us: tuple[float, ...]
+    raw_us: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
 class CollectiveCurve:
     op: str
     world_size: int | None
@@ -97,6 +115,7 @@ class CollectiveCurve:
     nodes: int | None = None  # None: any node count (alpha_per_node and the inter-node cap apply)
     select: str = "breakpoints"  # "min": the fastest regime at (S, p) as NCCL picks; "breakpoints": max_bytes
     impl: str = "nccl"  # CURVE_IMPLS: "oneshot" / "multimem" curves are measured by calibration.collectives --impl
+    samples: CurveSamples | None = field(default=None, compare=False, repr=False)  # fitted curves' measurements
 
 
 @dataclass(frozen=True)
@@ -259,6 +278,46 @@ def _regime(obj: Any, where: str) -> Regime:
     )
 
 
+def _samples(obj: Any, where: str) -> CurveSamples | None:
+    """A curve's `samples` (CurveSamples) after the checks JSON Schema cannot make; None when absent."""
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    cols = {}
+    for key in ("bytes_per_rank", "n", "median_us", "p10_us", "p90_us", "raw_us"):
+        value = _get(obj, key, where, list)
+        if key == "raw_us":
+            if not all(isinstance(r, list) and r for r in value):
+                raise InputError(f"{where}.raw_us: expected a non-empty list of times per size")
+            cols[key] = tuple(tuple(_positive(_as_float(v, f"{where}.raw_us"), f"{where}.raw_us") for v in r)
+                              for r in value)
+        else:
+            cols[key] = tuple(_positive(_as_float(v, f"{where}.{key}"), f"{where}.{key}") for v in value)
+    k = len(cols["bytes_per_rank"])
+    for key, value in cols.items():
+        if len(value) != k:
+            raise InputError(f"{where}.{key}: {len(value)} entries for {k} sizes")
+    b = cols["bytes_per_rank"]
+    if any(b[i] >= b[i + 1] for i in range(k - 1)):
+        raise InputError(f"{where}.bytes_per_rank: sizes must increase")
+    lo, med, hi = cols["p10_us"], cols["median_us"], cols["p90_us"]
+    if any(not lo[i] <= med[i] <= hi[i] for i in range(k)):
+        i = next(i for i in range(k) if not lo[i] <= med[i] <= hi[i])
+        raise InputError(f"{where}: size {b[i]:g} needs p10_us <= median_us <= p90_us, got {lo[i]:g}, {med[i]:g}, "
+                         f"{hi[i]:g}")
+    n = tuple(int(v) for v in cols["n"])
+    if any(float(v) != int(v) for v in cols["n"]) or any(len(r) > c for r, c in zip(cols["raw_us"], n)):
+        raise InputError(f"{where}.n: whole counts >= the raw samples stored per size")
+    return CurveSamples(bytes_per_rank=b, n=n, median_us=med, p10_us=lo, p90_us=hi, raw_us=cols["raw_us"])
+
+
+def _as_float(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: expected finite numbers")
+    return float(value)
+
+
 def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
     """Validate one "collectives" entry (layout in the module doc) and build its `CollectiveCurve`.
 
@@ -300,6 +359,7 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
                                   f"{where}.eager_overhead_us"),
         inter_node_busbw_gbps=None if inter is None else _positive(inter, f"{where}.inter_node_busbw_gbps"),
         provenance=_kind(_get(obj, "provenance", where, str, default="derived"), f"{where}.provenance"),
+        samples=_samples(obj.get("samples"), f"{where}.samples"),
     )
 
 

@@ -268,6 +268,16 @@ REGIME_FIELDS: dict[str, dict] = {
     "s_half_bytes": _num(0, 2.0**63),
     "inter_node_max_gbps": _num(0, 1e6, exclusive_low=True, nullable=True),
 }
+MAX_SAMPLE_SIZES = 192  # sizes per curve's stored samples (calibration.fit MAX_GROUP_SIZES)
+MAX_RAW_SAMPLES = 16  # raw times stored per size (calibration.fit MAX_REPEATS_PER_POINT)
+_TIMES = _arr(_num(*TABLE_TIME_US, exclusive_low=True), minItems=1, maxItems=MAX_SAMPLE_SIZES)
+SAMPLES_FIELDS: dict[str, dict] = {  # costmodel.profile.CurveSamples: the measurements a fitted curve came from
+    "bytes_per_rank": _arr(_num(0, 2.0**63, exclusive_low=True), minItems=1, maxItems=MAX_SAMPLE_SIZES),
+    "n": _arr(_int(1, 2**31), minItems=1, maxItems=MAX_SAMPLE_SIZES),
+    "median_us": _TIMES, "p10_us": _TIMES, "p90_us": _TIMES,
+    "raw_us": _arr(_arr(_num(*TABLE_TIME_US, exclusive_low=True), minItems=1, maxItems=MAX_RAW_SAMPLES),
+                   minItems=1, maxItems=MAX_SAMPLE_SIZES),
+}
 CURVE_FIELDS: dict[str, dict] = {
     "op": _str(enum=COLLECTIVE_OPS),
     "world_size": _int(1, MAX_WORLD_SIZE, nullable=True),
@@ -280,6 +290,7 @@ CURVE_FIELDS: dict[str, dict] = {
     "select": _str(enum=("breakpoints", "min")),
     "impl": _str(enum=("nccl", "oneshot", "multimem")),
     "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
+    "samples": _obj(SAMPLES_FIELDS, tuple(SAMPLES_FIELDS)),
 }
 KERNEL_OP_FIELDS: dict[str, dict] = {
     "launches": _num(0, 1e4),
@@ -320,6 +331,10 @@ LM_HEAD_FIELDS: dict[str, dict] = {  # costmodel.gpu_kernels.lm_head_from_dict
     "floor_us": _LAT, "weight_gbps": _BW, "tflops": _num(0, 1e6, exclusive_low=True),
     "provenance": _str(enum=_KIND + ("mixed",)), "source": _str(),
 }
+MODEL_CV_FIELDS: dict[str, dict] = {  # costmodel.gpu_kernel_fit.cross_validate rows (kernels.model_cv)
+    "held_out": _str(max_length=200), "op": _str(max_length=200), "mode": _str(enum=MODES), "n": _int(0),
+    "median_abs_rel_error": _num(0, 1e6), "p90_abs_rel_error": _num(0, 1e6),
+}
 KERNELS_FIELDS: dict[str, dict] = {
     "graph_kernel_us": _LAT,
     "eager_launch_us": _LAT,
@@ -329,6 +344,7 @@ KERNELS_FIELDS: dict[str, dict] = {
     "model": {"anyOf": [{"type": "null"}, _obj(KERNEL_MODEL_FIELDS, ("sm_count", "hbm_gbps"))]},
     "host": {"anyOf": [{"type": "null"}, _obj(KERNEL_HOST_FIELDS)]},
     "lm_head": {"anyOf": [{"type": "null"}, _obj(LM_HEAD_FIELDS, ("floor_us", "weight_gbps", "tflops"))]},
+    "model_cv": _arr(_obj(MODEL_CV_FIELDS, tuple(MODEL_CV_FIELDS)), maxItems=10_000),
 }
 PROVENANCE_FIELDS: dict[str, dict] = {
     "kind": _str(enum=("derived", "measured", "mixed")),

@@ -540,3 +540,71 @@ def test_fit_cli_falls_back_with_a_note_when_the_cuda_table_has_too_few_shapes(t
     (row,) = [r for r in doc["fit_report"] if r["kind"] == "kernel_model"]
     assert row["status"].startswith("skipped: GPU kernel model not fitted") and "roofline" in row["status"]
     assert "warning: kernel_model" in err and "GPU kernel model not fitted" in err
+
+
+# -- raw samples per size (issue 9 item 6) ---------------------------------------------------------------------------
+def test_fitted_curves_store_their_samples_per_size_and_the_report_shows_residuals_against_them():
+    from calibration.fitting.fit import format_fit_report, sample_residuals
+
+    frame = collective_rows("all_gather", 2, "graph", ONE, seed=5, reps=4)
+    frame["p10_us"] = frame["median_us"] * 0.9
+    frame["p90_us"] = frame["median_us"] * 1.2
+    profile = fit_measurements(frame, name="s", bootstrap=0)
+    smp = curve_of(profile, "all_gather", 2, "graph")["samples"]
+    assert smp["bytes_per_rank"] == [int(b) for b in BYTES] and smp["n"] == [4] * len(BYTES)
+    first = np.sort(frame[frame["bytes_per_rank"] == BYTES[0]]["median_us"].to_numpy())
+    assert smp["raw_us"][0] == pytest.approx(first, rel=1e-5)
+    assert smp["median_us"][0] == pytest.approx(np.median(first), rel=1e-5)
+    assert smp["p10_us"][0] == pytest.approx(np.median(0.9 * first), rel=1e-5)
+    assert smp["p90_us"][0] == pytest.approx(np.median(1.2 * first), rel=1e-5)
+    parsed = profile_from_dict(profile)
+    (curve,) = [c for c in parsed.collectives if c.provenance == "measured" and c.world_size == 2]
+    assert curve.samples is not None and curve.samples.n[0] == 4
+    table = sample_residuals(profile)  # from the profile alone: the stored curve against the stored medians
+    pred = collective_time_us(parsed, "all_gather", BYTES.astype(float), 2, 1, "graph")
+    assert table["rel_err"].to_numpy() == pytest.approx(pred / np.asarray(smp["median_us"]) - 1, rel=1e-9)
+    assert (table["raw_min_rel_err"] <= table["rel_err"] + 1e-12).all()
+    assert (table["raw_max_rel_err"] >= table["rel_err"] - 1e-12).all()
+    assert "against their stored samples" in format_fit_report(profile)
+
+
+def _bad_samples(change) -> dict:
+    frame = collective_rows("all_gather", 2, "graph", ONE, seed=5, reps=2, sizes=BYTES[:6])
+    profile = fit_measurements(frame, name="s", bootstrap=0)
+    change(curve_of(profile, "all_gather", 2, "graph")["samples"])
+    return profile
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["bytes_per_rank"].reverse(), "sizes must increase"),
+    (lambda s: s["p10_us"].__setitem__(0, s["median_us"][0] * 2), "p10_us <= median_us <= p90_us"),
+    (lambda s: s["raw_us"][0].extend([1.0, 2.0]), "raw samples"),
+    (lambda s: s["median_us"].pop(), "entries for"),
+    (lambda s: s["raw_us"].__setitem__(1, [0.0]), "raw_us"),
+    (lambda s: s["raw_us"].__setitem__(1, [1.0] * 17), "raw_us"),
+    (lambda s: s["n"].__setitem__(0, 1.5), "n"),
+])
+def test_profile_refuses_inconsistent_samples_in_one_line(change, message):
+    with pytest.raises(InputError, match=message) as info:
+        profile_from_dict(_bad_samples(change), source="p")
+    assert "\n" not in str(info.value)
+
+
+def test_bootstrap_resamples_within_size_when_every_size_has_repeats():
+    # repeats identical within each size (no within-size spread) but 5% noise across sizes: the within-size
+    # bootstrap can only redraw each size's own times, so every replicate equals the point fit exactly,
+    # while the residual bootstrap (one row per size) spreads
+    one = collective_rows("all_gather", 2, "graph", ONE, seed=6)
+    rep3 = pd.concat([one] * 3, ignore_index=True)
+    rep3["label"] = np.repeat(["a", "b", "c"], len(one))  # three measured points per size, not binned
+    within = fit_measurements(rep3, name="w", bootstrap=50)
+    residual = fit_measurements(one, name="r", bootstrap=50)
+    assert "bootstrap: within-size" in report_of(within, "all_gather", 2, "graph")["note"]
+    assert "bootstrap: residual" in report_of(residual, "all_gather", 2, "graph")["note"]
+
+    def bws(profile):
+        return np.array([rep["collectives"][0]["regimes"][0]["busbw_gbps"] for rep in profile["bootstrap"]])
+
+    point = curve_of(within, "all_gather", 2, "graph")["regimes"][0]["busbw_gbps"]
+    assert bws(within) == pytest.approx(point, rel=1e-5)
+    assert bws(residual).std() / bws(residual).mean() > 1e-3

@@ -97,6 +97,7 @@ from costmodel.schema import (
     ELEM_BYTES,
     FUSED_KERNEL_OPS,
     KERNEL_OPS,
+    MAX_RAW_SAMPLES,
     MODES,
     TIME_COLUMNS,
     TOPK_KERNEL_OPS,
@@ -121,6 +122,7 @@ CV_MIN_FOLD_SHARE = 0.5  # a K counts only when at least half of the folds have 
 MAX_STORED_REPLICATES = 100
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
+MIN_WITHIN_SIZE_ROWS = 3  # rows every measured point needs for the within-size bootstrap (else: residual)
 REDRAW_ROUNDS = 5
 REPO_ROOT = Path(__file__).resolve().parents[2]  # calibration/fitting/fit.py -> the repository root
 REPORT_COLUMNS = ("kind", "op", "world_size", "mode", "nodes", "status", "n_points", "n_sizes", "n_regimes",
@@ -149,6 +151,8 @@ class _Rows:
     bytes_per_rank: np.ndarray
     p: np.ndarray
     time_us: np.ndarray
+    p10_us: np.ndarray | None = None  # the rows' own iteration percentiles (NaN where not given)
+    p90_us: np.ndarray | None = None
 
     @property
     def generic(self) -> bool:
@@ -295,19 +299,31 @@ def _choice_text(info: dict) -> str:
             f"{info['cv_score']} by K: {scores or 'none'})")
 
 
+def _draw_within(strata: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n) row indices: each row replaced by a uniformly drawn row of its own stratum."""
+    strata = np.asarray(strata, dtype=np.int64)
+    order = np.argsort(strata, kind="stable")
+    counts = np.bincount(strata)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = start[strata][None, :] + np.floor(rng.random((n_boot, strata.size)) * counts[strata][None, :])
+    return order[np.minimum(pos.astype(np.int64), strata.size - 1)]
+
+
 def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, segment: np.ndarray,
-                        breakpoints: np.ndarray, n_boot: int, rng: np.random.Generator
-                        ) -> tuple[np.ndarray, np.ndarray]:
+                        breakpoints: np.ndarray, n_boot: int, rng: np.random.Generator,
+                        strata: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Replicates of a segmented fit by resampling its log residuals, breakpoints fixed (module doc).
 
     With q = a.theta = model / t per row, t* = model * exp(eps*) for eps* resampled from
-    eps = log(t / model) gives a* = a * q[idx] / q. Each regime is refitted on its own rows by the
-    normal equations of min |a* theta - 1|^2, batched over replicates; a replicate whose solution
+    eps = log(t / model) gives a* = a * q[idx] / q. `strata` (per row, e.g. the measured size): eps* is
+    drawn only from rows of the same stratum - there the model is the same, so t* is one of that size's own
+    measured times (the within-size bootstrap of the raw samples). Each regime is refitted on its own rows by
+    the normal equations of min |a* theta - 1|^2, batched over replicates; a replicate whose solution
     breaks a bound is re-solved by `polish` (bounded least squares).
     """
     n = a.shape[0]
     q = np.einsum("nd,nd->n", a, theta[segment])
-    idx = rng.integers(0, n, size=(n_boot, n))
+    idx = rng.integers(0, n, size=(n_boot, n)) if strata is None else _draw_within(strata, n_boot, rng)
     c = q[idx] / q[None, :]  # (B, n)
     out = np.empty((n_boot, theta.shape[0], theta.shape[1]))
     for i in range(theta.shape[0]):
@@ -364,10 +380,14 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
 
     boot_theta = np.zeros((0, n_regimes, a.shape[1]))
     boot_bytes = np.zeros((0, n_regimes - 1))
+    point_index = np.unique(np.stack([rows.bytes_per_rank, rows.p]), axis=1, return_inverse=True)[1].reshape(-1)
+    within = bool(np.bincount(point_index).min() >= MIN_WITHIN_SIZE_ROWS)
+    method = "within-size" if within else "residual"
     if bootstrap > 0:
         n_boot = min(bootstrap, max(MIN_BOOTSTRAP, BOOTSTRAP_WORK // (k * k)))
         boot_theta, boot_bytes = _residual_bootstrap(a, lower, theta, np.searchsorted(split.ends[0], size_index),
-                                                     np.asarray(breakpoints, dtype=float).reshape(-1), n_boot, rng)
+                                                     np.asarray(breakpoints, dtype=float).reshape(-1), n_boot, rng,
+                                                     strata=point_index if within else None)
         if len(boot_theta):
             _ci90(curve, boot_theta, boot_bytes, rows.generic)
     replicates = [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
@@ -379,6 +399,10 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
             "extrapolated for other p") if rows.generic else ""
     if rows.nodes > 1:
         note = f"all rows span {rows.nodes} nodes (curves are keyed by world_size and mode only)"
+    if len(boot_theta):
+        note = "; ".join(x for x in (note, f"bootstrap: {method}") if x)
+    if not rows.generic:
+        curve["samples"] = curve_samples(rows)
     report = {
         "kind": "collective", "op": rows.op, "world_size": rows.world_size, "mode": rows.mode,
         "nodes": rows.nodes, "status": "fitted", "n_points": n, "n_sizes": k, "n_regimes": n_regimes,
@@ -395,6 +419,40 @@ def _skip_row(kind: str, op: str, world_size, mode, reason: str, n_points: int, 
     row.update(kind=kind, op=op, world_size=world_size, mode=mode, nodes=nodes, status=f"skipped: {reason}",
                n_points=n_points, breakpoints_bytes=[], note="")
     return row
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    return (pd.to_numeric(frame[name], errors="coerce").to_numpy(float) if name in frame
+            else np.full(len(frame), np.nan))
+
+
+def _spread(values: np.ndarray | None, median: float, mask: np.ndarray) -> float:
+    """Median of the rows' own percentile column at one size; `median` where no row has a positive one."""
+    v = np.full(int(mask.sum()), np.nan) if values is None else values[mask]
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.median(v)) if v.size else median
+
+
+def curve_samples(rows: _Rows) -> dict[str, list]:
+    """The curve's stored measurements per distinct bytes_per_rank (costmodel.profile.CurveSamples): n rows,
+    the median of their median_us, the medians of their own p10_us / p90_us (clipped to bracket the median)
+    and raw_us = their median_us, sorted; more than MAX_RAW_SAMPLES rows keep the order statistics at ranks
+    floor((j + 1/2) n / MAX_RAW_SAMPLES) (as bin_repeats), so the profile stays bounded."""
+    sizes, inverse = np.unique(rows.bytes_per_rank, return_inverse=True)
+    out: dict[str, list] = {"bytes_per_rank": [], "n": [], "median_us": [], "p10_us": [], "p90_us": [], "raw_us": []}
+    for i, b in enumerate(sizes):
+        mask = inverse == i
+        t = np.sort(rows.time_us[mask])
+        med = float(np.median(t))
+        raw = t if t.size <= MAX_RAW_SAMPLES else t[(2 * np.arange(MAX_RAW_SAMPLES) + 1) * t.size
+                                                     // (2 * MAX_RAW_SAMPLES)]
+        out["bytes_per_rank"].append(int(b))
+        out["n"].append(int(t.size))
+        out["median_us"].append(_num(med))
+        out["p10_us"].append(_num(min(med, _spread(rows.p10_us, med, mask))))
+        out["p90_us"].append(_num(max(med, _spread(rows.p90_us, med, mask))))
+        out["raw_us"].append([_num(v) for v in raw])
+    return out
 
 
 def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = ()
@@ -435,7 +493,7 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
             sub = sub[sub["nodes"] == nodes]
         before = len(curves)
         run(_Rows(op, mode, ws, nodes, sub["bytes_per_rank"].to_numpy(float), sub["world_size"].to_numpy(float),
-                  sub["median_us"].to_numpy(float)))
+                  sub["median_us"].to_numpy(float), _column(sub, "p10_us"), _column(sub, "p90_us")))
         if len(curves) > before and nodes == 1:
             generic_rows.setdefault((op, mode), []).append(sub)
     for (op, mode), parts in sorted(generic_rows.items()):
@@ -904,6 +962,48 @@ def fit_report_table(profile: dict[str, Any]) -> pd.DataFrame:
     return table
 
 
+SAMPLE_RESIDUAL_COLUMNS = ("op", "world_size", "mode", "impl", "bytes_per_rank", "n", "median_us", "p10_us",
+                           "p90_us", "predicted_us", "rel_err", "raw_min_rel_err", "raw_max_rel_err")
+
+
+def sample_residuals(profile: dict[str, Any] | Profile) -> pd.DataFrame:
+    """Residuals of every curve that stores its measurements (`samples`, fitted curves) against them, from the
+    profile alone: per curve and size, predicted_us = the curve as stored (costmodel.collectives.curve_time_us,
+    the curve's own mode, eager where it has none), rel_err = predicted / median_us - 1 and the range of
+    predicted / raw - 1 over the raw samples (SAMPLE_RESIDUAL_COLUMNS)."""
+    parsed = profile if isinstance(profile, Profile) else profile_from_dict(profile, source="profile")
+    out = []
+    for c in parsed.collectives + parsed.impl_curves:
+        smp = c.samples
+        if smp is None or c.world_size is None:
+            continue
+        b = np.asarray(smp.bytes_per_rank, dtype=float)
+        pred = curve_time_us(c, b, float(c.world_size), c.nodes or 1, c.mode or "eager")
+        for i in range(len(b)):
+            raw = np.asarray(smp.raw_us[i])
+            out.append((c.op, c.world_size, c.mode, c.impl, int(b[i]), smp.n[i], smp.median_us[i], smp.p10_us[i],
+                        smp.p90_us[i], float(pred[i]), float(pred[i] / smp.median_us[i] - 1),
+                        float(np.min(pred[i] / raw - 1)), float(np.max(pred[i] / raw - 1))))
+    return pd.DataFrame(out, columns=list(SAMPLE_RESIDUAL_COLUMNS))
+
+
+def _sample_lines(profile: dict[str, Any]) -> list[str]:
+    """One line per curve with stored samples: |residual| of the per-size medians and the worst size."""
+    try:
+        table = sample_residuals(profile)
+    except InputError:
+        return []
+    lines = []
+    for (op, ws, mode, impl), sub in table.groupby(["op", "world_size", "mode", "impl"], dropna=False, sort=False):
+        err = sub["rel_err"].abs().to_numpy()
+        worst = sub.iloc[int(np.argmax(err))]
+        label = f"{op} p {ws} {mode if isinstance(mode, str) else '-'}" + ("" if impl == "nccl" else f" {impl}")
+        lines.append(f"  {label}: {len(sub)} sizes, {int(sub['n'].sum())} rows; |err| median "
+                     f"{100 * np.median(err):.1f}%, p90 {100 * np.quantile(err, 0.9):.1f}%; worst "
+                     f"{_bytes_text(float(worst['bytes_per_rank']))}/rank {100 * worst['rel_err']:+.1f}%")
+    return lines
+
+
 def _bytes_text(value: float) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if value >= size:
@@ -944,6 +1044,12 @@ def format_fit_report(profile: dict[str, Any]) -> str:
         lines.append("number of regimes (leave-one-size-out CV vs BIC; calibration.fit module doc):")
         lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {r['regime_choice']}"
                   for r in choices]
+    samples = _sample_lines(profile)
+    if samples:
+        lines.append("")
+        lines.append("the stored curves against their stored samples (per-size medians; calibration.fit "
+                     "sample_residuals):")
+        lines += samples
     if base:
         by_op: dict[str, list[str]] = {}
         for r in base:
