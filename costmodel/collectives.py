@@ -70,16 +70,17 @@ def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, 
     r = curve.regimes[index]
     busbw = r.busbw_gbps
     if curve.inter_node_busbw_gbps is not None and np.any(nodes > 1):
+        # np.maximum / np.minimum: a stacked ensemble's parameters are (members, 1) arrays (costmodel.members)
         if curve.select == "min":  # the network scales every protocol alike (LL stays slower than Simple)
-            fastest = max(x.busbw_gbps for x in curve.regimes)
-            capped = busbw * min(1.0, curve.inter_node_busbw_gbps / fastest)
+            fastest = np.maximum.reduce([x.busbw_gbps for x in curve.regimes])
+            capped = busbw * np.minimum(1.0, curve.inter_node_busbw_gbps / fastest)
         else:
-            capped = min(busbw, curve.inter_node_busbw_gbps)
+            capped = np.minimum(busbw, curve.inter_node_busbw_gbps)
         if r.inter_node_max_gbps is not None:  # the protocol's own ceiling across nodes (NCCL LL: llMaxBw N2 / N4)
             capped = np.minimum(capped, r.inter_node_max_gbps)
         busbw = np.where(nodes > 1, capped, busbw)
     alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
-    wire = (size_bytes + r.s_half_bytes) if r.s_half_bytes else size_bytes
+    wire = (size_bytes + r.s_half_bytes) if np.any(r.s_half_bytes) else size_bytes
     return curve.launch_us + alpha + wire * factor / busbw * US_PER_BYTE_AT_1_GBPS
 
 
@@ -105,9 +106,9 @@ def _fastest_time_us(curve: CollectiveCurve, size, p, n, factor) -> np.ndarray:
     for r in curve.regimes:
         t = wire / r.busbw_gbps
         t += (curve.launch_us + r.alpha_base_us)
-        if r.alpha_per_peer_us:
+        if np.any(r.alpha_per_peer_us):  # (a stacked ensemble's members with 0 add exactly 0)
             t += r.alpha_per_peer_us * peers
-        if r.s_half_bytes:
+        if np.any(r.s_half_bytes):
             t += (r.s_half_bytes / r.busbw_gbps) * per_gbps
         out = t if out is None else np.minimum(out, t, out=out)
     return out
@@ -196,6 +197,13 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
     if 0 in shape:
         return np.zeros(shape)
     order, groups = _group_plan(world_size, nodes, mode, p, n, eager, shape)
+    if order is None and len(groups) == 1 and groups[0][3:] == (0, int(np.prod(shape, dtype=np.int64))):
+        # one (world size, nodes, mode) group holds every point: priced in the scenario's own shape, so a stacked
+        # ensemble's (members, 1) parameters meet their (members, points) rows (costmodel.members); same numbers
+        ws, nn, is_eager, _, _ = groups[0]
+        curve = profile.curve(op, ws, "eager" if is_eager else "graph", nn)
+        return np.broadcast_to(curve_time_us(curve, b.reshape(-1) if b.ndim < 2 else b, ws, nn, is_eager).reshape(
+            b.shape), shape).copy()
     flat_b = np.broadcast_to(b, shape).reshape(-1)
     sorted_b = flat_b if order is None else flat_b[order]
     out = np.zeros(sorted_b.shape, dtype=float)

@@ -307,13 +307,15 @@ DTYPE_ORDER = ("bf16", "fp16", "fp32")  # integer dtype codes (costmodel.kernels
 
 def _copy_gbps(model: GpuKernelModel, dtype) -> np.ndarray:
     """copy_gbps per point; `dtype` is dtype names or integer codes into DTYPE_ORDER."""
-    fallback = max(model.copy_gbps.values())
-    rates = np.array([model.copy_gbps.get(k, fallback) for k in DTYPE_ORDER])
+    stacked = any(np.ndim(v) for v in model.copy_gbps.values())  # (members, 1) arrays: costmodel.members
+    fallback = np.maximum.reduce(list(model.copy_gbps.values())) if stacked else max(model.copy_gbps.values())
     arr = np.asarray(dtype)
     if arr.dtype.kind in "iu":
-        return rates[arr]
+        if stacked:
+            return np.choose(arr, [model.copy_gbps.get(k, fallback) for k in DTYPE_ORDER])
+        return np.array([model.copy_gbps.get(k, fallback) for k in DTYPE_ORDER])[arr]
     names = arr.astype(str)
-    out = np.full(names.shape, fallback)
+    out = fallback if stacked else np.full(names.shape, fallback)
     for k, v in model.copy_gbps.items():
         out = np.where(names == k, v, out)
     return out

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .predict import grid_roots, predict
+from .members import predict_members
+from .predict import grid_roots
 from .profile import Profile
 from .scenario import Scenario
 from .strategies import BASELINE
@@ -64,13 +65,12 @@ def interval_table(scenario: Scenario, profile: Profile, strategy: str, batches:
     grid = np.geomspace(batch_range[0], batch_range[1], grid_points)
     batches = np.unique(np.asarray(batches, dtype=float))
     swept = scenario.item(0).with_(batch=np.concatenate([grid, batches]))
-    savings, decode, roots = [], [], []
-    for rep, fac in zip(reps, factors, strict=True):
-        pred = predict(swept, rep, (BASELINE, strategy), factors=fac)
-        values = np.asarray(pred.saving_us(strategy), dtype=float)
-        savings.append(values[grid.size:])
-        decode.append(np.asarray(pred.saving_per_decode_step_us(strategy), dtype=float)[grid.size:])
-        found = grid_roots(grid, values[:grid.size])
+    priced = predict_members(swept, reps, (BASELINE, strategy), factors)  # row m = predict(swept, reps[m], ...)
+    values = np.asarray(priced.saving_us(strategy), dtype=float)
+    savings, decode = values[:, grid.size:], np.asarray(priced.saving_per_decode_step_us(strategy))[:, grid.size:]
+    roots = []
+    for row in values[:, :grid.size]:
+        found = grid_roots(grid, row)
         if found:
             roots.append(found[0])
     cross = _interval(np.asarray(roots), level) if roots else None

@@ -159,6 +159,36 @@ def _dtype_codes(dtype) -> np.ndarray:
     return np.asarray(DTYPE_ORDER.index(name) if name in DTYPE_ORDER else 0)
 
 
+# -- stacked ensembles (costmodel.members): M members' parameters as (M, 1) arrays, scenarios as (M, n) ---------
+STACK_KEY = "_stacked_members"  # in a stacked profile's `raw`: the member profiles, in order
+
+
+def stacked_members(profile: Profile) -> tuple[Profile, ...] | None:
+    """The member profiles of a stacked profile (None for an ordinary one)."""
+    raw = profile.raw
+    return raw.get(STACK_KEY) if isinstance(raw, dict) else None
+
+
+def member_ratio_grids(profile: Profile, table: KernelTable) -> np.ndarray:
+    """(M, rows x cols): `_ratio_grid`'s log(measured / model) grid of `table` under each member's kernel model
+    (cached on the stacked profile's own raw dict)."""
+    members = stacked_members(profile)
+    cache = profile.raw.setdefault("_ratio_grids", {})
+    hit = cache.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    grids = np.stack([np.ravel(_ratio_grid(m.kernel_model, table)[2]) for m in members])
+    cache[id(table)] = (table, grids)
+    return grids
+
+
+def bilinear_members(grids: np.ndarray, weights: tuple, member: np.ndarray) -> np.ndarray:
+    """costmodel.kernels._bilinear with each point's own member grid (the same order of operations)."""
+    (k00, k01, k10, k11), (nu, u, nv, v) = weights
+    return nu * (nv * grids[member, k00] + v * grids[member, k01]) + u * (nv * grids[member, k10]
+                                                                        + v * grids[member, k11])
+
+
 def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
     """(log rows axis, log cols axis, log(measured / model) grid) of a table; cached per (model, table)."""
     key = (id(model), id(table))
@@ -267,6 +297,9 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     tables = [t for t in profile.kernel_tables if t.op == anchor] if op in ANCHOR_OPS else []
     if not tables or not time.size:
         return KernelEstimate(time, extrapolated)
+    members = stacked_members(profile)
+    if members and (len(shape) != 2 or shape[0] != len(members)):
+        raise InputError("a stacked ensemble prices (members, points) scenarios only (costmodel.members)")
     free = anchor in DTYPE_FREE_OPS
     group = eager if free else codes * 2 + eager  # dtype-free ops (pair_reduce) match every logits dtype
     key = _broadcast(group * _P_STRIDE + p, shape).reshape(-1)
@@ -280,7 +313,11 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
         if found is None:
             continue
         ins, outside, weights = found
-        ratio = np.exp(_bilinear(_ratio_grid(model, table)[2], weights))
+        if members:  # a stacked ensemble (costmodel.members): each point's own member's ratio grid
+            grids = member_ratio_grids(profile, table)
+            ratio = np.exp(bilinear_members(grids, weights, ins // shape[-1]))
+        else:
+            ratio = np.exp(_bilinear(_ratio_grid(model, table)[2], weights))
         flat_t[ins] += flat_part[ins] * (ratio - 1.0)
         flat_x[outside] = True
     return KernelEstimate(time, extrapolated)
@@ -297,7 +334,7 @@ def _deduplicated_estimate(profile: Profile, op: str, *, store: dict | None = No
     The model is element-wise, so this returns the same numbers as pricing every point; it only pays
     off for large arrays (dedup.MIN_POINTS), whose scenario grids repeat rows, shards and dtypes.
     """
-    if DEDUP:
+    if DEDUP and not stacked_members(profile):  # stacked members share points, not parameters: no dedup
         kw["dtype"] = _dtype_codes(kw["dtype"])
         kw["mode"] = eager_mask(kw["mode"])
         # the arguments every op shares first: their combined key is reused (dedup.unique_points' prefix cache)

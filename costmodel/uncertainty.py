@@ -61,7 +61,7 @@ import pandas as pd
 
 from .errors import InputError
 from .points import predict_points
-from .predict import grid_roots, predict
+from .predict import grid_roots
 from .profile import Profile, profile_from_dict
 from .scenario import Scenario
 from .schema import COLLECTIVE_OPS, FUSED_KERNEL_OPS, KERNEL_OPS
@@ -660,17 +660,17 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
     grid = np.geomspace(lo, hi, grid_points) if with_crossover else np.empty(0)
     batches = np.append(grid, np.broadcast_to(scenario.batch, (1,)))  # last = the scenario's own batch
     swept = scenario.item(0).with_(batch=batches)
-    savings = {s: [] for s in strategies}
-    decode = {s: [] for s in strategies}
+    from .members import predict_members  # every member in one evaluation: row m = predict(swept, reps[m], ...)
+
+    priced = predict_members(swept, reps, (BASELINE, *strategies), factors)
+    savings, decode = {}, {}
     roots: dict[str, list[float]] = {s: [] for s in strategies}
-    for rep, fac in zip(reps, factors, strict=True):
-        pred = predict(swept, rep, (BASELINE, *strategies), factors=fac)
-        for s in strategies:
-            values = pred.saving_us(s)
-            savings[s].append(float(values[-1]))
-            decode[s].append(float(pred.saving_per_decode_step_us(s)[-1]))
-            if with_crossover:
-                found = grid_roots(grid, values[:-1])
+    for s in strategies:
+        values = priced.saving_us(s)  # (members, batches)
+        savings[s], decode[s] = values[:, -1], priced.saving_per_decode_step_us(s)[:, -1]
+        if with_crossover:
+            for row in values[:, :-1]:
+                found = grid_roots(grid, row)
                 if found:
                     roots[s].append(found[0])
     out = {}

@@ -1,0 +1,112 @@
+"""costmodel.members: every ensemble member priced in ONE stacked evaluation gives, bit for bit, what one
+`predict` per member gives; propagate and the interval table (which now price through it) equal a
+straightforward member-by-member reference computed here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from costmodel import BASELINE, STRATEGIES, Scenario, load_profile, predict
+from costmodel.interval_table import interval_table
+from costmodel.members import predict_members, stack_profiles
+from costmodel.predict import grid_roots
+from costmodel.uncertainty import ensemble, propagate
+
+FOCUS = "local_argmax_pairs"
+BATCHES = np.geomspace(1, 65536, 97)
+PROFILES = {name: load_profile(name) for name in ("h200-sxm-nvlink", "h100-sxm-nvlink", "cpu-gloo")}
+SCENARIOS = {  # the paths the stack covers: d2t + vLLM host model, eager + fused + soft-cap, 2 nodes, parallel
+    "default": dict(vocab=202048, tp=4),
+    "d2t-vllm": dict(vocab=151936, draft_vocab=32000, d2t=True, tp=8, engine="vllm", hidden=4096),
+    "eager-fused": dict(vocab=128256, tp=2, mode="eager", impl="fused", softcap=True, logit_scale=True),
+    "two-nodes": dict(vocab=202048, tp=16, nodes=2, drafting="parallel", num_spec_tokens=3),
+}
+
+
+def one_by_one(scenario, members, strategies, factors):
+    """The straightforward way: one predict per member."""
+    return [predict(scenario, rep, strategies, factors=fac) for rep, fac in zip(members, factors, strict=True)]
+
+
+@pytest.mark.parametrize("profile_name", ["h200-sxm-nvlink", "h100-sxm-nvlink"])
+@pytest.mark.parametrize("case", sorted(SCENARIOS))
+def test_stacked_members_equal_one_predict_per_member_exactly(profile_name, case):
+    profile = PROFILES[profile_name]
+    sc = Scenario(batch=BATCHES, **SCENARIOS[case])
+    members, factors, _ = ensemble(profile, nodes=int(sc.nodes))
+    priced = predict_members(sc, members, STRATEGIES, factors)
+    assert priced.stacked  # the one-evaluation path really ran
+    for m, pred in enumerate(one_by_one(sc, members, STRATEGIES, factors)):
+        for s in STRATEGIES:
+            np.testing.assert_array_equal(priced.total_us[s][m], pred.total_us(s), err_msg=f"member {m} {s}")
+            np.testing.assert_array_equal(priced.saving_per_decode_step_us(s)[m], pred.saving_per_decode_step_us(s))
+
+
+def test_members_the_stack_does_not_cover_are_priced_one_by_one():
+    """Fitted breakpoint curves (cpu-gloo), a scenario varying more than the batch, top-k > 1, or members that
+    differ in structure: the member-by-member path, with the same numbers."""
+    gloo = PROFILES["cpu-gloo"]
+    members, factors, _ = ensemble(gloo)
+    assert stack_profiles(members) is None
+    sc = Scenario(vocab=202048, tp=4, batch=BATCHES[:9])
+    priced = predict_members(sc, members, (BASELINE, FOCUS), factors)
+    assert not priced.stacked
+    for m, pred in enumerate(one_by_one(sc, members, (BASELINE, FOCUS), factors)):
+        np.testing.assert_array_equal(priced.saving_us(FOCUS)[m], pred.saving_us(FOCUS))
+    h200 = PROFILES["h200-sxm-nvlink"]
+    members, factors, _ = ensemble(h200)
+    for sc in (Scenario(vocab=202048, tp=np.array([2, 4, 8]), batch=8.0), Scenario(vocab=202048, tp=4, batch=8.0,
+                                                                                 top_k=4)):
+        assert not predict_members(sc, members[:3], (BASELINE, FOCUS), factors[:3]).stacked
+    odd = dataclasses.replace(members[1], kernel_tables=members[1].kernel_tables[1:])  # one table fewer
+    assert stack_profiles([members[0], odd]) is None
+    assert stack_profiles(members[:2]) is not None
+
+
+def reference_propagate(sc, profile, strategies, level=0.9, grid_points=257):
+    """propagate's definition, member by member: 5th..95th percentile of each member's saving at the batch and
+    of each member's first grid root (linear in log batch)."""
+    members, factors, _ = ensemble(profile, nodes=int(sc.nodes))
+    grid = np.geomspace(1.0, 65536.0, grid_points)
+    swept = sc.item(0).with_(batch=np.append(grid, sc.batch))
+    out = {}
+    preds = one_by_one(swept, members, (BASELINE, *strategies), factors)
+    for s in strategies:
+        saving = np.array([float(p.saving_us(s)[-1]) for p in preds])
+        decode = np.array([float(p.saving_per_decode_step_us(s)[-1]) for p in preds])
+        roots = [r[0] for r in (grid_roots(grid, p.saving_us(s)[:-1]) for p in preds) if r]
+        tail = (1 - level) / 2 * 100
+        out[s] = (np.percentile(saving, [tail, 100 - tail]), np.percentile(decode, [tail, 100 - tail]),
+                  np.percentile(roots, [tail, 100 - tail]) if roots else None, len(roots) / len(members))
+    return out
+
+
+@pytest.mark.parametrize("profile_name, tp, extra", [("h200-sxm-nvlink", 8, {}),
+                                                     ("h100-sxm-nvlink", 4, {"draft_vocab": 32000, "d2t": True})])
+def test_propagate_and_interval_table_equal_the_member_by_member_reference(profile_name, tp, extra):
+    profile = PROFILES[profile_name]
+    sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=3, batch=64, **extra)
+    names = tuple(s for s in STRATEGIES if s != BASELINE)
+    expected = reference_propagate(sc, profile, names)
+    got = propagate(sc, profile, strategies=names)
+    for s in names:
+        saving, decode, cross, found = expected[s]
+        np.testing.assert_allclose([got[s].saving_us.low, got[s].saving_us.high], saving, rtol=1e-12, atol=0)
+        np.testing.assert_allclose([got[s].saving_per_decode_step_us.low, got[s].saving_per_decode_step_us.high],
+                                   decode, rtol=1e-12, atol=0)
+        assert (got[s].crossover_batch is None) == (cross is None)
+        if cross is not None:
+            np.testing.assert_allclose([got[s].crossover_batch.low, got[s].crossover_batch.high], cross, rtol=1e-12)
+        assert got[s].crossover_found_fraction == found
+    assert any(expected[s][2] is not None for s in names)  # a crossover interval is really compared
+    table = interval_table(sc, profile, FOCUS, np.array([1.0, 64.0, 4096.0]))
+    at = table.at(64.0)
+    np.testing.assert_allclose([at.saving_us.low, at.saving_us.high], expected[FOCUS][0], rtol=1e-12, atol=0)
+    np.testing.assert_allclose([at.saving_per_decode_step_us.low, at.saving_per_decode_step_us.high],
+                               expected[FOCUS][1], rtol=1e-12, atol=0)
+    if expected[FOCUS][2] is not None:
+        np.testing.assert_allclose([table.crossover.low, table.crossover.high], expected[FOCUS][2], rtol=1e-12)
+    assert table.crossover_found_fraction == expected[FOCUS][3]
