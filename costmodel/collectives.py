@@ -131,8 +131,9 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
                       np.asarray(nodes, dtype=float), eager_mask(mode))
     shape = np.broadcast_shapes(b.shape, p.shape, n.shape, eager.shape)
     if curve.select == "min":  # scalars (one world size, one node count) stay scalars: the hot path
-        out = np.broadcast_to(_fastest_time_us(curve, total_bytes(curve.op, b, p), p, n, bus_factor(curve.op, p)),
-                              shape)
+        out = _fastest_time_us(curve, total_bytes(curve.op, b, p), p, n, bus_factor(curve.op, p))
+        shape = np.broadcast_shapes(shape, np.shape(out))  # a stacked ensemble's (members, 1) parameters widen it
+        out = np.broadcast_to(out, shape)
     else:
         b, p, n, eager = np.broadcast_arrays(b, p, n, eager)
         size = total_bytes(curve.op, b, p)
@@ -202,8 +203,9 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
         # ensemble's (members, 1) parameters meet their (members, points) rows (costmodel.members); same numbers
         ws, nn, is_eager, _, _ = groups[0]
         curve = profile.curve(op, ws, "eager" if is_eager else "graph", nn)
-        return np.broadcast_to(curve_time_us(curve, b.reshape(-1) if b.ndim < 2 else b, ws, nn, is_eager).reshape(
-            b.shape), shape).copy()
+        t = curve_time_us(curve, b if b.ndim else b.reshape(1), ws, nn, is_eager)
+        t = t.reshape(()) if t.shape == (1,) and not b.ndim else t
+        return np.broadcast_to(t, np.broadcast_shapes(shape, t.shape)).copy()
     flat_b = np.broadcast_to(b, shape).reshape(-1)
     sorted_b = flat_b if order is None else flat_b[order]
     out = np.zeros(sorted_b.shape, dtype=float)

@@ -182,11 +182,11 @@ def member_ratio_grids(profile: Profile, table: KernelTable) -> np.ndarray:
     return grids
 
 
-def bilinear_members(grids: np.ndarray, weights: tuple, member: np.ndarray) -> np.ndarray:
-    """costmodel.kernels._bilinear with each point's own member grid (the same order of operations)."""
+def _bilinear_rows(grids: np.ndarray, weights: tuple) -> np.ndarray:
+    """`_bilinear` of every row of `grids` (one flat grid per ensemble member), in the same order of operations:
+    (members, points)."""
     (k00, k01, k10, k11), (nu, u, nv, v) = weights
-    return nu * (nv * grids[member, k00] + v * grids[member, k01]) + u * (nv * grids[member, k10]
-                                                                        + v * grids[member, k11])
+    return nu * (nv * grids[:, k00] + v * grids[:, k01]) + u * (nv * grids[:, k10] + v * grids[:, k11])
 
 
 def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
@@ -287,8 +287,13 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
           "padded": padded, "draft_cols": draft_cols}  # the caller's objects (gpu_kernels.memo)
     anchor = ANCHOR_OPS.get(op, op)
     part, rest = split_graph_us(model, op, anchor, **kw)
-    time = _broadcast(part + rest, shape)
-    part = _broadcast(part, shape)
+    members = stacked_members(profile)
+    # a stacked ensemble (costmodel.members): the points are (1, n), the members' parameters (M, 1), the times (M, n)
+    full = (len(members), shape[-1]) if members else shape
+    if members and (len(shape) != 2 or shape[0] != 1):
+        raise InputError("a stacked ensemble prices (1, points) scenarios only (costmodel.members)")
+    time = _broadcast(part + rest, full)
+    part = _broadcast(part, full)
     if np.any(eager):
         time = np.where(eager, eager_time_us(model, op, time, rows=r, world_size=p), time)
         part = np.where(eager, time, part)
@@ -297,13 +302,13 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     tables = [t for t in profile.kernel_tables if t.op == anchor] if op in ANCHOR_OPS else []
     if not tables or not time.size:
         return KernelEstimate(time, extrapolated)
-    members = stacked_members(profile)
-    if members and (len(shape) != 2 or shape[0] != len(members)):
-        raise InputError("a stacked ensemble prices (members, points) scenarios only (costmodel.members)")
     free = anchor in DTYPE_FREE_OPS
     group = eager if free else codes * 2 + eager  # dtype-free ops (pair_reduce) match every logits dtype
     key = _broadcast(group * _P_STRIDE + p, shape).reshape(-1)
-    flat_t, flat_x, flat_part = time.reshape(-1), extrapolated.reshape(-1), part.reshape(-1)
+    flat_x = extrapolated.reshape(-1)
+    # views: one row per member (a stack), else the flat points; the points' geometry is the same for every row
+    flat_t, flat_part = (time.reshape(len(members), -1), part.reshape(len(members), -1)) if members else \
+        (time.reshape(-1), part.reshape(-1))
     flat_r, flat_c = r.reshape(-1), c.reshape(-1)
     points_key = dedup.content_key(key, flat_r, flat_c)
     for table in tables:
@@ -313,12 +318,12 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
         if found is None:
             continue
         ins, outside, weights = found
-        if members:  # a stacked ensemble (costmodel.members): each point's own member's ratio grid
-            grids = member_ratio_grids(profile, table)
-            ratio = np.exp(bilinear_members(grids, weights, ins // shape[-1]))
+        if members:  # each member's own measured/model ratio grid: (members, inside points)
+            ratio = np.exp(_bilinear_rows(member_ratio_grids(profile, table), weights))
+            flat_t[:, ins] += flat_part[:, ins] * (ratio - 1.0)
         else:
             ratio = np.exp(_bilinear(_ratio_grid(model, table)[2], weights))
-        flat_t[ins] += flat_part[ins] * (ratio - 1.0)
+            flat_t[ins] += flat_part[ins] * (ratio - 1.0)
         flat_x[outside] = True
     return KernelEstimate(time, extrapolated)
 
@@ -391,7 +396,8 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
     tables = [t for t in profile.kernel_tables if t.op == op]
     if not tables:
         return KernelEstimate(time, extrapolated)
-    time = np.broadcast_to(time, r.shape).copy()
+    stacked = np.shape(time) != r.shape and bool(stacked_members(profile))  # (members, n) times, (1, n) points
+    time = np.broadcast_to(time, np.broadcast_shapes(np.shape(time), r.shape)).copy()
     extrapolated = np.broadcast_to(extrapolated, r.shape).copy()
     for table in tables:
         same_dtype = True if op.removesuffix("_fused") in DTYPE_FREE_OPS else d == table.dtype
@@ -399,7 +405,8 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
         if not mask.any():
             continue
         values, outside = table_us(table, r[mask], c[mask])
-        time[mask] = np.where(outside, time[mask], values)
+        where = (slice(None), mask.reshape(-1)) if stacked else mask  # every member's row at the table's points
+        time[where] = np.where(outside, time[where], values)
         extrapolated[mask] = outside
     return KernelEstimate(time, extrapolated)
 

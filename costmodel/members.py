@@ -170,7 +170,7 @@ def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: 
             stacked = None
     if stacked is not None:
         m, n = len(members), scenario.size
-        wide = scenario.with_(batch=np.broadcast_to(np.asarray(scenario.batch, dtype=float).reshape(-1), (m, n)))
+        wide = scenario.with_(batch=np.asarray(scenario.batch, dtype=float).reshape(1, n))  # (1, n) x (M, 1) -> (M, n)
         pred = predict(wide, stacked, strategies, factors=stacked_factors)
         totals = {s: np.broadcast_to(pred.total_us(s), (m, n)).reshape(m, *scenario.shape) for s in strategies}
         return MemberPrices(scenario, totals, True)

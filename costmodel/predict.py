@@ -19,6 +19,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from .errors import InputError
+from .kernels import stacked_members
 from .profile import Profile, default_profile
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import BASELINE, STRATEGIES, Component, build_components, validity
@@ -107,8 +108,8 @@ def _broadcast(x: np.ndarray, shape: tuple) -> np.ndarray:
     return x if x.shape == shape else np.broadcast_to(x, shape)
 
 
-def _summarize(name: str, components: dict[str, Component], scenario: Scenario) -> StrategyResult:
-    shape = scenario.shape
+def _summarize(name: str, components: dict[str, Component], scenario: Scenario, shape: tuple) -> StrategyResult:
+    """Totals of the components, broadcast to `shape` (the scenario's; (members, n) for a stacked ensemble)."""
     times = {k: _broadcast(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
 
     def add(values, dtype=float):  # sum of arrays, skipping scalar zeros (no full-size pass for them)
@@ -123,7 +124,7 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario) 
     wire = add(c.wire_bytes_per_rank for c in components.values())
     extrap = add((c.extrapolated for c in components.values()), bool)
     calls = {k: c.calls for k, c in components.items()}
-    return StrategyResult(name, times, total, wire, validity(name, scenario), extrap, calls)
+    return StrategyResult(name, times, total, wire, _broadcast(validity(name, scenario), shape), extrap, calls)
 
 
 def predict(scenario: Scenario, profile: Profile | None = None,
@@ -139,7 +140,9 @@ def predict(scenario: Scenario, profile: Profile | None = None,
     if unknown:
         raise InputError(f"strategy: unknown {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
     comps = build_components(scenario, profile, strategies, factors)
-    return Prediction(scenario, profile, {n: _summarize(n, c, scenario) for n, c in comps.items()})
+    members = stacked_members(profile)  # costmodel.members: (1, n) scenario x (M, 1) parameters -> (M, n)
+    shape = np.broadcast_shapes(scenario.shape, (len(members), 1)) if members else scenario.shape
+    return Prediction(scenario, profile, {n: _summarize(n, c, scenario, shape) for n, c in comps.items()})
 
 
 # -- crossover ------------------------------------------------------------------
