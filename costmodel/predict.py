@@ -243,7 +243,9 @@ def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile
     values = {name: on_grid.saving_us(name, baseline) for name in strategies}
 
     def savings(points: list[tuple[str, float]]) -> list[float]:  # every pending (strategy, batch): one call
-        pred = predict(base.with_(batch=np.array([b for _, b in points])), profile, (baseline, *strategies))
+        # only the strategies still asked for (each strategy's total is priced on its own: the same numbers)
+        asked = tuple(dict.fromkeys(name for name, _ in points if name != baseline))
+        pred = predict(base.with_(batch=np.array([b for _, b in points])), profile, (baseline, *asked))
         return [float(pred.saving_us(name, baseline)[i]) for i, (name, _) in enumerate(points)]
 
     roots: dict[str, set[float]] = {}
