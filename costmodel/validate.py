@@ -189,6 +189,7 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     pool = residual_pool(out)
     lo = np.full(len(out), np.nan)
     hi = np.full(len(out), np.nan)
+    sig = np.full(len(out), np.nan)
     for name in out["profile_used"].unique():
         prof = load_profile(name)
         mine = (out["profile_used"] == name).to_numpy()
@@ -196,11 +197,15 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
             sel = mine & (out["ref_set"] == ref_name).to_numpy()
             rows = out[sel]
             disc = discrepancy(prof, exclude_files=(ref_name,), pool=pool)
+            nodes = pd.to_numeric(rows["nodes"], errors="coerce").fillna(1).to_numpy() if "nodes" in rows.columns \
+                else np.ones(len(rows))
+            sig[sel] = [disc.sigma(op, int(n)) for op, n in zip(rows["op"].astype(str), nodes, strict=True)]
             floor = (pd.to_numeric(rows["host_floor_us"], errors="coerce").to_numpy(float)
                      if "host_floor_us" in rows.columns else None)
             lo[sel], hi[sel] = point_intervals(rows, prof, level=level, disc=disc, floor_us=floor,
                                                predicted_us=rows["predicted_us"].to_numpy(float))
     out["predicted_p05_us"], out["predicted_p95_us"] = lo, hi
+    out["discrepancy_sigma"] = sig  # the log sigma the row's interval drew its model discrepancy with
     out["covered"] = (out["median_us"] >= lo) & (out["median_us"] <= hi)
     floor = (pd.to_numeric(out["host_floor_us"], errors="coerce").to_numpy(float) if "host_floor_us" in out.columns
              else np.full(len(out), np.nan))
@@ -230,7 +235,8 @@ def _verdict(covered: int, n: int) -> str:
 def coverage_summary(covered: pd.DataFrame) -> pd.DataFrame:
     """Per (reference set, in-sample/held-out): n, the empirical coverage of the 90% intervals, the 90%
     acceptance range of the covered count at true coverage 90% (`binomial_range`) and whether the set is
-    consistent with 90%; then pooled rows over every held-out row ("all held-out"; its rows are not
+    consistent with 90%, the median width p95/p05 and the median discrepancy sigma (log) the rows' intervals
+    drew; then pooled rows over every held-out row ("all held-out"; its rows are not
     independent - sets share a profile - so its range is a guide, not a test), split into rows the model
     priced and rows priced at their nccl-tests table's own host floor (`floor_priced`, see `validate`)."""
     check = np.where(covered["used_in_profile"], "in-sample", "held-out")
@@ -242,7 +248,9 @@ def coverage_summary(covered: pd.DataFrame) -> pd.DataFrame:
         return {"reference_set": ref, "profile": ", ".join(sorted(g["profile_used"].unique())), "check": chk,
                 "n": n, "covered": k, "coverage_90": k / n, "binomial_90_range": f"{lo}-{hi}",
                 "consistent_with_90": _verdict(k, n),
-                "median_width_ratio": float(np.median(g["predicted_p95_us"] / g["predicted_p05_us"]))}
+                "median_width_ratio": float(np.median(g["predicted_p95_us"] / g["predicted_p05_us"])),
+                "median_sigma": (float(np.nanmedian(g["discrepancy_sigma"])) if "discrepancy_sigma" in g.columns
+                                 and g["discrepancy_sigma"].notna().any() else np.nan)}
 
     rows = [row(ref, chk, g) for (ref, chk), g in frame.groupby(["ref_set", "check"], sort=True)]
     held = frame[frame["check"] == "held-out"]
@@ -252,7 +260,8 @@ def coverage_summary(covered: pd.DataFrame) -> pd.DataFrame:
         if len(part):
             rows.append({**row(name, "held-out", part), "profile": "(pooled)"})
     return pd.DataFrame(rows, columns=["reference_set", "profile", "check", "n", "covered", "coverage_90",
-                                       "binomial_90_range", "consistent_with_90", "median_width_ratio"])
+                                       "binomial_90_range", "consistent_with_90", "median_width_ratio",
+                                       "median_sigma"])
 
 
 def format_coverage(summ: pd.DataFrame) -> str:

@@ -129,6 +129,7 @@ def test_leave_one_set_out_cannot_leak_the_scored_sets_rows():
     # the sigma behind a's intervals is the pool of b and c alone
     want = pooled_sigmas(residual_pool(base[~a]))["all_gather"][0]
     assert math.isclose(discrepancy(H100, exclude_files=("a",), pool=residual_pool(moved)).sigma("all_gather"), want)
+    assert np.allclose(two.loc[a, "discrepancy_sigma"], want)
 
 
 def test_leave_one_run_out_drops_sibling_tables_of_the_same_results_directory():
