@@ -170,3 +170,32 @@ def test_coverage_summary_says_which_sets_are_consistent_and_pools_the_held_out_
     assert (pooled["n"], pooled["covered"]) == (96, 86) and math.isclose(pooled["coverage_90"], 86 / 96)
     assert summ.loc["all held-out, priced by the model", "n"] == 96
     assert "all held-out, priced at the table's host floor" not in summ.index
+
+
+def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypatch):
+    import costmodel.uncertainty as unc
+    import costmodel.validate as val
+
+    small = ResidualPool(np.array(["all_gather"] * 9, dtype=object), np.array(["s"] * 9, dtype=object),
+                         np.array(["set:s"] * 9, dtype=object), np.arange(1, 10) * 0.01, np.zeros(9))
+    calls = []
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(unc, "_POOL", [])
+    monkeypatch.setattr(unc, "_pool_fingerprint", lambda: "a" * 64)
+    monkeypatch.setattr(val, "load_reference", lambda paths: pd.DataFrame())
+    monkeypatch.setattr(val, "validate", lambda ref: ref)
+    monkeypatch.setattr(unc, "residual_pool", lambda table: calls.append(1) or small)
+    first = unc.bundled_pool()
+    assert calls == [1] and len(list(tmp_path.glob("discrepancy-pool-*.json"))) == 1
+    monkeypatch.setattr(unc, "_POOL", [])  # a new process: read from disk, not priced again
+    again = unc.bundled_pool()
+    assert calls == [1] and np.array_equal(again.log_res, first.log_res) and list(again.key) == list(first.key)
+    monkeypatch.setattr(unc, "_POOL", [])
+    monkeypatch.setattr(unc, "_pool_fingerprint", lambda: "b" * 64)  # an input changed: priced again
+    unc.bundled_pool()
+    assert calls == [1, 1]
+    (path,) = tmp_path.glob("discrepancy-pool-bbbb*.json")
+    path.write_text("{not json")  # a broken cache file is recomputed, never an error
+    monkeypatch.setattr(unc, "_POOL", [])
+    unc.bundled_pool()
+    assert calls == [1, 1, 1]
