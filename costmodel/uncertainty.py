@@ -371,6 +371,14 @@ class ResidualPool:
     def to_dict(self) -> dict[str, list]:
         return {f: getattr(self, f).tolist() for f in ("key", "ref_set", "machine", "log_res", "param_var")}
 
+    def __add__(self, other: ResidualPool) -> ResidualPool:
+        return ResidualPool(*(np.concatenate([getattr(self, f), getattr(other, f)])
+                              for f in ("key", "ref_set", "machine", "log_res", "param_var")))
+
+    def without_sets(self, sets: set[str]) -> ResidualPool:
+        keep = ~np.isin(self.ref_set, list(sets))
+        return ResidualPool(*(getattr(self, f)[keep] for f in ("key", "ref_set", "machine", "log_res", "param_var")))
+
     @staticmethod
     def from_dict(d: dict[str, list]) -> ResidualPool:
         return ResidualPool(*(np.asarray(d[f], dtype=object if f in ("key", "ref_set", "machine") else float)

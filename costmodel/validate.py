@@ -175,18 +175,24 @@ def reference_set(table: pd.DataFrame) -> pd.Series:
     return table["table"].astype(str).where(named, table["file"].astype(str))
 
 
-def interval_coverage(table: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
+def interval_coverage(table: pd.DataFrame, level: float = 0.9, pool=None) -> pd.DataFrame:
     """`table` (a `validate` result) with `predicted_p05_us`, `predicted_p95_us` and `covered` per row.
 
     The interval of a row in reference set R uses a discrepancy estimated without R's rows and without
-    the rows of any set measured in the same run (leave-one-set-out; `uncertainty.discrepancy` with the
-    pool of `table` itself), so coverage is scored out of sample.
+    the rows of any set measured in the same run (leave-one-set-out; `uncertainty.discrepancy`), so
+    coverage is scored out of sample. pool (an `uncertainty.ResidualPool`): default the pool of `table`
+    itself plus the bundled reference rows of every set `table` does not hold (a user's own reference
+    file is scored against all the bundled evidence, as the bundled sets are).
     """
-    from .uncertainty import discrepancy, point_intervals, residual_pool
+    from .uncertainty import bundled_pool, discrepancy, point_intervals, residual_pool
 
     out = table.copy()
     out["ref_set"] = reference_set(out)
-    pool = residual_pool(out)
+    if pool is None:
+        pool = residual_pool(out)
+        files = set(out["file"].astype(str)) if "file" in out.columns else set()
+        if not {path.name for path in reference_files()} <= files:
+            pool = pool + bundled_pool().without_sets(set(out["ref_set"].astype(str)))
     lo = np.full(len(out), np.nan)
     hi = np.full(len(out), np.nan)
     sig = np.full(len(out), np.nan)

@@ -16,6 +16,7 @@ from costmodel.uncertainty import (
     CONFORMAL_MIN_ROWS,
     Z90,
     ResidualPool,
+    bundled_pool,
     conformal_sigma,
     discrepancy,
     machine_key,
@@ -129,7 +130,13 @@ def test_leave_one_set_out_cannot_leak_the_scored_sets_rows():
     # the sigma behind a's intervals is the pool of b and c alone
     want = pooled_sigmas(residual_pool(base[~a]))["all_gather"][0]
     assert math.isclose(discrepancy(H100, exclude_files=("a",), pool=residual_pool(moved)).sigma("all_gather"), want)
+    # by default the pool also holds the bundled reference rows of every set the table does not name
+    bundled = bundled_pool()
+    assert len(bundled.key) > 100
+    want = pooled_sigmas(residual_pool(base[~a]) + bundled.without_sets({"a", "b", "c"}))["all_gather"][0]
     assert np.allclose(two.loc[a, "discrepancy_sigma"], want)
+    alone = interval_coverage(moved, pool=residual_pool(moved))  # the table's own rows only
+    assert np.allclose(alone.loc[a, "discrepancy_sigma"], pooled_sigmas(residual_pool(base[~a]))["all_gather"][0])
 
 
 def test_leave_one_run_out_drops_sibling_tables_of_the_same_results_directory():
