@@ -694,3 +694,23 @@ def test_bootstrap_resamples_within_size_when_every_size_has_repeats():
     point = curve_of(within, "all_gather", 2, "graph")["regimes"][0]["busbw_gbps"]
     assert bws(within) == pytest.approx(point, rel=1e-5)
     assert bws(residual).std() / bws(residual).mean() > 1e-3
+
+
+def test_heldout_check_names_a_bad_variant_in_one_line(capsys):
+    from calibration.fitting.heldout import main as heldout_main
+
+    assert heldout_main(["--variants", "bic,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --variants: unknown nope")
+
+
+def test_bundled_cpu_gloo_profile_carries_samples_and_its_bootstrap_method():
+    doc = json.loads((ROOT / "data/profiles/cpu-gloo.json").read_text())
+    measured = [c for c in doc["collectives"] if c["provenance"] == "measured" and c["world_size"] is not None]
+    assert measured and all("samples" in c for c in measured)
+    frame = pd.read_csv(ROOT / "data/calibration/cpu-gloo/collectives.csv")
+    for c in measured:  # the stored samples are the bundled measurements
+        rows = frame[(frame["op"] == c["op"]) & (frame["world_size"] == c["world_size"])]
+        assert sum(c["samples"]["n"]) == len(rows)
+        assert c["samples"]["bytes_per_rank"] == sorted(int(b) for b in rows["bytes_per_rank"].unique())
+    assert "within each size" in doc["bootstrap_method"] and len(doc["bootstrap"]) >= 50

@@ -135,6 +135,9 @@ RAMP_TOLERANCE = 0.1  # ... by more than this (relative) over the plain choice
 MAX_STORED_REPLICATES = 100
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
+BOOTSTRAP_METHOD = ("calibration.fit: per curve, the measured times redrawn within each size where every size has "
+                    ">= 3 rows (within-size), else the fit's log residuals resampled over the curve's rows (residual; "
+                    "each report row's note says which); breakpoints and ramps fixed; kernel op bandwidths: residual")
 MIN_WITHIN_SIZE_ROWS = 3  # rows every measured point needs for the within-size bootstrap (else: residual)
 REDRAW_ROUNDS = 5
 REPO_ROOT = Path(__file__).resolve().parents[2]  # calibration/fitting/fit.py -> the repository root
@@ -1015,6 +1018,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     n_stored = min([MAX_STORED_REPLICATES] + [len(r) for r in reps]) if reps and bootstrap > 0 else 0
     if n_stored:
         profile["bootstrap"] = [{"collectives": [r[j] for r in reps]} for j in range(n_stored)]
+    if bootstrap > 0:
+        profile["bootstrap_method"] = BOOTSTRAP_METHOD
     _add_kernel_replicates(profile, kern_fits)
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
