@@ -18,6 +18,7 @@ from dashboard.compare_panel import compare_panel, profile_label
 from dashboard.data import bundled_profile_text, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
+from dashboard.tables import preset_labels
 from dashboard.topk_panel import topk_panel
 from dashboard.uploads import UPLOAD_TYPES
 from dashboard.verdict import evaluate
@@ -68,11 +69,11 @@ def on_upload() -> None:
     ss.update(profile=ups[-1].label, _upload_error=None)
 
 
+PRESET_LABELS = preset_labels(PRESETS)  # short enough for the closed box; the full name goes on the line below
+
+
 def preset_label(name: str) -> str:
-    if name == CUSTOM:
-        return "custom (set the numbers below)"
-    row = PRESETS.loc[name]
-    return f"{str(row['draft']).split()[0]} · {row['model']}"  # the draft kind first: it survives truncation
+    return "custom (set the numbers below)" if name == CUSTOM else PRESET_LABELS[name]
 
 
 with st.sidebar:

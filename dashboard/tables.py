@@ -146,3 +146,34 @@ def provenance_table(profile: Profile) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame["world_size"] = frame["world_size"].astype(str)
     return frame
+
+
+PRESET_LABEL_CHARS = 27  # what the sidebar's closed select box shows uncut at its default width (browser test)
+
+
+def preset_labels(table: pd.DataFrame) -> dict[str, str]:
+    """A compact label per preset (costmodel.presets table) that leads with what tells presets apart.
+
+    "<draft kind> · <model>" (EAGLE / EAGLE-3 / MTP first: it is what differs between presets of one model).
+    A label longer than PRESET_LABEL_CHARS names the model by the fewest leading words no other preset's
+    model starts with ("Llama 4 Maverick 17B-128E" -> "Llama 4 Maverick"); the sidebar shows the full name
+    on the line under the box. Labels are unique: a clash keeps the full model names, and presets that still
+    share a label get their id appended.
+    """
+    models = [str(m) for m in dict.fromkeys(table["model"])]
+
+    def short(model: str) -> str:
+        words = model.split()
+        for k in range(1, len(words) + 1):
+            head = words[:k]
+            if not any(other != model and other.split()[:k] == head for other in models):
+                return " ".join(head)
+        return model
+
+    full = {name: f"{str(row['draft']).split()[0]} · {row['model']}" for name, row in table.iterrows()}
+    out = {name: (label if len(label) <= PRESET_LABEL_CHARS
+                  else f"{str(table.loc[name, 'draft']).split()[0]} · {short(str(table.loc[name, 'model']))}")
+           for name, label in full.items()}
+    out = out if len(set(out.values())) == len(out) else full
+    clash = {label for label in out.values() if list(out.values()).count(label) > 1}
+    return {name: f"{label} ({name})" if label in clash else label for name, label in out.items()}

@@ -236,3 +236,39 @@ def test_recommendation_panel_and_png_export(server, browser):
     (ARTIFACTS / "sweep_chart.png").write_bytes(png)
     page.close()
     assert console_errors == []
+
+
+def test_closed_preset_box_tells_the_llama4_maverick_presets_apart(server, browser):
+    """The closed "Model preset" box shows, uncut, a label that tells EAGLE from EAGLE-3 for Llama 4 Maverick (the
+    full name on the line under it), and every preset's label fits the box (measured with the box's own font;
+    the old full-length label does not, so the measurement can fail)."""
+    from playwright.sync_api import expect
+
+    from costmodel.presets import presets
+    from dashboard.tables import preset_labels
+
+    labels = preset_labels(presets())
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    box = page.locator('.st-key-preset input[role="combobox"]')
+    shown = {}
+    for name in ("llama4-maverick", "llama4-maverick-eagle3"):
+        page.goto(f"{server}/?preset={name}")
+        expect(box).to_have_value(labels[name], timeout=60_000)
+        scroll, client = box.evaluate("e => [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client, f"{labels[name]!r} is cut off ({scroll} > {client} px)"
+        row = presets().loc[name]
+        page.locator('[data-testid="stSidebar"]').get_by_text(f"{row['model']} - {row['draft']}").wait_for(
+            timeout=10_000)
+        shown[name] = box.input_value()
+    assert shown["llama4-maverick"].startswith("EAGLE · Llama 4 Maverick")
+    assert shown["llama4-maverick-eagle3"].startswith("EAGLE-3 · Llama 4 Maverick")
+    old = "EAGLE-3 · Llama 4 Maverick 17B-128E"
+    fits = box.evaluate("""(e, texts) => {
+        const s = getComputedStyle(e), ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = s.font;
+        const room = e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+        return texts.map(t => ctx.measureText(t).width <= room);
+    }""", [old, *labels.values()])
+    assert fits[0] is False  # the full-length label is cut at this width
+    assert [t for t, ok in zip(labels.values(), fits[1:]) if not ok] == []
+    page.close()
