@@ -170,14 +170,15 @@ def stacked_members(profile: Profile) -> tuple[Profile, ...] | None:
 
 
 def member_ratio_grids(profile: Profile, table: KernelTable) -> np.ndarray:
-    """(M, rows x cols): `_ratio_grid`'s log(measured / model) grid of `table` under each member's kernel model
-    (cached on the stacked profile's own raw dict)."""
+    """(M, rows x cols): `_ratio_grid`'s log(measured / model) grid of `table` under each member's kernel model,
+    priced once with the stacked model's (M, 1) parameters (cached on the stacked profile's own raw dict)."""
     members = stacked_members(profile)
     cache = profile.raw.setdefault("_ratio_grids", {})
     hit = cache.get(id(table))
     if hit is not None and hit[0] is table:
         return hit[1]
-    grids = np.stack([np.ravel(_ratio_grid(m.kernel_model, table)[2]) for m in members])
+    grids = np.broadcast_to(_log_ratio_grid(profile.kernel_model, table, flat=True), (len(members), len(table.rows)
+                                                                                       * len(table.cols)))
     cache[id(table)] = (table, grids)
     return grids
 
@@ -189,18 +190,26 @@ def _bilinear_rows(grids: np.ndarray, weights: tuple) -> np.ndarray:
     return nu * (nv * grids[:, k00] + v * grids[:, k01]) + u * (nv * grids[:, k10] + v * grids[:, k11])
 
 
+def _log_ratio_grid(model: GpuKernelModel, table: KernelTable, flat: bool = False) -> np.ndarray:
+    """log(measured / model) at the table's (rows, cols) nodes: (rows, cols), or (1, rows x cols) with flat=True
+    - then a stacked model's (members, 1) parameters give (members, rows x cols), one grid per member."""
+    rows, cols = np.meshgrid(np.asarray(table.rows), np.asarray(table.cols), indexing="ij")
+    if flat:
+        rows, cols = rows.reshape(1, -1), cols.reshape(1, -1)
+    e = DTYPES[table.dtype] if table.op.removesuffix("_fused") not in DTYPE_FREE_OPS else 4
+    base = model_time_us(model, table.op, rows=rows, cols=cols if table.cols != (1.0,) else 0 * cols,
+                         world_size=table.world_size, elem_bytes=e, dtype=table.dtype, eager=table.mode == "eager")
+    median = np.asarray(table.median_us)
+    return np.log((median.reshape(1, -1) if flat else median) / base)
+
+
 def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
     """(log rows axis, log cols axis, log(measured / model) grid) of a table; cached per (model, table)."""
     key = (id(model), id(table))
     hit = _RATIO_CACHE.get(key)
     if hit is not None and hit[0] is table and hit[1] is model:
         return hit[2]
-    rows, cols = np.meshgrid(np.asarray(table.rows), np.asarray(table.cols), indexing="ij")
-    e = DTYPES[table.dtype] if table.op.removesuffix("_fused") not in DTYPE_FREE_OPS else 4
-    base = model_time_us(model, table.op, rows=rows, cols=cols if table.cols != (1.0,) else 0 * cols,
-                         world_size=table.world_size, elem_bytes=e, dtype=table.dtype, eager=table.mode == "eager")
-    out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)),
-           np.log(np.asarray(table.median_us) / base))
+    out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)), _log_ratio_grid(model, table))
     if len(_RATIO_CACHE) >= _RATIO_CACHE_SIZE:  # oldest first: a profile's 100 replicates x tables fit
         _RATIO_CACHE.pop(next(iter(_RATIO_CACHE)))
     _RATIO_CACHE[key] = (table, model, out)  # both kept alive, so their ids stay theirs while cached

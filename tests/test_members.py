@@ -110,3 +110,16 @@ def test_propagate_and_interval_table_equal_the_member_by_member_reference(profi
     if expected[FOCUS][2] is not None:
         np.testing.assert_allclose([table.crossover.low, table.crossover.high], expected[FOCUS][2], rtol=1e-12)
     assert table.crossover_found_fraction == expected[FOCUS][3]
+
+
+def test_stacked_ratio_grids_equal_each_members_own():
+    """The measured/model ratio grid of every H200 table, priced once with the stacked kernel model, equals
+    costmodel.kernels._ratio_grid under each member's own model, bit for bit."""
+    from costmodel.kernels import _ratio_grid, member_ratio_grids
+
+    members, _, _ = ensemble(PROFILES["h200-sxm-nvlink"])
+    stacked = stack_profiles(members)
+    assert stacked.kernel_tables
+    for table in stacked.kernel_tables:
+        expected = np.stack([np.ravel(_ratio_grid(m.kernel_model, table)[2]) for m in members])
+        np.testing.assert_array_equal(member_ratio_grids(stacked, table), expected, err_msg=table.op)
