@@ -318,23 +318,24 @@ def with_cv_groups(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def fit_table_model(frame: pd.DataFrame, *, gpu: str, base: GpuKernelModel | None = None, source: str = ""
-                    ) -> tuple[dict | None, list[dict], pd.DataFrame, str]:
+def fit_table_model(frame: pd.DataFrame, *, gpu: str, base: GpuKernelModel | None = None, source: str = "",
+                    n_replicates: int = 0, seed: int = 0) -> tuple[dict | None, list[dict], pd.DataFrame, str, list]:
     """Fit the kernel model on a user's CUDA kernel rows: (kernels.model dict or None, kernels.model_cv rows,
-    in-sample error table, note).
+    in-sample error table, note, replicate model dicts).
 
     Uses the rows measured on CUDA (`device` cuda) of the ops the model prices (FIT_OPS). Needs at least
     MIN_MODEL_SHAPES distinct CUDA-graph shapes (2 per fitted graph parameter) and MIN_CV_GROUPS batches and
     vocabs; else returns no model and a note saying why (the caller keeps the roofline fit). SM count and HBM
     bandwidth come from GPU_SPECS when the GPU's name names one of them, else from `base` (the base
     profile's kernel model). model_cv = leave-one-batch-out and leave-one-vocab-out `cross_validate`, as
-    scripts/kernel_cv.py prints it.
+    scripts/kernel_cv.py prints it. Replicates: `n_replicates` refits on case-bootstrap resamples of the rows
+    (numpy default_rng(seed)), as `kernel_sections` makes the bundled H200 profile's (~0.05 s each).
     """
     empty = pd.DataFrame(columns=["op", "mode", "n", "median_abs_rel_error", "p90_abs_rel_error"])
     device = frame["device"].astype(str) if "device" in frame else pd.Series("unknown", index=frame.index)
     rows = frame[(device == "cuda").to_numpy() & frame["op"].isin(FIT_OPS).to_numpy()]
     if rows.empty:
-        return None, [], empty, ""
+        return None, [], empty, "", []
     rows = with_cv_groups(rows.reset_index(drop=True))
     graph = rows[rows["mode"] == "graph"]
     n_shapes = len(graph[["op", "rows", "cols", "world_size", "dtype"]].drop_duplicates())
@@ -342,11 +343,11 @@ def fit_table_model(frame: pd.DataFrame, *, gpu: str, base: GpuKernelModel | Non
     if n_shapes < MIN_MODEL_SHAPES or n_batch < MIN_CV_GROUPS or n_vocab < MIN_CV_GROUPS:
         return None, [], empty, (f"GPU kernel model not fitted: {n_shapes} CUDA-graph shapes, {n_batch} batches, "
                                  f"{n_vocab} vocabs (needs >= {MIN_MODEL_SHAPES} shapes and >= {MIN_CV_GROUPS} "
-                                 "batches and vocabs); kernels priced by the per-op roofline fit")
+                                 "batches and vocabs); kernels priced by the per-op roofline fit"), []
     start, spec = _gpu_base(gpu, base)
     if start is None:
         return None, [], empty, (f"GPU kernel model not fitted: no SM count / HBM bandwidth for {gpu!r} (not in "
-                                 "costmodel.gpu_kernel_fit.GPU_SPECS; pass --base-profile with a kernels.model)")
+                                 "costmodel.gpu_kernel_fit.GPU_SPECS; pass --base-profile with a kernels.model)"), []
     fitted = fit_model(rows, start)
     cv = pd.concat([cross_validate(rows, start, by, full=fitted) for by in ("batch", "vocab")], ignore_index=True)
     model = _rounded(replace(fitted, provenance="measured",
@@ -357,4 +358,7 @@ def fit_table_model(frame: pd.DataFrame, *, gpu: str, base: GpuKernelModel | Non
     ops = sorted(set(rows["op"]))
     note = (f"GPU kernel model fitted on {len(rows)} rows ({n_shapes} CUDA-graph shapes; ops {', '.join(ops)}); "
             "parameters only unmeasured ops use keep costmodel.gpu_kernels.GpuKernelModel's defaults")
-    return model, model_cv, errors_table(rows, predict_frame(fitted, rows)), note
+    rng = np.random.default_rng(seed)
+    reps = [_rounded(replace(fit_model(rows.iloc[rng.integers(0, len(rows), len(rows))], start, start=fitted),
+                             provenance="measured", source=model["source"])) for _ in range(n_replicates)]
+    return model, model_cv, errors_table(rows, predict_frame(fitted, rows)), note, reps

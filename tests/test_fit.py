@@ -714,3 +714,20 @@ def test_bundled_cpu_gloo_profile_carries_samples_and_its_bootstrap_method():
         assert sum(c["samples"]["n"]) == len(rows)
         assert c["samples"]["bytes_per_rank"] == sorted(int(b) for b in rows["bytes_per_rank"].unique())
     assert "within each size" in doc["bootstrap_method"] and len(doc["bootstrap"]) >= 50
+
+
+def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
+    from costmodel.profile import load_profile
+    from costmodel.uncertainty import replicate_profiles
+
+    out = tmp_path / "h200.json"
+    assert main([str(H200_KERNELS), "--out", str(out), "--base-profile", "h200-sxm-nvlink", "--bootstrap", "6"]) == 0
+    doc = json.loads(out.read_text())
+    models = [rep["kernels"]["model"] for rep in doc["bootstrap"]]
+    assert len(models) == 6 and all(m["sm_count"] == 132 for m in models)
+    rates = [m["reduce_ops"]["argmax"]["elems_per_us"] for m in models]
+    assert len(set(rates)) > 1  # resampled rows, refitted: the replicates differ
+    point = doc["kernels"]["model"]["reduce_ops"]["argmax"]["elems_per_us"]
+    assert min(rates) < point * 1.2 and max(rates) > point / 1.2
+    members = replicate_profiles(load_profile(str(out)))  # what the 90% intervals price with
+    assert [m.kernel_model.reduce_ops["argmax"].elems_per_us for m in members] == pytest.approx(rates)

@@ -805,18 +805,34 @@ def _kernel_reports(profile: Profile, frame: pd.DataFrame, fits: dict[str, _Kern
     return rows
 
 
-def _fit_kernel_model(frame: pd.DataFrame, kernels: dict[str, Any], gpu: str, base: Profile, files: Sequence[str]
-                      ) -> list[dict]:
+def _add_model_replicates(profile: dict[str, Any], models: list[dict]) -> None:
+    """Put the kernel model's bootstrap refits into the profile's replicates (kernels.model), in place; the
+    replicate list is cut to the shorter of the two, or created when there was none."""
+    if not models:
+        return
+    reps = profile.setdefault("bootstrap", [])
+    if reps:
+        del reps[len(models):]
+    else:
+        reps.extend({} for _ in models)
+    for rep, model in zip(reps, models):
+        rep["kernels"] = {**rep.get("kernels", {}), "model": model}
+
+
+def _fit_kernel_model(frame: pd.DataFrame, kernels: dict[str, Any], gpu: str, base: Profile, files: Sequence[str],
+                      *, n_replicates: int = 0, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Fit the GPU kernel model (costmodel.gpu_kernel_fit.fit_table_model) on the CUDA kernel rows and store
-    kernels.model + kernels.model_cv in `kernels` (in place); report rows: one per (op, mode) of the model
-    (in-sample error, leave-one-batch-out CV in the CV columns, leave-one-vocab-out in the note), or one
-    "skipped" row saying why no model was fitted (too few shapes: the roofline fit prices the kernels)."""
+    kernels.model + kernels.model_cv in `kernels` (in place). Returns (report rows, replicate models): one
+    row per (op, mode) of the model (in-sample error, leave-one-batch-out CV in the CV columns,
+    leave-one-vocab-out in the note), or one "skipped" row saying why no model was fitted (too few shapes:
+    the roofline fit prices the kernels)."""
     from costmodel.gpu_kernel_fit import fit_table_model
 
-    model, model_cv, in_sample, note = fit_table_model(frame, gpu=gpu, base=base.kernel_model,
-                                                       source=", ".join(files) or "uploaded measurements")
+    model, model_cv, in_sample, note, reps = fit_table_model(
+        frame, gpu=gpu, base=base.kernel_model, source=", ".join(files) or "uploaded measurements",
+        n_replicates=n_replicates, seed=seed)
     if model is None:
-        return [_skip_row("kernel_model", "gpu_kernels", None, None, note, 0)] if note else []
+        return ([_skip_row("kernel_model", "gpu_kernels", None, None, note, 0)] if note else []), []
     kernels["model"], kernels["model_cv"] = model, model_cv
     cv = {(r["held_out"], r["op"], r["mode"]): r for r in model_cv}
     rows = []
@@ -826,11 +842,13 @@ def _fit_kernel_model(frame: pd.DataFrame, kernels: dict[str, Any], gpu: str, ba
         row.update(kind="kernel_model", op=r["op"], mode=r["mode"], status="fitted", n_points=int(r["n"]),
                    breakpoints_bytes=[], in_median_rel_err=_num(r["median_abs_rel_error"]),
                    in_p90_rel_err=_num(r["p90_abs_rel_error"]), cv_median_rel_err=batch.get("median_abs_rel_error"),
-                   cv_p90_rel_err=batch.get("p90_abs_rel_error"), n_bootstrap=0,
+                   cv_p90_rel_err=batch.get("p90_abs_rel_error"),
+                   n_bootstrap=len(reps),
                    note=f"CV leave-one-batch-out; leave-one-vocab-out median {vocab.get('median_abs_rel_error')}, "
-                        f"p90 {vocab.get('p90_abs_rel_error')}; {note}")
+                        f"p90 {vocab.get('p90_abs_rel_error')}; {note}"
+                        + (f"; {len(reps)} case-bootstrap refits as replicates" if reps else ""))
         rows.append(row)
-    return rows
+    return rows, reps
 
 
 def _kernel_op_dict(spec) -> dict:
@@ -985,7 +1003,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
         _eager_prices_graph(curves, reps, coll_reports)
     kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
-    model_reports = _fit_kernel_model(frame, kernels, gpu, base, files)
+    model_reports, model_reps = _fit_kernel_model(frame, kernels, gpu, base, files,
+                                                  n_replicates=min(bootstrap, MAX_STORED_REPLICATES), seed=seed)
     impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
                                                             bootstrap=bootstrap, seed=seed)
     reps = reps + impl_reps
@@ -1021,6 +1040,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     if bootstrap > 0:
         profile["bootstrap_method"] = BOOTSTRAP_METHOD
     _add_kernel_replicates(profile, kern_fits)
+    _add_model_replicates(profile, model_reps)
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
