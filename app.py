@@ -15,7 +15,7 @@ from costmodel.safe_io import escape_markdown as plain
 from costmodel.schema import DTYPES
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
-from dashboard.data import bundled_profile_text, profile_from_text
+from dashboard.data import bundled_profile_text, freeze_long_lived, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
 from dashboard.tables import preset_labels
@@ -169,3 +169,4 @@ for name, tab in zip(TABS, tabs):
             renderers[name]()
 with export_slot:
     views.export_menu(ev, ss["_drawn"])
+freeze_long_lived()  # once per process: full GC passes stop rescanning the profiles and their ensembles
