@@ -731,3 +731,21 @@ def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
     assert min(rates) < point * 1.2 and max(rates) > point / 1.2
     members = replicate_profiles(load_profile(str(out)))  # what the 90% intervals price with
     assert [m.kernel_model.reduce_ops["argmax"].elems_per_us for m in members] == pytest.approx(rates)
+
+
+def test_ramps_are_dropped_when_their_replicates_would_be_refused(h100_all_gather_table, monkeypatch):
+    import calibration.fitting.fit as fit_module
+
+    def refuse(data, source="profile"):
+        raise InputError("replicates contradict")
+
+    monkeypatch.setattr(fit_module, "check_replicates", refuse)
+    train, _ = _every_other_size(h100_all_gather_table)
+    fitted = fit_measurements(train, name="dropped", bootstrap=20)
+    row = report_of(fitted, "all_gather", 8, "eager")
+    assert "ramps dropped" in row["regime_choice"] and row["regime_choice"].startswith("1 by cv")
+    curve = curve_of(fitted, "all_gather", 8, "eager")  # the plain choice, with its own bootstrap
+    assert len(curve["regimes"]) == row["n_regimes"] == 1 and "ci90" in curve["regimes"][0]
+    for rep in fitted["bootstrap"]:
+        (c,) = [c for c in rep["collectives"] if c["op"] == "all_gather" and c["world_size"] == 8]
+        assert len(c["regimes"]) == len(curve["regimes"])

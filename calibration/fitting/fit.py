@@ -115,6 +115,7 @@ from costmodel.schema import (
     read_measurements,
     validate_measurements,
 )
+from costmodel.uncertainty import check_replicates
 
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
@@ -471,35 +472,45 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         raise _Skip(f"too few points for even one regime ({n} rows, {k} sizes)")
     plain = [c for c in candidates if not _ramped(c)]  # BIC cannot see a ramp (no fitted parameter)
     by_bic = min((c for c in plain if math.isfinite(c[3])), key=lambda c: c[3], default=plain[0])
-    chosen, choice = _choose_regimes(plain, len(folds), by_bic)
-    chosen, choice = _choose_ramps(chosen, choice, [c for c in candidates if _ramped(c)], len(folds))
-    n_regimes, split, theta, _, cv_err, n_cv_folds, _, ramps = chosen
-    breakpoints = _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]])
-    lo_s, hi_s = sizes[split.lo[0]], sizes[split.hi[0]]
-    curve = _curve_dict(rows, theta, breakpoints)
-    if ramps:
-        curve = _with_ramps(rows, curve, lo_s, hi_s)
-    in_err = _errors(_predict(curve, rows), rows.time_us)
-
-    boot_theta = np.zeros((0, n_regimes, a.shape[1]))
-    boot_bytes = np.zeros((0, n_regimes - 1))
+    plain_choice = _choose_regimes(plain, len(folds), by_bic)
+    chosen, choice = _choose_ramps(*plain_choice, [c for c in candidates if _ramped(c)], len(folds))
     point_index = np.unique(np.stack([rows.bytes_per_rank, rows.p]), axis=1, return_inverse=True)[1].reshape(-1)
     within = bool(np.bincount(point_index).min() >= MIN_WITHIN_SIZE_ROWS)
     method = "within-size" if within else "residual"
-    if bootstrap > 0:
-        n_boot = min(bootstrap, max(MIN_BOOTSTRAP, BOOTSTRAP_WORK // (k * k)))
-        boot_theta, boot_bytes = _residual_bootstrap(a, lower, theta, np.searchsorted(split.ends[0], size_index),
-                                                     np.asarray(breakpoints, dtype=float).reshape(-1), n_boot, rng,
-                                                     strata=point_index if within else None)
-        if len(boot_theta) and not ramps:
-            _ci90(curve, boot_theta, boot_bytes, rows.generic)
-    replicates = [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
-                                                             boot_bytes[:MAX_STORED_REPLICATES])]
-    if ramps:  # the same sizes lo / hi (breakpoints are fixed in the bootstrap): the same regimes in every replicate
-        replicates = [_with_ramps(rows, rep, lo_s, hi_s) for rep in replicates]
-        if len(boot_theta):
-            _ci90_of_dicts(curve, [_with_ramps(rows, _curve_dict(rows, th, mb), lo_s, hi_s)
-                                   for th, mb in zip(boot_theta, boot_bytes)], rows.generic)
+    while True:
+        n_regimes, split, theta, _, cv_err, n_cv_folds, _, ramps = chosen
+        breakpoints = _max_bytes(rows, theta, sizes[split.lo[0]], sizes[split.hi[0]])
+        lo_s, hi_s = sizes[split.lo[0]], sizes[split.hi[0]]
+        curve = _curve_dict(rows, theta, breakpoints)
+        if ramps:
+            curve = _with_ramps(rows, curve, lo_s, hi_s)
+        boot_theta = np.zeros((0, n_regimes, a.shape[1]))
+        boot_bytes = np.zeros((0, n_regimes - 1))
+        if bootstrap > 0:
+            n_boot = min(bootstrap, max(MIN_BOOTSTRAP, BOOTSTRAP_WORK // (k * k)))
+            boot_theta, boot_bytes = _residual_bootstrap(a, lower, theta, np.searchsorted(split.ends[0], size_index),
+                                                         np.asarray(breakpoints, dtype=float).reshape(-1), n_boot,
+                                                         rng, strata=point_index if within else None)
+        ramped_reps = []
+        if ramps and len(boot_theta):  # the same sizes lo / hi (breakpoints fixed): the same regimes in every one
+            ramped_reps = [_with_ramps(rows, _curve_dict(rows, th, mb), lo_s, hi_s)
+                           for th, mb in zip(boot_theta, boot_bytes)]
+            try:  # a ramp is a function of its neighbours' fits; loading refuses replicates that do not bracket it
+                check_replicates({"collectives": [curve], "bootstrap": [{"collectives": [r]}
+                                                                        for r in ramped_reps[:MAX_STORED_REPLICATES]]})
+            except InputError:  # back to the plain choice (and its own bootstrap)
+                chosen, choice = plain_choice[0], plain_choice[1] + (
+                    "; ramps dropped: their bootstrap replicates do not bracket the point fit's")
+                continue
+        break
+    in_err = _errors(_predict(curve, rows), rows.time_us)
+    if len(boot_theta) and not ramps:
+        _ci90(curve, boot_theta, boot_bytes, rows.generic)
+    elif ramped_reps:
+        _ci90_of_dicts(curve, ramped_reps, rows.generic)
+    replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
+                  [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
+                                                              boot_bytes[:MAX_STORED_REPLICATES])])
     in_med, in_p90 = _err_stats(in_err)
     cv_med, cv_p90 = _err_stats(cv_err)
     measured_p = sorted(int(v) for v in np.unique(rows.p))
