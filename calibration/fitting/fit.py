@@ -31,7 +31,8 @@ leave-one-size-out CV prices its held-out rows with its own ramps; the best ramp
 plain choice only when its CV score beats the plain choice's by more than RAMP_TOLERANCE (10%): at 5%, 3 of 30
 synthetic single-regime data sets (20 sizes, 5% noise) got ramps, at 10% 1 of 30, and a planted jump 0 of 30
 (measured while writing this). The report's `regime_choice` lists every ramp variant's CV score and the
-verdict. Bootstrap replicates get the same ramps (their breakpoints are fixed).
+verdict. Bootstrap replicates get the same ramps (their breakpoints are fixed); when the point's ramps would
+fall outside the replicates' range (refused on load) the plain choice is kept instead, and the report says so.
 A breakpoint between neighbouring sizes lo < hi sits where the two fitted lines cross when that point lies
 strictly between lo and hi, else at sqrt(lo hi); it is written as floor(breakpoint) so S = lo stays in the lower
 regime. With >= 2 world sizes measured for (op, mode) a generic curve (world_size null) is fitted over all of them:
@@ -39,13 +40,26 @@ alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
 shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
 
 Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
-with replacement from eps = log(t / model) over the group's rows) and refit every regime with the
-breakpoints fixed at the fit's own (so a replicate never moves a regime switch the data placed; issue 9).
+with replacement from eps = log(t / model) over the group's rows - or, where every measured point has at least
+MIN_WITHIN_SIZE_ROWS rows, only from the rows of the same size, so that t* is one of that size's own measured
+times: the within-size bootstrap of the raw samples; the report note says which) and refit every regime with
+the breakpoints fixed at the fit's own (so a replicate never moves a regime switch the data placed; issue 9).
+One-shot / multimem curves (DIR/<impl>/) get replicates the same way, tagged with their impl.
 All replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per group; groups with more than
 ~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
 were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
 profile["bootstrap"] = [{"collectives": [curve, ...], "kernels": {"ops": ...}}, ...]: every fitted kernel op's
 roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point.
+
+Raw samples: every per-p curve stores its measurements per size as `samples` (curve_samples; n rows, median,
+the rows' own p10 / p90, up to MAX_RAW_SAMPLES raw times; costmodel.profile.CurveSamples validates them on
+load), and the printed report ends with the stored curves' residuals against them (sample_residuals, from the
+profile alone).
+
+GPU kernel model: CUDA kernel rows of the ops costmodel.gpu_kernels prices, with enough shapes, are also fitted
+with that model (costmodel.gpu_kernel_fit.fit_table_model): kernels.model, kernels.model_cv (leave-one-batch /
+vocab-out) and min(B, MAX_STORED_REPLICATES) case-bootstrap refits as the replicates' kernels.model; too few
+shapes give a "skipped" kernel_model report row (a warning on the CLI) and the roofline prices the kernels.
 
 Held-out error: leave-one-size-out (drop every row of one bytes_per_rank, refit with the same K, predict the
 dropped rows with costmodel.collectives.curve_time_us) pooled over sizes; kernels: leave-one-shape-out
