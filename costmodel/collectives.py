@@ -125,6 +125,40 @@ def chosen_regime(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1) -
     return np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)
 
 
+def _stacked(curve: CollectiveCurve) -> bool:
+    """True when the curve's parameters are a stacked ensemble's (members, 1) arrays (costmodel.members)."""
+    return bool(np.ndim(curve.launch_us) or np.ndim(curve.eager_overhead_us) or any(
+        np.ndim(v) for r in curve.regimes for v in (r.alpha_base_us, r.alpha_per_peer_us, r.alpha_per_node_us,
+                                                    r.busbw_gbps, r.s_half_bytes)))
+
+
+def _breakpoint_times(curve: CollectiveCurve, which, size, p, n, factor) -> np.ndarray:
+    """Select "breakpoints": the bracket's regime at each point, never below an earlier regime's end time."""
+    out = np.zeros(size.shape, dtype=float)
+    floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
+    for i in range(len(curve.regimes)):
+        mask = which == i
+        if mask.any():
+            out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
+                                   floor[mask])
+        if i + 1 < len(curve.regimes):
+            end = np.full(size.shape, curve.regimes[i].max_bytes)
+            floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
+    return out
+
+
+def _stacked_breakpoints(curve: CollectiveCurve, which, size, p, n, factor) -> np.ndarray:
+    """`_breakpoint_times` for (members, 1) parameters (shared breakpoints): every regime at every point, each
+    point keeping its bracket's value - the same numbers, (members, points)."""
+    out = floor = 0.0
+    for i in range(len(curve.regimes)):
+        out = np.where(which == i, np.maximum(_regime_time_us(curve, i, size, p, n, factor), floor), out)
+        if i + 1 < len(curve.regimes):
+            end = np.full(size.shape, curve.regimes[i].max_bytes)
+            floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
+    return out
+
+
 def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
     """Time of one collective on one curve, vectorized over all arguments (see module doc)."""
     b, p, n, eager = (np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=float),
@@ -140,16 +174,11 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
         factor = bus_factor(curve.op, p)
         edges = np.array([r.max_bytes for r in curve.regimes])
         which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
-        out = np.zeros(size.shape, dtype=float)
-        floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
-        for i in range(len(curve.regimes)):
-            mask = which == i
-            if mask.any():
-                out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
-                                       floor[mask])
-            if i + 1 < len(curve.regimes):
-                end = np.full(size.shape, curve.regimes[i].max_bytes)
-                floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
+        if _stacked(curve):  # (members, 1) parameters (costmodel.members): the same formulas, point-wise selected
+            out = _stacked_breakpoints(curve, which, size, p, n, factor)
+            shape = np.broadcast_shapes(shape, np.shape(out))
+        else:
+            out = _breakpoint_times(curve, which, size, p, n, factor)
     if curve.mode is None:
         out = out + np.where(eager, curve.eager_overhead_us, 0.0)
     return np.where(p <= 1, 0.0, out) if np.any(p <= 1) else np.broadcast_to(out, shape).copy()

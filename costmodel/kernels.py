@@ -401,11 +401,12 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
         np.asarray(rows, dtype=float), np.asarray(cols, dtype=float), np.asarray(world_size, dtype=np.int64),
         np.asarray(dtype).astype(str), eager_mask(mode))
     time = roofline_us(profile, op, rows, cols, world_size, elem_bytes, mode, draft_cols)
-    extrapolated = np.zeros(time.shape, dtype=bool)
+    # a stacked ensemble (costmodel.members): (members, n) times of (1, n) points; the flags follow the points
+    stacked = np.shape(time) != r.shape and bool(stacked_members(profile))
+    extrapolated = np.zeros(r.shape if stacked else time.shape, dtype=bool)
     tables = [t for t in profile.kernel_tables if t.op == op]
     if not tables:
         return KernelEstimate(time, extrapolated)
-    stacked = np.shape(time) != r.shape and bool(stacked_members(profile))  # (members, n) times, (1, n) points
     time = np.broadcast_to(time, np.broadcast_shapes(np.shape(time), r.shape)).copy()
     extrapolated = np.broadcast_to(extrapolated, r.shape).copy()
     for table in tables:

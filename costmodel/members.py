@@ -83,7 +83,7 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
     """The members as one profile whose differing pricing parameters are (M, 1) arrays (module doc), or None
     when they differ in structure or use a path the stack does not cover (fitted breakpoint curves)."""
     first = members[0]
-    if len(members) < 2 or any(c.select != "min" for c in first.collectives):
+    if len(members) < 2:
         return None
     model = first.kernel_model
     try:
@@ -96,6 +96,8 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
         stacked = {name: _stack_values([getattr(m, name) for m in members]) for name in _PRICING_FIELDS}
     except _Mismatch:
         return None
+    if any(c.select != "min" and any(np.ndim(r.max_bytes) for r in c.regimes) for c in stacked["collectives"]):
+        return None  # a fitted curve's measured breakpoints must be shared (they pick the regime per point)
     return dataclasses.replace(first, **stacked, raw={**first.raw, STACK_KEY: tuple(members)})
 
 

@@ -31,9 +31,12 @@ def one_by_one(scenario, members, strategies, factors):
     return [predict(scenario, rep, strategies, factors=fac) for rep, fac in zip(members, factors, strict=True)]
 
 
-@pytest.mark.parametrize("profile_name", ["h200-sxm-nvlink", "h100-sxm-nvlink"])
-@pytest.mark.parametrize("case", sorted(SCENARIOS))
+@pytest.mark.parametrize("profile_name, case", [(p, c) for p in ("h200-sxm-nvlink", "h100-sxm-nvlink") for c in
+                                                sorted(SCENARIOS)] + [("cpu-gloo", "default"),
+                                                                      ("cpu-gloo", "eager-fused")])
 def test_stacked_members_equal_one_predict_per_member_exactly(profile_name, case):
+    """GPU profiles (kernel model + measured tables, NCCL-rule curves) and cpu-gloo (fitted breakpoint curves,
+    roofline kernels with measured tables), one predict per member vs one stacked evaluation."""
     profile = PROFILES[profile_name]
     sc = Scenario(batch=BATCHES, **SCENARIOS[case])
     members, factors, _ = ensemble(profile, nodes=int(sc.nodes))
@@ -42,15 +45,22 @@ def test_stacked_members_equal_one_predict_per_member_exactly(profile_name, case
     for m, pred in enumerate(one_by_one(sc, members, STRATEGIES, factors)):
         for s in STRATEGIES:
             np.testing.assert_array_equal(priced.total_us[s][m], pred.total_us(s), err_msg=f"member {m} {s}")
+            assert np.isfinite(pred.total_us(s)).all()
             np.testing.assert_array_equal(priced.saving_per_decode_step_us(s)[m], pred.saving_per_decode_step_us(s))
 
 
 def test_members_the_stack_does_not_cover_are_priced_one_by_one():
-    """Fitted breakpoint curves (cpu-gloo), a scenario varying more than the batch, top-k > 1, or members that
-    differ in structure: the member-by-member path, with the same numbers."""
+    """Fitted curves whose breakpoints differ between members, a scenario varying more than the batch, top-k > 1,
+    or members that differ in structure: the member-by-member path, with the same numbers."""
     gloo = PROFILES["cpu-gloo"]
     members, factors, _ = ensemble(gloo)
-    assert stack_profiles(members) is None
+    curve = members[1].collectives[0]
+    moved = dataclasses.replace(curve, regimes=(dataclasses.replace(curve.regimes[0],
+                                                                    max_bytes=curve.regimes[0].max_bytes * 2),
+                                                *curve.regimes[1:]))
+    members = [members[0], dataclasses.replace(members[1], collectives=(moved, *members[1].collectives[1:])),
+               *members[2:]]
+    assert curve.select == "breakpoints" and stack_profiles(members) is None
     sc = Scenario(vocab=202048, tp=4, batch=BATCHES[:9])
     priced = predict_members(sc, members, (BASELINE, FOCUS), factors)
     assert not priced.stacked
