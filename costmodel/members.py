@@ -1,25 +1,26 @@
-"""Price every member of an interval ensemble in ONE evaluation (member axis x scenario axis), same numbers.
+"""Price every member of an interval ensemble in ONE evaluation (members x points), with the same numbers.
 
 An interval ensemble (`costmodel.uncertainty.ensemble`) is M profiles (bootstrap replicates) with M per-op
-discrepancy factor dicts, each priced over the same scenario array of n points. One `predict` per member
-costs ~1 ms of per-call Python work whatever n is; M = 100 members cost ~100 ms. Here the members are
-stacked instead:
+discrepancy factor dicts, each priced over the same scenario array of n batches. One `predict` per member
+costs ~1-2 ms of per-call Python work whatever n is, so M = 100 members cost 100-200 ms. Here they are stacked:
 
-    stacked profile   every pricing parameter that differs between members becomes an (M, 1) array
-                      (regime latencies and bus bandwidths, kernel-model rates and floors, roofline ops, ...);
-                      what must be shared (curve keys, select rules, regime names, measured tables, SM counts,
-                      host costs) is checked equal, else the stack is refused (`stack_profiles` -> None)
+    stacked profile   every pricing parameter that differs between members becomes an (M, 1) array (regime
+                      latencies and bus bandwidths, kernel-model rates and floors, roofline op parameters, ...);
+                      what must be shared (curve keys, select rules, fitted breakpoints, regime names, measured
+                      tables, SM counts, host costs) is checked equal, else no stack (`stack_profiles` -> None)
     stacked factors   {op: (M, 1) array of the members' factors}
-    scenario          the n points broadcast to (M, n)
+    scenario          the n batches as a (1, n) array (every other field a scalar)
 
-and the ordinary pricing code runs once: every formula is element-wise in its parameters, so row m of each
-(M, n) result is, operation for operation, what `predict(scenario, members[m], factors=factors[m])` computes
-(tests/test_members.py checks equality). Two places need the member axis explicitly: a measured table's
-measured/model ratio grid depends on the member's kernel model (`member_ratio_grids`), and the kernel dedup
-(which prices each distinct scenario point once) must not merge points of different members
-(`costmodel.kernels`). Where the stack does not apply - scenario fields other than the batch vary, top-k > 1,
-a non-NCCL collective implementation, a fitted curve with measured breakpoints, members that differ in
-structure - `predict_members` prices member by member, as before.
+and the ordinary pricing code runs once: what depends only on the scenario (launch configurations, table
+interpolation weights, collective groups) is computed once for the n points, and every formula that takes a
+parameter is element-wise in it, so row m of each (M, n) result is, operation for operation, what
+`predict(scenario, members[m], factors=factors[m])` computes (tests/test_members.py checks bit equality).
+The places that need the member axis explicitly: a measured table's measured/model ratio grid depends on
+the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
+different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by
+point (`collectives._stacked_breakpoints`). Where the stack does not apply - a scenario field other than the
+batch varies, top-k > 1, a non-NCCL collective implementation, members that differ in structure -
+`predict_members` prices member by member, as before.
 """
 
 from __future__ import annotations
