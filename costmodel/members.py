@@ -26,6 +26,7 @@ batch varies, top-k > 1, a non-NCCL collective implementation, members that diff
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,6 +142,7 @@ class MemberPrices:
 
 
 _STACKS: dict[tuple[int, ...], tuple[tuple[Profile, ...], Profile | None]] = {}
+_STACKS_LOCK = threading.Lock()
 
 
 def _cached_stack(members: Sequence[Profile]) -> Profile | None:
@@ -149,9 +151,10 @@ def _cached_stack(members: Sequence[Profile]) -> Profile | None:
     if hit is not None and all(a is b for a, b in zip(hit[0], members, strict=True)):
         return hit[1]
     stacked = stack_profiles(members)
-    if len(_STACKS) >= 16:
-        _STACKS.pop(next(iter(_STACKS)))
-    _STACKS[key] = (tuple(members), stacked)  # members kept alive: their ids stay theirs while cached
+    with _STACKS_LOCK:  # Streamlit sessions are threads sharing this cache
+        if len(_STACKS) >= 16:
+            _STACKS.pop(next(iter(_STACKS)), None)
+        _STACKS[key] = (tuple(members), stacked)  # members kept alive: their ids stay theirs while cached
     return stacked
 
 

@@ -133,3 +133,19 @@ def test_stacked_ratio_grids_equal_each_members_own():
     for table in stacked.kernel_tables:
         expected = np.stack([np.ravel(_ratio_grid(m.kernel_model, table)[2]) for m in members])
         np.testing.assert_array_equal(member_ratio_grids(stacked, table), expected, err_msg=table.op)
+
+
+def test_a_profile_without_replicates_and_parameter_only_intervals_stack_too():
+    """No bootstrap: the ensemble is the point profile 100 times with different discrepancy factors (one shared
+    parameter set, (M, 1) factors); with_discrepancy=False: replicates without factors. Both equal the
+    member-by-member reference."""
+    h200 = PROFILES["h200-sxm-nvlink"]
+    point = dataclasses.replace(h200, bootstrap=())
+    sc = Scenario(vocab=202048, tp=8, batch=BATCHES[::8])
+    for profile, with_discrepancy in ((point, True), (h200, False)):
+        members, factors, _ = ensemble(profile, with_discrepancy=with_discrepancy)
+        assert (len(set(map(id, members))) == 1) == (profile is point)
+        priced = predict_members(sc, members, (BASELINE, FOCUS), factors)
+        assert priced.stacked
+        for m, pred in enumerate(one_by_one(sc, members, (BASELINE, FOCUS), factors)):
+            np.testing.assert_array_equal(priced.saving_us(FOCUS)[m], pred.saving_us(FOCUS))
