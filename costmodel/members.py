@@ -19,7 +19,7 @@ The places that need the member axis explicitly: a measured table's measured/mod
 the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
 different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by
 point (`collectives._stacked_breakpoints`). Where the stack does not apply - a scenario field other than the
-batch varies, top-k > 1, a non-NCCL collective implementation, members that differ in structure -
+batch varies, a non-NCCL collective implementation, members that differ in structure -
 `predict_members` prices member by member, as before.
 """
 
@@ -104,15 +104,14 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
 
 
 def _stackable(scenario: Scenario) -> bool:
-    """Only the batch varies (at most 1-d), top-k 1, NCCL collectives: the paths whose formulas take (M, 1)
-    parameters."""
+    """Only the batch varies (at most 1-d), NCCL collectives: the paths whose formulas take (M, 1) parameters."""
     if np.ndim(scenario.batch) > 1:
         return False
     for name in SCENARIO_FIELDS:
         value = getattr(scenario, name)
         if name != "batch" and value is not None and np.ndim(value):
             return False
-    return bool(np.all(scenario.top_k == 1)) and bool(np.all(scenario.collective == "nccl"))
+    return bool(np.all(scenario.collective == "nccl"))
 
 
 def stack_factors(factors: Sequence[dict[str, float] | None]) -> dict[str, Any] | None:

@@ -359,9 +359,10 @@ class _Ctx:
             if not mask.any():
                 continue
             values, outside = table_us(t, r[mask], c[mask])
-            time[mask] = np.where(outside, 0.0, values) * self.factors.get(op, 1.0)
+            time[mask] = np.where(outside, 0.0, values)
             found[mask] = ~outside
-        return time, found
+        # the factor after the lookup: a stacked ensemble's (members, 1) factors widen the (1, n) points
+        return time * self.factors.get(op, 1.0), found
 
     def topk_component(self, name: str, k1: Component, gpu_us, ops: int, when=None,
                        how: str = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort") -> Component:

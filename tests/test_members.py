@@ -23,6 +23,7 @@ SCENARIOS = {  # the paths the stack covers: d2t + vLLM host model, eager + fuse
     "d2t-vllm": dict(vocab=151936, draft_vocab=32000, d2t=True, tp=8, engine="vllm", hidden=4096),
     "eager-fused": dict(vocab=128256, tp=2, mode="eager", impl="fused", softcap=True, logit_scale=True),
     "two-nodes": dict(vocab=202048, tp=16, nodes=2, drafting="parallel", num_spec_tokens=3),
+    "top-k": dict(vocab=151936, draft_vocab=32000, d2t=True, tp=4, top_k=4, engine="vllm", hidden=4096),
 }
 
 
@@ -50,8 +51,8 @@ def test_stacked_members_equal_one_predict_per_member_exactly(profile_name, case
 
 
 def test_members_the_stack_does_not_cover_are_priced_one_by_one():
-    """Fitted curves whose breakpoints differ between members, a scenario varying more than the batch, top-k > 1,
-    or members that differ in structure: the member-by-member path, with the same numbers."""
+    """Fitted curves whose breakpoints differ between members, a scenario varying more than the batch, a one-shot
+    collective, or members that differ in structure: the member-by-member path, with the same numbers."""
     gloo = PROFILES["cpu-gloo"]
     members, factors, _ = ensemble(gloo)
     curve = members[1].collectives[0]
@@ -69,7 +70,7 @@ def test_members_the_stack_does_not_cover_are_priced_one_by_one():
     h200 = PROFILES["h200-sxm-nvlink"]
     members, factors, _ = ensemble(h200)
     for sc in (Scenario(vocab=202048, tp=np.array([2, 4, 8]), batch=8.0), Scenario(vocab=202048, tp=4, batch=8.0,
-                                                                                 top_k=4)):
+                                                                                 collective="oneshot")):
         assert not predict_members(sc, members[:3], (BASELINE, FOCUS), factors[:3]).stacked
     odd = dataclasses.replace(members[1], kernel_tables=members[1].kernel_tables[1:])  # one table fewer
     assert stack_profiles([members[0], odd]) is None
@@ -149,3 +150,22 @@ def test_a_profile_without_replicates_and_parameter_only_intervals_stack_too():
         assert priced.stacked
         for m, pred in enumerate(one_by_one(sc, members, (BASELINE, FOCUS), factors)):
             np.testing.assert_array_equal(priced.saving_us(FOCUS)[m], pred.saving_us(FOCUS))
+
+
+def test_stacked_members_price_measured_topk_tables_exactly():
+    """Top-k 8 with measured local_topk / topk_merge tables in every member (the per-op factor applied after
+    the table lookup): stacked = one predict per member, bit for bit."""
+    from costmodel.profile import KernelTable
+
+    local = KernelTable("local_topk", "bf16", "graph", 1, (16.0, 256.0), (12000.0, 50000.0),
+                        ((40.0, 60.0), (80.0, 120.0)), "test", k=8)
+    merge = KernelTable("topk_merge", "fp32", "graph", 8, (16.0, 256.0), (64.0,), ((7.0,), (11.0,)), "test", k=8)
+    members, factors, _ = ensemble(PROFILES["h200-sxm-nvlink"])
+    members = [dataclasses.replace(m, kernel_tables=(*m.kernel_tables, local, merge)) for m in members[:20]]
+    sc = Scenario(vocab=202048, tp=8, top_k=8, batch=np.geomspace(8, 512, 9))
+    priced = predict_members(sc, members, STRATEGIES, factors[:20])
+    assert priced.stacked
+    for m, pred in enumerate(one_by_one(sc, members, STRATEGIES, factors[:20])):
+        assert "local_topk" in pred.strategies[FOCUS].components_us
+        for s in STRATEGIES:
+            np.testing.assert_array_equal(priced.total_us[s][m], pred.total_us(s), err_msg=f"member {m} {s}")
