@@ -159,7 +159,7 @@ def _dtype_codes(dtype) -> np.ndarray:
     return np.asarray(DTYPE_ORDER.index(name) if name in DTYPE_ORDER else 0)
 
 
-# -- stacked ensembles (costmodel.members): M members' parameters as (M, 1) arrays, scenarios as (M, n) ---------
+# -- stacked ensembles (costmodel.members): M members' parameters as (M, 1) arrays, the points as (1, n) ---------
 STACK_KEY = "_stacked_members"  # in a stacked profile's `raw`: the member profiles, in order
 
 
