@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .members import predict_members
 from .predict import Prediction, predict
 from .profile import Profile, default_profile
 from .scenario import Scenario
@@ -227,15 +228,18 @@ def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, w
         return {}, "none (the profile carries no replicates)"
     members, factors, disc = unc.ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]),
                                           with_discrepancy=with_discrepancy)
-    out: dict[str, list[float]] = {s: [] for s in STRATEGIES[1:]}
-    for member, fac in zip(members, factors, strict=True):
-        pred = predict(sc, member, factors=fac)
-        ver = predict(verify_sc, member, factors=fac) if verify_sc is not None else None
-        for s in out:
-            out[s].append(_weighted(weight, pred.saving_per_decode_step_us(s) + _verify_saving(ver, s, fraction)))
+    names = STRATEGIES[1:]
+    draft = predict_members(sc, members, names, factors)  # row m: predict(sc, members[m], factors=factors[m])
+    ver = predict_members(verify_sc, members, names, factors) if verify_sc is not None else None
+    out = {}
+    for s in names:
+        step = draft.saving_per_decode_step_us(s).reshape(len(members), -1)
+        if ver is not None:
+            step = step + fraction * ver.saving_us(s).reshape(len(members), -1)
+        out[s] = np.array([_weighted(weight, row) for row in step])
     source = (f"{len(reps)} bootstrap replicates" if reps else "the point profile") + (
         " x per-op model discrepancy" if disc is not None else "")
-    return {s: np.asarray(v) for s, v in out.items()}, source
+    return out, source
 
 
 def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str = "eagle",

@@ -27,6 +27,7 @@ import pandas as pd
 
 from .collective_impls import IMPLS, available
 from .errors import InputError
+from .members import predict_members
 from .predict import Prediction, predict
 from .predict import crossovers as find_crossovers
 from .profile import Profile
@@ -102,15 +103,10 @@ def decode_step_intervals(scenario: Scenario, profile: Profile, *, verify: bool 
     reps, factors, disc = unc.ensemble(profile, nodes=int(scenario.nodes), with_discrepancy=with_discrepancy)
     ver_sc = verification_scenario(scenario, target_dtype) if verify else None
     names = STRATEGIES[1:]
-    group: dict[str, list[float]] = {s: [] for s in names}
-    total: dict[str, list[float]] = {s: [] for s in names}
-    for rep, fac in zip(reps, factors, strict=True):
-        draft = predict(scenario, rep, factors=fac)
-        ver = predict(ver_sc, rep, factors=fac) if ver_sc is not None else None
-        for s in names:
-            v = 0.0 if ver is None else f * float(ver.total_us(BASELINE) - ver.total_us(s))
-            group[s].append(v)
-            total[s].append(float(draft.saving_per_decode_step_us(s)) + v)
+    draft = predict_members(scenario, reps, names, factors)  # row m: predict(scenario, reps[m], factors=factors[m])
+    ver = predict_members(ver_sc, reps, names, factors) if ver_sc is not None else None
+    group = {s: (np.zeros(len(reps)) if ver is None else f * ver.saving_us(s).reshape(-1)) for s in names}
+    total = {s: draft.saving_per_decode_step_us(s).reshape(-1) + group[s] for s in names}
     members = (f"{len(unc.replicate_profiles(profile))} bootstrap replicates" if unc.replicate_profiles(profile)
                else f"the point profile x {unc.PRIOR_MEMBERS}") + (" x per-op model discrepancy" if disc else "")
     out = {}

@@ -169,3 +169,34 @@ def test_stacked_members_price_measured_topk_tables_exactly():
         assert "local_topk" in pred.strategies[FOCUS].components_us
         for s in STRATEGIES:
             np.testing.assert_array_equal(priced.total_us[s][m], pred.total_us(s), err_msg=f"member {m} {s}")
+
+
+@pytest.mark.parametrize("profile_name", ["h200-sxm-nvlink", "cpu-gloo"])
+def test_recommend_and_decode_step_intervals_equal_the_member_by_member_reference(profile_name):
+    """recommend's ensemble expectations and verification.decode_step_intervals price through predict_members:
+    the same numbers as one predict per member (draft + verification scenario), computed here."""
+    from costmodel.recommend import _ensemble_expectations
+    from costmodel.uncertainty import _interval
+    from costmodel.verification import decode_step_intervals, verification_scenario
+
+    profile = PROFILES[profile_name]
+    weight = np.array([0.5, 0.3, 0.2])
+    sc = Scenario(batch=np.array([1.0, 24.0, 512.0]), vocab=151936, tp=4, num_spec_tokens=4)
+    ver_sc = verification_scenario(sc, None)
+    members, factors, _ = ensemble(profile, nodes=1)
+    got, _ = _ensemble_expectations(sc, profile, weight, True, ver_sc, 0.7)
+    one = Scenario(batch=24.0, vocab=151936, tp=4, num_spec_tokens=4)
+    one_ver = verification_scenario(one, None)
+    intervals = decode_step_intervals(one, profile, verify=True, greedy_fraction=0.7)
+    draft, ver = one_by_one(sc, members, STRATEGIES, factors), one_by_one(ver_sc, members, STRATEGIES, factors)
+    d1, v1 = one_by_one(one, members, STRATEGIES, factors), one_by_one(one_ver, members, STRATEGIES, factors)
+    for s in STRATEGIES[1:]:
+        expected = [float(np.dot(weight, d.saving_per_decode_step_us(s) + 0.7 * (v.total_us(BASELINE) - v.total_us(s))))
+                    for d, v in zip(draft, ver, strict=True)]
+        np.testing.assert_allclose(got[s], expected, rtol=1e-12, atol=1e-9)
+        group = np.array([0.7 * float(v.total_us(BASELINE) - v.total_us(s)) for v in v1])
+        total = np.array([float(d.saving_per_decode_step_us(s)) for d in d1]) + group
+        for key, values in (("verify_saving_us", group), ("decode_step_saving_us", total)):
+            ref = _interval(values, 0.9)
+            assert intervals[s][key]["low"] == pytest.approx(ref.low, rel=1e-12, abs=1e-9)
+            assert intervals[s][key]["high"] == pytest.approx(ref.high, rel=1e-12, abs=1e-9)
