@@ -173,6 +173,179 @@ def nvls_regime(p: int, s_half: float, rules: dict, scale: float = 1.0) -> dict:
             "s_half_bytes": int(s_half)}
 
 
+# -- all_reduce across nodes: NCCL's Ring, Tree and NVLS-Tree, chosen as NCCL's tuner chooses (issue 9 item 5) ---------
+# NCCL src/graph/tuning.cc, ncclTopoTuneModel (per algorithm x protocol latency and bandwidth) and ncclTopoGetAlgoTime
+# (time = lat + nBytes / (1000 algBw), the Tree correction factor and the ring plateau), 2.23+ line (the Blackwell row)
+# and, for "<=2.22", NVIDIA/nccl@b6475625. Per (algorithm, protocol), at n nodes of k = p / n GPUs:
+#   Ring    busBw as on one node (LL: min(llMaxBw, factor busBw), llMaxBw indexed by the CPU once nNodes > 1:
+#           Intel N2 39.0 / N4 20.4 GB/s), capped by the NICs (one ring per NIC: every node crossing carries the ring's
+#           bytes); lat = baseLat + (2(p-1) - nInter) max(hwLat[intra], netOverhead) + nInter hwLat[NET]
+#           (nInter = 2(n-1) from 2.23, 2n before; netOverhead 1 us on Intel, x3 for Simple; with one GPU per node
+#           2.23+ takes hwLat[NET][Tree]); Simple's lat x 1.4 across nodes ("plateau effect of ring", GetAlgoTime).
+#   Tree    bw = bwIntra at <= 2 nodes, bwInter beyond; busBw = min(0.92 nCh bw, nCh perChMaxTreeBw[N2|N4]);
+#           LL = min(busBw / 3.8, llMaxBw), LL128 = min(busBw 120/128, nCh perChMaxTreeLL128Bw); algBw = busBw / 2
+#           (the two trees), at most the NICs' bandwidth (each node sends and receives S once over its NICs);
+#           lat = baseLat + 2 ((k-1) hwLat[intra][Tree] + log2(n) hwLat[NET][Tree]); the tuner multiplies Tree's
+#           bw by treeCorrectionFactor[proto][log2(nBytes / 64)] (below 512 MiB) when it chooses.
+#   NVLSTree (Hopper+, NVSwitch; off on one node and with one GPU per node): NVLS inside the node, a tree across
+#           nodes: algBw = 5/6 nCh min(bwIntra, bwInter (/2 beyond 2 nodes)) -> min(the NVLS algBw at k GPUs,
+#           the NICs' bandwidth (/2 beyond 2 nodes)); lat = hwLat[NVLink][NVLSTree] + 2 log2(n) hwLat[NET][NVLSTree].
+# Our busbw convention: t = f(p) S / busbw, so a ring's busBw is ours and a tree's is f(p) x algBw.
+# Assumed, not in tuning.cc: 16 channels (as the ring LL128 cap above), graph latencyInter 0 (InfiniBand / RoCE
+# report no extra network latency), an Intel host CPU, GPUDirect RDMA with each NIC on its GPU's PCIe switch
+# (LL128 enabled), k of the node's NICs in use with k GPUs per node, the Tree graph's balanced pattern (no x 0.85).
+TREE_RULES = {
+    "2.23+": {"tree_base_us": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
+              "tree_hop_us": {"nvlink": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
+                              "pci": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0}},
+              "tree_net_us": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
+              "nvls_tree_us": 25.0, "nvls_tree_net_us": 14.0, "ring_ll_net_factor": 0.5,
+              "ring_inter_steps": lambda n: 2 * (n - 1), "ppn1_tree_net_lat": True},
+    "<=2.22": {"tree_base_us": {"LL": 6.8, "LL128": 14.0, "Simple": 0.0},
+               "tree_hop_us": {"nvlink": {"LL": 0.6, "LL128": 1.25, "Simple": 28.0},
+                               "pci": {"LL": 1.0, "LL128": 1.9, "Simple": 28.0}},
+               "tree_net_us": {"LL": 5.0, "LL128": 8.5, "Simple": 28.0},
+               "nvls_tree_us": 23.0, "nvls_tree_net_us": 14.0, "ring_ll_net_factor": 0.25,
+               "ring_inter_steps": lambda n: 2 * n, "ppn1_tree_net_lat": False},
+}
+LL_MAX_NET_GBPS_BY_NODES = {2: 39.0, 4: 20.4}  # llMaxBws[Intel][N2 / N4]
+PER_CH_TREE_GBPS = {"hopper": (41.4, 36.0), "ampere": (23.6, 17.8), "blackwell": (82.8, 72.0)}  # perChMaxTreeBws N2/N4
+PER_CH_TREE_LL128_GBPS = {"hopper": (36.7, 29.0), "ampere": (20.0, 20.0), "blackwell": (73.4, 58.0)}
+PER_CH_RING_LL128_GBPS = {"hopper": 36.7, "ampere": 20.0, "blackwell": 73.4}
+NET_OVERHEAD_US = 1.0  # getNetOverhead: x86 Intel (AMD 2.0)
+RING_PLATEAU = 1.4  # ncclTopoGetAlgoTime: ring Simple all_reduce across nodes, compute capability >= 8.0
+# ncclTopoGetAlgoTime treeCorrectionFactor[LL / LL128 / Simple][log2(nBytes >> 6)], powers of two from 64 B to 256 MiB
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+# one all_reduce curve per (p, n) for n = 2, 4, 8 nodes of k = 1, 2, 4, 8 GPUs (p = n k; other placements, e.g. 3 nodes
+# or 6 GPUs per node, keep the generic ring curve: its NICs-capped busbw and per-node hop latency)
+MULTI_NODE_COUNTS, MULTI_NODE_GPUS = (2, 4, 8), (1, 2, 4, 8)
+CHOICE_GRID_PER_OCTAVE = 32  # sizes per octave where the NCCL choice is evaluated (breakpoints to ~2%)
+
+
+def tree_correction(proto: str, size_bytes: np.ndarray) -> np.ndarray:
+    """treeCorrectionFactor at S bytes: index log2i(S >> 6), 1 below 64 B (index 0 there), none from 512 MiB up."""
+    table = np.asarray(TREE_CORRECTION[proto])
+    idx = np.floor(np.log2(np.maximum(np.asarray(size_bytes, dtype=float) / 64.0, 1.0))).astype(int)
+    return np.where(idx < len(table), table[np.minimum(idx, len(table) - 1)], 1.0)
+
+
+def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, simple_busbw: float,
+                                  single: dict[str, dict], nvls: tuple[float, float] | None, k: int, n: int,
+                                  net_gbps: float, protocols: tuple[str, ...], version: str) -> list[dict]:
+    """Ring, Tree and NVLS-Tree all_reduce regimes at n nodes of k GPUs (see TREE_RULES), in our busbw units.
+
+    single: the one-node ring regime per protocol (its busbw and ramp); nvls: (NVLS busbw, s_half) at k GPUs or None;
+    net_gbps: NICs x NIC bandwidth x NET_EFF of one node (the k GPUs' NICs). Each regime keeps its one-node ramp's
+    fill time (s_half / algBw), so the ramp costs the same microseconds at the new bandwidth."""
+    tree = TREE_RULES[version]
+    p, wide = k * n, 0 if n <= 2 else 1
+    f = float(bus_factor("all_reduce", p))
+    ll_net = LL_MAX_NET_GBPS_BY_NODES[2 if n <= 2 else 4]
+    ring_hop = RING_NVLINK_HOP_US if fabric == "nvlink" else {"LL": 1.0, "LL128": 2.5, "Simple": 5.7}
+    n_inter = tree["ring_inter_steps"](n)
+    out = []
+    for proto in protocols:  # Ring
+        bw = {"LL": min(ll_net, tree["ring_ll_net_factor"] * model_busbw),
+              "LL128": min(0.92 * model_busbw, 16 * PER_CH_RING_LL128_GBPS[arch]), "Simple": simple_busbw}[proto]
+        bw = min(bw, net_gbps)
+        intra = max(ring_hop[proto], NET_OVERHEAD_US * (3 if proto == "Simple" else 1))
+        inter = (tree["tree_net_us"] if k == 1 and tree["ppn1_tree_net_lat"] else RING_NET_HOP_US)[proto]
+        scale = RING_PLATEAU if proto == "Simple" else 1.0
+        out.append({"name": proto, "alpha_base_us": round(scale * (RING_BASE_US[proto]
+                                                                   + (2 * (p - 1) - n_inter) * intra), 4),
+                    "alpha_per_peer_us": 0.0, "alpha_per_node_us": round(scale * n_inter * inter / (n - 1), 4),
+                    "busbw_gbps": round(bw, 2), "s_half_bytes": int(single[proto]["s_half_bytes"] * bw
+                                                                     / single[proto]["busbw_gbps"])})
+    tree_bw = model_busbw if n <= 2 else net_gbps
+    # (at most the fabric's achieved ring Simple busbw, as every one-node protocol: on PCIe the host, not NCCL's
+    # 24 / 48 GB/s link figure, bounds it)
+    base_bw = min(0.92 * tree_bw, 16 * PER_CH_TREE_GBPS[arch][wide], simple_busbw)
+    for proto in protocols:  # Tree
+        bus = {"LL": min(base_bw / 3.8, ll_net),
+               "LL128": min(base_bw * 120 / 128, 16 * PER_CH_TREE_LL128_GBPS[arch][wide]), "Simple": base_bw}[proto]
+        alg = min(bus / 2, net_gbps)
+        hop = tree["tree_hop_us"][fabric][proto]
+        out.append({"name": "Tree-" + proto, "alpha_per_peer_us": 0.0,
+                    "alpha_base_us": round(tree["tree_base_us"][proto] + 2 * (k - 1) * hop, 4),
+                    "alpha_per_node_us": round(float(2 * np.log2(n) * tree["tree_net_us"][proto] / (n - 1)), 4),
+                    "busbw_gbps": round(f * alg, 2),
+                    "s_half_bytes": int(single[proto]["s_half_bytes"] * f * alg / single[proto]["busbw_gbps"])})
+    if nvls is not None and k >= 2:  # NVLS-Tree
+        nvls_bw, nvls_half = nvls
+        nvls_alg = nvls_bw / float(bus_factor("all_reduce", k))
+        alg = min(nvls_alg, net_gbps / (1 if n <= 2 else 2))
+        out.append({"name": "NVLSTree", "alpha_base_us": tree["nvls_tree_us"], "alpha_per_peer_us": 0.0,
+                    "alpha_per_node_us": round(float(2 * np.log2(n) * tree["nvls_tree_net_us"] / (n - 1)), 4),
+                    "busbw_gbps": round(f * alg, 2), "s_half_bytes": int(nvls_half * alg / nvls_alg)})
+    return out
+
+
+def fastest(regimes: list[dict], p: int, n: int, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index, treeCorrectionFactor) of the fastest regime at each S, as NCCL's tuner picks (ncclTopoGetAlgoTime: the
+    least lat + S / (1000 algBw), Tree's algBw x treeCorrectionFactor), each regime timed as this model prices it
+    (with its ramp; the launch cost is common to all). The factor is 1 for Ring and NVLS-Tree."""
+    f = float(bus_factor("all_reduce", p))
+    times, factors = [], []
+    for r in regimes:
+        corr = tree_correction(r["name"][5:], sizes) if r["name"].startswith("Tree-") else np.ones_like(sizes)
+        lat = r["alpha_base_us"] + r["alpha_per_peer_us"] * (p - 1) + r["alpha_per_node_us"] * (n - 1)
+        times.append(lat + f * (sizes + r["s_half_bytes"]) / (1e3 * r["busbw_gbps"] * corr))
+        factors.append(corr)
+    pick = np.argmin(np.stack(times), axis=0)
+    return pick, np.stack(factors)[pick, np.arange(len(sizes))]
+
+
+def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps: float) -> dict:
+    """A select "breakpoints" curve at (p, n): the fastest regime (`fastest`) per size bracket as S grows, a Tree
+    regime once per treeCorrectionFactor step with its busbw x that factor (so a regime can appear more than once),
+    each up to just below the first grid size where another is the pick (CHOICE_GRID_PER_OCTAVE sizes per octave,
+    1 B to 2^40 B; breakpoints pricing keeps the time monotone where a factor step makes a bracket faster)."""
+    sizes = np.unique(np.round(np.logspace(0, 40, 40 * CHOICE_GRID_PER_OCTAVE + 1, base=2.0)))
+    pick, corr = fastest(regimes, p, n, sizes)
+    runs = []
+    for i, (idx, c) in enumerate(zip(pick, corr)):
+        if runs and runs[-1][:2] == [int(idx), float(c)]:
+            runs[-1][2] = i
+        else:
+            runs.append([int(idx), float(c), i])
+    # each bracket ends just below the next grid size (exact at treeCorrectionFactor's power-of-two steps)
+    chosen = [{**regimes[idx], "busbw_gbps": round(regimes[idx]["busbw_gbps"] * c, 2),
+               "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, last in runs]
+    chosen[-1]["max_bytes"] = None
+    return {"op": "all_reduce", "world_size": p, "mode": None, "nodes": n, "select": "breakpoints",
+            "launch_us": LAUNCH_US, "eager_overhead_us": EAGER_OVERHEAD_US, "inter_node_busbw_gbps": inter_gbps,
+            "provenance": "derived", "regimes": chosen}
+
+
+def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: float, single: list[dict],
+                      nvls: dict[int, tuple[float, float]] | None, gpus_per_node: int, nics: int, nic_gbps: float,
+                      inter_gbps: float, protocols: tuple[str, ...], version: str = NCCL_VERSION) -> list[dict]:
+    """all_reduce curves for n in MULTI_NODE_COUNTS nodes of k in MULTI_NODE_GPUS (<= gpus_per_node) GPUs (p = n k).
+
+    A regime's latency at (p, n) is kept at least its latency at (p, fewer nodes): NCCL's Tree latency falls by
+    2 ((k/2) hwLat[intra] - hwLat[NET]) when the same p spreads over twice the nodes (4 us for Tree Simple at 8 -> 4
+    GPUs per node), which would let more nodes price faster; we keep the larger (an upper bound by <= 4 us)."""
+    by_name = {r["name"]: r for r in single}
+    out, seen = [], {}
+    for n in MULTI_NODE_COUNTS:
+        for k in (k for k in MULTI_NODE_GPUS if k <= gpus_per_node):
+            net = min(nics, k) * nic_gbps * NET_EFF
+            regimes = multi_node_all_reduce_regimes(arch, fabric, model_busbw, simple_busbw, by_name,
+                                                    None if nvls is None or k < 2 else nvls[k], k, n, net,
+                                                    protocols, version)
+            for r in regimes:
+                lat = r["alpha_base_us"] + r["alpha_per_node_us"] * (n - 1)
+                lo = seen.get((n * k, r["name"]), lat)
+                r["alpha_base_us"] = round(r["alpha_base_us"] + max(0.0, lo - lat), 4)
+                seen[(n * k, r["name"])] = max(lo, lat)
+            out.append(multi_node_all_reduce_curve(regimes, n * k, n, inter_gbps))
+    return out
+
+
 def collectives(arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_half: dict[str, float],
                 nvls_busbw_8: float | None, version: str = NCCL_VERSION) -> list[dict]:
     """One generic ring curve per op (select "min": NCCL's protocol choice at any p, any node count) plus, where
@@ -185,6 +358,13 @@ def collectives(arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_
             scale = nvls_busbw_8 / NVLS_BUSBW_BY_P[8]
             out += [curve(op, ring + [nvls_regime(p, s_half.get("NVLS", 0.0), NCCL_RULES[version], scale)], p,
                           arch) for p in TP_SIZES]
+        if op == "all_reduce":  # across nodes: Ring / Tree / NVLS-Tree as NCCL's tuner picks them
+            nvls = None if nvls_busbw_8 is None else {
+                k: (round(NVLS_BUSBW_BY_P[k] * nvls_busbw_8 / NVLS_BUSBW_BY_P[8], 2), s_half.get("NVLS", 0.0))
+                for k in TP_SIZES}
+            nics, nic = NICS_PER_NODE[arch]
+            out += multi_node_curves(arch, "nvlink", nccl_busbw, simple_busbw["all_reduce"], ring, nvls, 8, nics, nic,
+                                     inter_node_busbw(op, arch), ("LL", "LL128", "Simple"), version)
     return out
 
 
@@ -299,7 +479,8 @@ def ensemble(data: dict, hbm_gbps: float, seed: int) -> list[dict]:
             c["launch_us"] = round(draw["launch_us"], 3)
             c["eager_overhead_us"] = round(draw["eager_overhead_us"], 3)
             for r in c["regimes"]:
-                scale = draw["simple_busbw_scale"] if r["name"] in ("Simple", "NVLS") else draw["ll_busbw_scale"]
+                simple = r["name"].endswith("Simple") or r["name"].startswith("NVLS")  # (Tree-Simple, NVLSTree too)
+                scale = draw["simple_busbw_scale"] if simple else draw["ll_busbw_scale"]
                 r["busbw_gbps"] = round(r["busbw_gbps"] * scale, 2)
                 r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * draw["hop_scale"], 4)
         # kernels: every op's efficiency drawn independently (issue 9), each range relative to the range's middle,

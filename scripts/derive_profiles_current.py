@@ -159,6 +159,10 @@ def collectives(arch: str, model_busbw: float, simple: dict[str, float], s_half:
                 reg = {"name": "NVLS", "alpha_base_us": dp.NCCL_RULES["2.23+"]["nvls_us"], "alpha_per_peer_us": 0.0,
                        "alpha_per_node_us": dp.NVLS_NET_US, "busbw_gbps": round(bw, 2), "s_half_bytes": int(half)}
                 out.append(curve(op, regimes + [reg], p, inter, 1))
+        if op == "all_reduce" and gpus_per_node <= 8:  # across nodes: Ring / Tree / NVLS-Tree as NCCL picks them
+            fabric = "nvlink" if hop == dp.RING_NVLINK_HOP_US else "pci"  # (GB200 NVL72 racks: the ring model above)
+            out += dp.multi_node_curves(arch, fabric, model_busbw, simple["all_reduce"], regimes, nvls, gpus_per_node,
+                                        nics, nic_gbps, inter, protocols)
     return out
 
 
