@@ -31,7 +31,8 @@ from .safe_io import read_bytes
 from .schema import MAX_MEASUREMENT_BYTES, validate_measurements
 
 REFERENCE_DIR = DATA_DIR / "reference"
-RING_ONLY_DROPS = frozenset({"NVLS"})  # regimes a reference row with nccl_algo "ring" cannot have used
+# regimes a reference row with nccl_algo "ring" cannot have used (NVLS, and across nodes Tree / NVLS-Tree)
+RING_ONLY_DROPS = frozenset({"NVLS", "NVLSTree", "Tree-LL", "Tree-LL128", "Tree-Simple"})
 TABLE_MIN_BYTES_PER_RANK = 64 * 1024  # per-table error target applies from 64 KiB per rank up
 TABLE_TARGET_MEDIAN = 0.15  # derived profiles: median |error| per published table (issue 9)
 _NEEDED = ("op", "mode", "world_size", "gpu", "source")

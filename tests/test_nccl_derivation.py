@@ -213,3 +213,21 @@ def test_two_node_tables_improve_and_single_node_tables_keep_their_errors(valida
     for name, median in (("h100x8-all_reduce-nvls", 0.044), ("h100x8-all_reduce-ring", 0.038),
                          ("h100x2-all_reduce", 0.031), ("a100x8-all_reduce", 0.123), ("b200x8-all_reduce", 0.127)):
         assert errors.loc[name, "median_abs_rel_error"] == pytest.approx(median, abs=5e-4), name
+
+
+@pytest.mark.parametrize("name", ["b200-hgx-nvlink", "h100-sxm-nvlink", "a100-sxm-nvlink"])
+def test_ring_forced_runs_keep_only_ring_regimes_across_nodes(name):
+    """NCCL_ALGO=RING rows (validate's RING_ONLY_DROPS): no NVLS, Tree or NVLS-Tree regime survives; a per-p curve
+    that NCCL runs as Tree at every size (B200, 2 x 8 all_reduce) falls to the op's any-p ring curve."""
+    from costmodel.validate import RING_ONLY_DROPS
+
+    prof = load_profile(name)
+    ring = without_regimes(prof, RING_ONLY_DROPS)
+    assert {r.name for c in ring.collectives for r in c.regimes} <= {"LL", "LL128", "Simple"}
+    sizes = np.geomspace(8, 2**32, 40)
+    generic = next(c for c in ring.collectives if c.op == "all_reduce" and c.world_size is None)
+    for c in prof.collectives:
+        if c.op == "all_reduce" and c.world_size is not None and all(r.name in RING_ONLY_DROPS for r in c.regimes):
+            n = c.nodes or 1
+            got = collective_time_us(ring, "all_reduce", sizes, c.world_size, n)
+            np.testing.assert_array_equal(got, curve_time_us(generic, sizes, c.world_size, n))
