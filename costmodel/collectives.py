@@ -133,26 +133,21 @@ def _stacked(curve: CollectiveCurve) -> bool:
 
 
 def _breakpoint_times(curve: CollectiveCurve, which, size, p, n, factor) -> np.ndarray:
-    """Select "breakpoints": the bracket's regime at each point, never below an earlier regime's end time."""
-    out = np.zeros(size.shape, dtype=float)
-    floor = np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
+    """Select "breakpoints": the bracket's regime at each point, never below an earlier regime's end time.
+
+    With a stacked ensemble's (members, 1) parameters (shared breakpoints; costmodel.members) every regime is
+    priced at every point and each point keeps its bracket's value: the same numbers, (members, points).
+    """
+    stacked = _stacked(curve)
+    out = 0.0 if stacked else np.zeros(size.shape, dtype=float)
+    floor = 0.0 if stacked else np.zeros(size.shape, dtype=float)  # monotone envelope over earlier regimes' ends
     for i in range(len(curve.regimes)):
         mask = which == i
-        if mask.any():
+        if stacked:
+            out = np.where(mask, np.maximum(_regime_time_us(curve, i, size, p, n, factor), floor), out)
+        elif mask.any():
             out[mask] = np.maximum(_regime_time_us(curve, i, size[mask], p[mask], n[mask], factor[mask]),
                                    floor[mask])
-        if i + 1 < len(curve.regimes):
-            end = np.full(size.shape, curve.regimes[i].max_bytes)
-            floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
-    return out
-
-
-def _stacked_breakpoints(curve: CollectiveCurve, which, size, p, n, factor) -> np.ndarray:
-    """`_breakpoint_times` for (members, 1) parameters (shared breakpoints): every regime at every point, each
-    point keeping its bracket's value - the same numbers, (members, points)."""
-    out = floor = 0.0
-    for i in range(len(curve.regimes)):
-        out = np.where(which == i, np.maximum(_regime_time_us(curve, i, size, p, n, factor), floor), out)
         if i + 1 < len(curve.regimes):
             end = np.full(size.shape, curve.regimes[i].max_bytes)
             floor = np.maximum(floor, _regime_time_us(curve, i, end, p, n, factor))
@@ -174,11 +169,8 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
         factor = bus_factor(curve.op, p)
         edges = np.array([r.max_bytes for r in curve.regimes])
         which = np.minimum(np.searchsorted(edges, size, side="left"), len(edges) - 1)  # S <= max_bytes
-        if _stacked(curve):  # (members, 1) parameters (costmodel.members): the same formulas, point-wise selected
-            out = _stacked_breakpoints(curve, which, size, p, n, factor)
-            shape = np.broadcast_shapes(shape, np.shape(out))
-        else:
-            out = _breakpoint_times(curve, which, size, p, n, factor)
+        out = _breakpoint_times(curve, which, size, p, n, factor)
+        shape = np.broadcast_shapes(shape, np.shape(out))  # a stacked ensemble's (members, 1) parameters widen it
     if curve.mode is None:
         out = out + np.where(eager, curve.eager_overhead_us, 0.0)
     return np.where(p <= 1, 0.0, out) if np.any(p <= 1) else np.broadcast_to(out, shape).copy()

@@ -18,7 +18,7 @@ parameter is element-wise in it, so row m of each (M, n) result is, operation fo
 The places that need the member axis explicitly: a measured table's measured/model ratio grid depends on
 the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
 different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by
-point (`collectives._stacked_breakpoints`). Where the stack does not apply - a scenario field other than the
+point (`collectives._breakpoint_times`). Where the stack does not apply - a scenario field other than the
 batch varies, a non-NCCL collective implementation, members that differ in structure -
 `predict_members` prices member by member, as before.
 """

@@ -11,6 +11,21 @@ from .profile import Profile
 from .schema import COLLECTIVE_OPS, D2T_DRAFT_COLS, DTYPES, ELEM_BYTES
 
 
+def numeric_column(frame: pd.DataFrame, name: str, default: float = np.nan) -> np.ndarray:
+    """frame[name] as floats, `default` where a value does not parse or the column is absent."""
+    if name not in frame.columns:
+        return np.full(len(frame), default, dtype=float)
+    values = pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
+    return values if np.isnan(default) else np.where(np.isnan(values), default, values)
+
+
+def floor_priced(frame: pd.DataFrame) -> np.ndarray:
+    """Rows priced at their nccl-tests table's own host floor (`host_floor_us`, see costmodel.validate), not by
+    the model: predicted_us <= host_floor_us (to 1e-9 relative)."""
+    floor = numeric_column(frame, "host_floor_us")
+    return np.isfinite(floor) & (frame["predicted_us"].to_numpy(float) <= floor * (1 + 1e-9))
+
+
 def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Copy of `frame` (measurement schema) with `predicted_us` (and `predicted_extrapolated`) added."""
     out = frame.copy()

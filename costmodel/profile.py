@@ -231,9 +231,7 @@ def _get(obj: Any, key: str, where: str, kind: type, *, default: Any = ...) -> A
         raise InputError(f"{where}.{key}: missing")
     value = obj[key]
     if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise InputError(f"{where}.{key}: expected a finite number, got {value!r}")
-        return float(value)
+        return _as_float(value, f"{where}.{key}")
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"{where}.{key}: expected an integer, got {value!r}")
@@ -313,8 +311,9 @@ def _samples(obj: Any, where: str) -> CurveSamples | None:
 
 
 def _as_float(value: Any, where: str) -> float:
+    """`value` as a float: any finite non-bool number, else InputError naming `where`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{where}: expected finite numbers")
+        raise InputError(f"{where}: expected a finite number, got {value!r}")
     return float(value)
 
 

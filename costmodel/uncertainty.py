@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
-from .points import predict_points
+from .points import floor_priced, numeric_column, predict_points
 from .predict import grid_roots
 from .profile import Profile, profile_from_dict
 from .scenario import Scenario
@@ -397,16 +397,13 @@ def residual_pool(table: pd.DataFrame) -> ResidualPool:
         return ResidualPool(*(np.empty(0, dtype=object),) * 3, np.empty(0), np.empty(0))
     sets = table["ref_set"].astype(str) if "ref_set" in table.columns else reference_set(table)
     ops = table["op"].astype(str).to_numpy()
-    nodes = pd.to_numeric(table["nodes"], errors="coerce").fillna(1).to_numpy() if "nodes" in table.columns \
-        else np.ones(len(table))
+    nodes = numeric_column(table, "nodes", 1.0)
     keys = np.where(np.isin(ops, COLLECTIVE_OPS) & (nodes > 1), np.char.add(ops.astype(str), INTER), ops)
     pred = table["predicted_us"].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_res = np.log(pred / table["median_us"].to_numpy(float))
-    floor = (pd.to_numeric(table["host_floor_us"], errors="coerce").to_numpy(float) if "host_floor_us" in
-             table.columns else np.full(len(table), np.nan))
     keep = (np.isin(ops, COLLECTIVE_OPS) & ~table["used_in_profile"].astype(bool).to_numpy() & np.isfinite(log_res)
-            & ~(np.isfinite(floor) & (pred <= floor * (1 + 1e-9))))
+            & ~floor_priced(table))
     names = table["profile_used"].astype(str).to_numpy() if "profile_used" in table.columns else \
         table["profile"].astype(str).to_numpy()
     pv = np.zeros(len(table))
@@ -590,8 +587,7 @@ def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9
     point = predict_points(frame, profile)["predicted_us"].to_numpy(float)
     base = point if predicted_us is None else np.asarray(predicted_us, dtype=float)
     disc = disc or discrepancy(profile)
-    nodes = (pd.to_numeric(frame["nodes"], errors="coerce").fillna(1).astype(int).to_numpy() if "nodes" in frame.columns
-             else np.ones(len(frame), dtype=int))
+    nodes = numeric_column(frame, "nodes", 1.0)
     ops = frame["op"].astype(str).to_numpy()
     combos, inverse = np.unique(np.char.add(ops, np.where(nodes > 1, INTER, "")), return_inverse=True)
     sig = np.array([disc.sigma(c.removesuffix(INTER), 2 if c.endswith(INTER) else 1) for c in combos])[inverse]

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .collectives import bus_factor, total_bytes, without_regimes
 from .errors import InputError, first_line
-from .points import predict_points
+from .points import floor_priced, numeric_column, predict_points
 from .profile import DATA_DIR, load_profile
 from .safe_io import read_bytes
 from .schema import MAX_MEASUREMENT_BYTES, validate_measurements
@@ -204,20 +204,15 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9, pool=None) -> pd.
             sel = mine & (out["ref_set"] == ref_name).to_numpy()
             rows = out[sel]
             disc = discrepancy(prof, exclude_files=(ref_name,), pool=pool)
-            nodes = pd.to_numeric(rows["nodes"], errors="coerce").fillna(1).to_numpy() if "nodes" in rows.columns \
-                else np.ones(len(rows))
+            nodes = numeric_column(rows, "nodes", 1.0)
             sig[sel] = [disc.sigma(op, int(n)) for op, n in zip(rows["op"].astype(str), nodes, strict=True)]
-            floor = (pd.to_numeric(rows["host_floor_us"], errors="coerce").to_numpy(float)
-                     if "host_floor_us" in rows.columns else None)
+            floor = numeric_column(rows, "host_floor_us") if "host_floor_us" in rows.columns else None
             lo[sel], hi[sel] = point_intervals(rows, prof, level=level, disc=disc, floor_us=floor,
                                                predicted_us=rows["predicted_us"].to_numpy(float))
     out["predicted_p05_us"], out["predicted_p95_us"] = lo, hi
     out["discrepancy_sigma"] = sig  # the log sigma the row's interval drew its model discrepancy with
     out["covered"] = (out["median_us"] >= lo) & (out["median_us"] <= hi)
-    floor = (pd.to_numeric(out["host_floor_us"], errors="coerce").to_numpy(float) if "host_floor_us" in out.columns
-             else np.full(len(out), np.nan))
-    # priced by the table's own host floor (its median below 64 KiB per rank), not by the model
-    out["floor_priced"] = np.isfinite(floor) & (out["predicted_us"].to_numpy(float) <= floor * (1 + 1e-9))
+    out["floor_priced"] = floor_priced(out)  # priced by the table's own host floor, not by the model
     return out
 
 
@@ -230,8 +225,8 @@ def binomial_range(n: int, level: float = 0.9, coverage: float = 0.9) -> tuple[i
     return int(lo), int(hi)
 
 
-def _verdict(covered: int, n: int) -> str:
-    lo, hi = binomial_range(n)
+def _verdict(covered: int, lo: int, hi: int) -> str:
+    """Whether `covered` lies in the binomial acceptance range [lo, hi] (`binomial_range`)."""
     if covered < lo:
         return "no: too narrow"
     if covered > hi:
@@ -254,7 +249,7 @@ def coverage_summary(covered: pd.DataFrame) -> pd.DataFrame:
         lo, hi = binomial_range(n)
         return {"reference_set": ref, "profile": ", ".join(sorted(g["profile_used"].unique())), "check": chk,
                 "n": n, "covered": k, "coverage_90": k / n, "binomial_90_range": f"{lo}-{hi}",
-                "consistent_with_90": _verdict(k, n),
+                "consistent_with_90": _verdict(k, lo, hi),
                 "median_width_ratio": float(np.median(g["predicted_p95_us"] / g["predicted_p05_us"])),
                 "median_sigma": (float(np.nanmedian(g["discrepancy_sigma"])) if "discrepancy_sigma" in g.columns
                                  and g["discrepancy_sigma"].notna().any() else np.nan)}

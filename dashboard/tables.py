@@ -170,10 +170,10 @@ def preset_labels(table: pd.DataFrame) -> dict[str, str]:
                 return " ".join(head)
         return model
 
-    full = {name: f"{str(row['draft']).split()[0]} · {row['model']}" for name, row in table.iterrows()}
-    out = {name: (label if len(label) <= PRESET_LABEL_CHARS
-                  else f"{str(table.loc[name, 'draft']).split()[0]} · {short(str(table.loc[name, 'model']))}")
-           for name, label in full.items()}
+    kind = {name: str(draft).split()[0] for name, draft in table["draft"].items()}
+    full = {name: f"{kind[name]} · {model}" for name, model in table["model"].items()}
+    out = {name: label if len(label) <= PRESET_LABEL_CHARS else f"{kind[name]} · {short(str(model))}"
+           for (name, label), model in zip(full.items(), table["model"], strict=True)}
     out = out if len(set(out.values())) == len(out) else full
     clash = {label for label in out.values() if list(out.values()).count(label) > 1}
     return {name: f"{label} ({name})" if label in clash else label for name, label in out.items()}

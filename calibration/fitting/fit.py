@@ -105,6 +105,7 @@ import pandas as pd
 from costmodel.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.errors import InputError, OneLineParser
 from costmodel.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
+from costmodel.points import numeric_column
 from costmodel.profile import (
     SCHEMA_VERSION,
     Profile,
@@ -554,11 +555,6 @@ def _skip_row(kind: str, op: str, world_size, mode, reason: str, n_points: int, 
     return row
 
 
-def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
-    return (pd.to_numeric(frame[name], errors="coerce").to_numpy(float) if name in frame
-            else np.full(len(frame), np.nan))
-
-
 def _spread(values: np.ndarray | None, median: float, mask: np.ndarray) -> float:
     """Median of the rows' own percentile column at one size; `median` where no row has a positive one."""
     v = np.full(int(mask.sum()), np.nan) if values is None else values[mask]
@@ -626,7 +622,7 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
             sub = sub[sub["nodes"] == nodes]
         before = len(curves)
         run(_Rows(op, mode, ws, nodes, sub["bytes_per_rank"].to_numpy(float), sub["world_size"].to_numpy(float),
-                  sub["median_us"].to_numpy(float), _column(sub, "p10_us"), _column(sub, "p90_us")))
+                  sub["median_us"].to_numpy(float), numeric_column(sub, "p10_us"), numeric_column(sub, "p90_us")))
         if len(curves) > before and nodes == 1:
             generic_rows.setdefault((op, mode), []).append(sub)
     for (op, mode), parts in sorted(generic_rows.items()):
