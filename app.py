@@ -8,11 +8,11 @@ URL's query parameters, so a copied link restores the view.
 import streamlit as st
 
 from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
-from costmodel.compare import profiles_by_family
-from costmodel.engines import ENGINES
-from costmodel.presets import preset, presets
-from costmodel.safe_io import escape_markdown as plain
-from costmodel.schema import DTYPES
+from costmodel.answers.compare import profiles_by_family
+from costmodel.io.measurements import DTYPES
+from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.model.engines import ENGINES
+from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
 from dashboard.data import bundled_profile_text, freeze_long_lived, profile_from_text
@@ -113,7 +113,7 @@ with st.sidebar:
              help="serial: K draft calls of B rows; parallel: one call of B*K rows")
     st.selectbox("Engine", ENGINES, key="engine", format_func=ENGINE_LABELS.get,
                  help="what the engine captures in a CUDA graph and where it syncs, per component "
-                      "(costmodel/engines.py); 'none': every component as Mode says")
+                      "(costmodel/model/engines.py); 'none': every component as Mode says")
     st.radio("Mode", MODES, key="mode", horizontal=True, format_func={"graph": "CUDA graph", "eager": "eager"}.get,
              disabled=ss["engine"] != "none", help="used only with Engine 'none'")
     st.radio("Kernels", IMPLS, key="impl", horizontal=True, help="fused prices the profile's fused-kernel parameters")

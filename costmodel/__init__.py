@@ -7,13 +7,15 @@ numpy / scipy / pandas only - never torch. Public API::
     pred.saving_us("local_argmax_pairs")
 """
 
-from .collectives import collective_time_us
-from .errors import InputError
-from .kernels import kernel_time_us
-from .predict import Crossover, Impact, Prediction, crossover, impact, predict
-from .profile import DEFAULT_PROFILE, Profile, bundled_profiles, default_profile, load_profile, parse_profile
-from .scenario import Scenario, padded_vocab
-from .strategies import BASELINE, DESCRIPTIONS, LOCAL_STRATEGIES, STRATEGIES
+from .io.errors import InputError
+from .model.collectives import collective_time_us
+from .model.components import BASELINE, DESCRIPTIONS, LOCAL_STRATEGIES, STRATEGIES
+from .model.kernels import kernel_time_us
+from .model.predict import Crossover, Impact, Prediction, crossover, impact, predict
+from .model.scenario import Scenario, padded_vocab
+from .profiles.parse import parse_profile
+from .profiles.store import DEFAULT_PROFILE, bundled_profiles, default_profile, load_profile
+from .profiles.types import Profile
 
 __all__ = [
     "BASELINE", "DEFAULT_PROFILE", "DESCRIPTIONS", "LOCAL_STRATEGIES", "STRATEGIES",

@@ -12,7 +12,7 @@ Modules (one concept each):
 Nothing here imports torch.
 """
 
-from costmodel.profile import DATA_DIR
+from costmodel.profiles.store import DATA_DIR
 
 # the folder holding data/: the repository root, or site-packages/costmodel when installed
 REPO_ROOT = DATA_DIR.parent

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
-from costmodel.formatting import format_batch, format_pct, format_us
+from costmodel.io.formatting import format_batch, format_pct, format_us
 
 from .data import FOCUS
 

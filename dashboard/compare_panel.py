@@ -1,6 +1,6 @@
 """Compare profiles: the chosen scenario's savings and crossover on the current profile and a second one side by
 side (e.g. H100 vs B200, or a derived profile vs your calibration), with a CSV. No modelling here: every number
-comes from costmodel.compare (each profile prices the scenario as predict does)."""
+comes from costmodel.answers.compare (each profile prices the scenario as predict does)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.compare import bundled_family, compare_table, compare_wide, profiles_by_family
-from costmodel.profile import bundled_profiles, load_profile
-from costmodel.safe_io import escape_markdown as plain
-from costmodel.safe_io import write_csv
+from costmodel.answers.compare import bundled_family, compare_table, compare_wide, profiles_by_family
+from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.safe_io import write_csv
+from costmodel.profiles.store import bundled_profiles, load_profile
 
 
 def profile_label(name: str) -> str:

@@ -27,14 +27,14 @@ from costmodel import (
     parse_profile,
     predict,
 )
-from costmodel.interval_table import IntervalTable, interval_table
-from costmodel.points import predict_points
-from costmodel.predict import crossovers
-from costmodel.profile import DATA_DIR, PROFILE_DIR
-from costmodel.recommend import Recommendation, impact_change, recommend
-from costmodel.schema import COLLECTIVE_OPS, read_measurements
-from costmodel.uncertainty import Interval, StrategyUncertainty, propagate
-from costmodel.workload import parse_workload
+from costmodel.answers.recommend import Recommendation, impact_change, recommend
+from costmodel.answers.workload import parse_workload
+from costmodel.evidence.interval_table import IntervalTable, interval_table
+from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
+from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
+from costmodel.model.points import predict_points
+from costmodel.model.predict import crossovers
+from costmodel.profiles.store import DATA_DIR, PROFILE_DIR
 
 from . import REPO_ROOT
 from .state import BATCH_STEPS, IMPLS, ScenarioSpec
@@ -125,7 +125,7 @@ def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
 
 @st.cache_data(**_CACHE)
 def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ...] = ALTERNATIVES) -> pd.DataFrame:
-    """costmodel.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
+    """costmodel.model.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
     found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
     return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
                           "all_roots": " ".join(f"{r:.4g}" for r in c.roots)} for name, c in found.items()])
@@ -142,7 +142,7 @@ _TABLES: dict[tuple[str, ScenarioSpec], IntervalTable] = {}
 
 
 def _interval_table(profile_text: str, spec: ScenarioSpec) -> IntervalTable:
-    """costmodel.interval_table of FOCUS at TABLE_BATCHES (and its crossover), one pass over the ensemble per
+    """costmodel.evidence.interval_table of FOCUS at TABLE_BATCHES (and its crossover), one pass over the ensemble per
     scenario; kept in a small dict (not st.cache_data: its pickled copy of the member arrays costs per hit)."""
     key = (profile_text, spec)
     table = _TABLES.get(key)
@@ -158,9 +158,9 @@ def _interval_table(profile_text: str, spec: ScenarioSpec) -> IntervalTable:
 def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> StrategyUncertainty | None:
     """90% interval of the FOCUS saving (per draft and per decode step) and of its crossover batch.
 
-    Exactly costmodel.uncertainty.propagate's interval (5th..95th percentile over the profile's ensemble). The
+    Exactly costmodel.evidence.intervals.propagate's interval (5th..95th percentile over the profile's ensemble). The
     first call for a scenario prices the ensemble once over the 257-point crossover grid of batch 1..65536 and
-    every batch of TABLE_BATCHES (costmodel.interval_table: 1..1,024 and the powers of two), so a later batch
+    every batch of TABLE_BATCHES (costmodel.evidence.interval_table: 1..1,024 and the powers of two), so a later batch
     edit there is a lookup; any other batch re-prices that one batch (propagate). Kept per draft step
     (`per_draft_step`); with serial drafting the decode-step interval is the draft-step interval times K (each
     member's saving scales by K > 0).
@@ -280,7 +280,7 @@ def heat_tp_row(profile_text: str, spec: ScenarioSpec, tp: int, batches: tuple[i
 # -- impact -------------------------------------------------------------------------------------------
 @st.cache_data(**_CACHE)
 def strategy_intervals(profile_text: str, spec: ScenarioSpec, batch: float) -> dict[str, StrategyUncertainty]:
-    """90% intervals of every alternative strategy's saving at `batch` (costmodel.uncertainty.propagate, no
+    """90% intervals of every alternative strategy's saving at `batch` (costmodel.evidence.intervals.propagate, no
     crossover); {} when the profile carries no replicates."""
     return propagate(spec.with_(hidden=None).scenario(float(batch)), profile_from_text(profile_text),
                      level=INTERVAL_LEVEL, with_crossover=False, strategies=tuple(STRATEGIES[1:]))
@@ -295,7 +295,7 @@ def check_acceptance_length(acceptance_length: float, k: int) -> None:
 
 def impact_frame(point: pd.DataFrame, itl_ms: float, acceptance_length: float,
                  intervals: dict[str, StrategyUncertainty] | None = None) -> pd.DataFrame:
-    """costmodel.recommend.impact_change for every alternative strategy, from a `point_frame`.
+    """costmodel.answers.recommend.impact_change for every alternative strategy, from a `point_frame`.
 
     ITL_after = ITL - saving / 1000; TPOT = ITL / acceptance length; ITL reduction = 1 - after / before;
     output throughput gain = before / after - 1 (25 -> 22.3 ms: 10.8% lower ITL, 12.1% more tokens/s). Positive =
@@ -338,7 +338,8 @@ def example_workloads(directory: Path = EXAMPLE_DIR) -> dict[str, str]:
 @st.cache_data(**_CACHE)
 def recommendation(profile_text: str, spec: ScenarioSpec, workload_name: str, workload_text: str,
                    itl_ms: float | None, acceptance_length: float | None) -> Recommendation:
-    """costmodel.recommend.recommend for the sidebar scenario over a workload (costmodel.workload.parse_workload).
+    """costmodel.answers.recommend.recommend for the sidebar scenario over a workload
+    (costmodel.answers.workload.parse_workload).
 
     Weighted expected saving per decode step E[s] = sum_i w_i saving(s, B_i) with its 90% interval over the
     profile's replicates, win shares, impact (when ITL and acceptance length are given) and the configs to paste.
@@ -388,9 +389,9 @@ def measured_points(profile_text: str, measurements_csv: str | None, root: str =
                     ) -> tuple[pd.DataFrame, list[str]]:
     """Measured collective points (upload and provenance.files) next to the profile's prediction.
 
-    costmodel.points.predict_points prices them (world size > 1: at p = 1 the model prices no collective);
+    costmodel.model.points.predict_points prices them (world size > 1: at p = 1 the model prices no collective);
     rel_error_pct = 100 (predicted - measured) / measured,
-    the convention of costmodel.validate.
+    the convention of costmodel.evidence.validate.
     """
     profile = profile_from_text(profile_text)
     sources, notes = [], []

@@ -1,8 +1,8 @@
 """Export: every chart drawn as PNG / SVG (vl-convert, offline) and a one-page HTML report of the scenario.
 
 The conversions run only when a download button is clicked (Streamlit's deferred download data), so they
-cost nothing on an ordinary rerun. The report is assembled by costmodel.report from the numbers the page
-shows (costmodel.formatting) - nothing is priced twice differently.
+cost nothing on an ordinary rerun. The report is assembled by costmodel.answers.report from the numbers the page
+shows (costmodel.io.formatting) - nothing is priced twice differently.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pandas as pd
 import vl_convert as vlc
 
 from costmodel import BASELINE
-from costmodel.formatting import MISSING, column_formatter, format_batch, format_number, format_pct, format_us
-from costmodel.report import ReportTable, html_report
+from costmodel.answers.report import ReportTable, html_report
+from costmodel.io.formatting import MISSING, column_formatter, format_batch, format_number, format_pct, format_us
 
 from . import charts
 from .data import FOCUS, sweep_frame
@@ -61,7 +61,7 @@ def chart_png(spec: dict, scale: float = PNG_SCALE) -> bytes:
 
 
 def _formatted(frame: pd.DataFrame, title: str, columns: dict[str, str]) -> ReportTable:
-    """`columns` (name -> header) of `frame` as display strings (costmodel.formatting, as in the page)."""
+    """`columns` (name -> header) of `frame` as display strings (costmodel.io.formatting, as in the page)."""
     rules = {c: column_formatter(c) or (lambda v: MISSING if v is None or v != v else
                                         format_number(v) if isinstance(v, float) else str(v)) for c in columns}
     rows = [[rules[c](row[c]) for c in columns] for _, row in frame.iterrows()]

@@ -1,7 +1,8 @@
 """How far to trust a prediction: validation against reference points, sensitivity, explanation.
 
-Thin cached wrappers over costmodel.validate, costmodel.sensitivity and costmodel.explain; cache keys are
-plain values (profile names, the profile's JSON text, a ScenarioSpec, numbers). Callable outside Streamlit.
+Thin cached wrappers over costmodel.evidence.validate, costmodel.answers.sensitivity and costmodel.answers.explain;
+cache keys are plain values (profile names, the profile's JSON text, a ScenarioSpec, numbers). Callable outside
+Streamlit.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import predict
-from costmodel.explain import format_explanation
-from costmodel.sensitivity import elasticities
-from costmodel.validate import REFERENCE_DIR, load_reference, reference_files, summary, validate
+from costmodel.answers.explain import format_explanation
+from costmodel.answers.sensitivity import elasticities
+from costmodel.evidence.reference import REFERENCE_DIR, load_reference, reference_files
+from costmodel.evidence.validate import summary, validate
 
 from .data import FOCUS, profile_from_text
 from .state import ScenarioSpec
@@ -53,7 +55,7 @@ def _validation(profile: str | None, directory: str, stamp: tuple[tuple[str, int
 
 
 def validation(profile: str | None, directory: str = str(REFERENCE_DIR)) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rows, per-source summary) of costmodel.validate for the reference rows naming `profile` (None: all).
+    """(rows, per-source summary) of costmodel.evidence.validate for the reference rows naming `profile` (None: all).
 
     rel_error = (predicted - measured) / measured; the summary has n, median and p90 |rel_error| per
     source file and check (in-sample: the profile was built from that figure; held-out: it was not).
@@ -63,7 +65,7 @@ def validation(profile: str | None, directory: str = str(REFERENCE_DIR)) -> tupl
 
 
 def validation_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of costmodel.validate.validate as shown: measured, predicted, relative error (%), check."""
+    """The rows of costmodel.evidence.validate.validate as shown: measured, predicted, relative error (%), check."""
     out = table.rename(columns={"median_us": "measured_us"})
     out["rel_error_pct"] = 100.0 * out["rel_error"]
     out["check"] = out["used_in_profile"].map({True: "in-sample", False: "held-out"})
@@ -71,7 +73,7 @@ def validation_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_table(summ: pd.DataFrame) -> pd.DataFrame:
-    """costmodel.validate.summary with the |relative error| quantiles also in %."""
+    """costmodel.evidence.validate.summary with the |relative error| quantiles also in %."""
     return summ.assign(median_abs_rel_error_pct=100.0 * summ["median_abs_rel_error"],
                        p90_abs_rel_error_pct=100.0 * summ["p90_abs_rel_error"])
 
@@ -79,7 +81,7 @@ def summary_table(summ: pd.DataFrame) -> pd.DataFrame:
 # -- sensitivity and explanation of the current scenario ---------------------------------------------------
 @st.cache_data(**_CACHE)
 def sensitivity_frame(profile_text: str, spec: ScenarioSpec, batch: float, strategy: str = FOCUS) -> pd.DataFrame:
-    """costmodel.sensitivity.elasticities of `strategy`'s saving at `batch` (sorted by |elasticity|).
+    """costmodel.answers.sensitivity.elasticities of `strategy`'s saving at `batch` (sorted by |elasticity|).
 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)), h = 1%, for every numeric profile parameter.
     """
@@ -88,6 +90,6 @@ def sensitivity_frame(profile_text: str, spec: ScenarioSpec, batch: float, strat
 
 @st.cache_data(**_CACHE)
 def explanation_text(profile_text: str, spec: ScenarioSpec, batch: float) -> str:
-    """costmodel.explain.format_explanation: every priced call with its numbers substituted."""
+    """costmodel.answers.explain.format_explanation: every priced call with its numbers substituted."""
     return format_explanation(predict(spec.scenario(float(batch)), profile_from_text(profile_text)))
 

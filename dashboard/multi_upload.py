@@ -1,7 +1,7 @@
 """Several uploaded files at once -> the profiles they give (parsed as JSON / CSV / text only, never executed).
 
 * every ``*.json`` is a complete profile of its own (dashboard.uploads.parse_upload);
-* every measurement file - collective or kernel CSVs (costmodel.schema) and nccl-tests logs - is read and
+* every measurement file - collective or kernel CSVs (costmodel.profiles.schema) and nccl-tests logs - is read and
   validated on its own (errors name the file), then all of them are fitted TOGETHER into ONE profile
   (calibration.fitting.fit.fit_measurements), so a collectives CSV and a kernels CSV of the same cluster make one
   profile instead of two that are each completed from a default;
@@ -18,8 +18,8 @@ from pathlib import PurePath
 import pandas as pd
 
 from costmodel import InputError, Profile, parse_profile
-from costmodel.safe_io import check_rows, check_size, csv_text
-from costmodel.schema import COLLECTIVE_OPS, validate_measurements
+from costmodel.io.measurements import COLLECTIVE_OPS, validate_measurements
+from costmodel.io.safe_io import check_rows, check_size, csv_text
 
 from .tables import provenance_table
 from .uploads import (
@@ -39,7 +39,7 @@ MAX_NAME = 60
 
 
 def read_measurement_file(file_name: str, data: bytes) -> pd.DataFrame:
-    """The validated measurement rows of one .csv (costmodel.schema) or nccl-tests .txt / .log file."""
+    """The validated measurement rows of one .csv (costmodel.profiles.schema) or nccl-tests .txt / .log file."""
     file_name = _check_name(file_name)
     check_size(len(data), limit_bytes=MAX_UPLOAD_BYTES, source=file_name)
     if not data.strip():

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from costmodel import DEFAULT_PROFILE, InputError, Scenario
-from costmodel.engines import ENGINES
-from costmodel.presets import preset
-from costmodel.schema import DTYPES
+from costmodel.io.measurements import DTYPES
+from costmodel.model.engines import ENGINES
+from costmodel.profiles.presets import preset
 
 CUSTOM = "custom"
 UPLOAD_PREFIX = "upload: "

@@ -11,15 +11,15 @@ from typing import Any
 import pandas as pd
 
 from costmodel import DESCRIPTIONS, Profile
-from costmodel.formatting import MISSING, column_formatter, format_number
-from costmodel.safe_io import csv_text
+from costmodel.io.formatting import MISSING, column_formatter, format_number
+from costmodel.io.safe_io import csv_text
 
 SCENARIO_COLUMNS = ("profile", "vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "batch", "num_spec_tokens",
                     "drafting", "mode", "impl", "calls_per_decode_step")
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:
-    """Formula-safe UTF-8 CSV without the index (what every download button serves; costmodel.safe_io)."""
+    """Formula-safe UTF-8 CSV without the index (what every download button serves; costmodel.io.safe_io)."""
     return csv_text(frame).encode("utf-8")
 
 
@@ -33,7 +33,7 @@ def component_columns(frame: pd.DataFrame) -> list[str]:
 def display(frame: pd.DataFrame, formats: dict[str, Any] | None = None) -> Any:
     """`frame` styled for people (a pandas Styler; sorting and the CSV keep raw values).
 
-    Each column is formatted by the unit in its name (costmodel.formatting.column_formatter), other floats with
+    Each column is formatted by the unit in its name (costmodel.io.formatting.column_formatter), other floats with
     3 significant digits and thousands separators, integers with separators. Streamlit draws a missing cell as
     "None" whatever the Styler says, so a column with missing values is shown as text (MISSING for the gaps);
     `formats` overrides per column.
@@ -152,7 +152,7 @@ PRESET_LABEL_CHARS = 27  # what the sidebar's closed select box shows uncut at i
 
 
 def preset_labels(table: pd.DataFrame) -> dict[str, str]:
-    """A compact label per preset (costmodel.presets table) that leads with what tells presets apart.
+    """A compact label per preset (costmodel.profiles.presets table) that leads with what tells presets apart.
 
     "<draft kind> · <model>" (EAGLE / EAGLE-3 / MTP first: it is what differs between presets of one model).
     A label longer than PRESET_LABEL_CHARS names the model by the fewest leading words no other preset's

@@ -1,10 +1,10 @@
 """Top-k drafting / greedy verification / collective implementations: the strategy x collective matrix.
 
 Off by default (a toggle): when on, prices every strategy under every collective implementation at the chosen
-batch (`costmodel.verification.matrix`, per decode step, with verification when asked), names the best
+batch (`costmodel.model.verification.matrix`, per decode step, with verification when asked), names the best
 (strategy, collective) pair, offers the matrix as CSV and draws the local_argmax_pairs crossover batch as a
 function of k. No modelling here: every number comes from costmodel. oneshot / multimem are derived from
-published figures (costmodel/collective_impls.py) unless the profile has their measured curves (the captions say).
+published figures (costmodel/model/collective_impls.py) unless the profile has their measured curves (the captions say).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.collective_impls import IMPLS, provenance_text
-from costmodel.predict import crossover
-from costmodel.safe_io import escape_markdown as plain
-from costmodel.safe_io import write_csv
-from costmodel.verification import best_pair, matrix
+from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.safe_io import write_csv
+from costmodel.model.collective_impls import IMPLS, provenance_text
+from costmodel.model.predict import crossover
+from costmodel.model.verification import best_pair, matrix
 
 BEST = "best available"
 COLLECTIVE_CHOICES = (BEST, *IMPLS)

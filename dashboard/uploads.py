@@ -1,7 +1,7 @@
 """Turn an uploaded file into a validated profile - parsed as JSON / CSV / text only, never executed.
 
 * ``*.json``           a cluster profile -> costmodel.parse_profile
-* ``*.csv``            a measurement CSV in costmodel.schema -> calibration.fitting.fit.fit_measurements
+* ``*.csv``            a measurement CSV in costmodel.profiles.schema -> calibration.fitting.fit.fit_measurements
 * ``*.txt`` / ``*.log`` an nccl-tests log -> calibration.logs.import_nccl_tests.parse_nccl_tests_text -> fit
 
 The calibration modules are imported lazily: without them the dashboard still runs and a measurement
@@ -21,8 +21,8 @@ from pathlib import PurePath
 import pandas as pd
 
 from costmodel import InputError, Profile, parse_profile
-from costmodel.safe_io import check_rows, check_size, csv_text
-from costmodel.schema import COLLECTIVE_OPS, parse_measurement_csv, validate_measurements
+from costmodel.io.measurements import COLLECTIVE_OPS, parse_measurement_csv, validate_measurements
+from costmodel.io.safe_io import check_rows, check_size, csv_text
 
 from .state import UPLOAD_PREFIX
 
@@ -81,7 +81,7 @@ def _fit(frame: pd.DataFrame, file_name: str) -> tuple[str, str]:
 
 
 def read_measurement_csv(text: str, source: str) -> pd.DataFrame:
-    """Parse and validate measurement CSV text (costmodel.schema)."""
+    """Parse and validate measurement CSV text (costmodel.profiles.schema)."""
     return parse_measurement_csv(text, source)
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
-from costmodel.formatting import format_batch, format_interval_us, format_pct, format_us
-from costmodel.uncertainty import StrategyUncertainty
+from costmodel.evidence.intervals import StrategyUncertainty
+from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
 from .state import Inputs

@@ -9,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
-from costmodel.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
-from costmodel.kernels import kernel_context
-from costmodel.safe_io import escape_markdown as plain
-from costmodel.workload import parse_workload
+from costmodel.answers.workload import parse_workload
+from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
+from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.model.kernels import kernel_context
 
 from . import charts
 from .data import (
@@ -107,8 +107,8 @@ def provenance_badge(profile: Profile) -> None:
 
 
 def context_caption(ev: Evaluation) -> None:
-    """What priced the kernels, and the draft lm_head GEMM time at this scenario (costmodel.kernels.kernel_context):
-    context common to every strategy, as `predict` prints it."""
+    """What priced the kernels, and the draft lm_head GEMM time at this scenario
+    (costmodel.model.kernels.kernel_context): context common to every strategy, as `predict` prints it."""
     ctx = kernel_context(ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
     text = f"Kernels: {ctx['kernels']}."
     if ctx["lm_head_us"] is not None:
@@ -256,7 +256,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
         download(table, "sensitivity")
     with st.expander("How is this computed?"):
         st.markdown(f"Every priced call of every strategy at batch {inputs.batch}, its formula with the numbers "
-                    "substituted (costmodel.explain); each strategy's calls add up to its total.")
+                    "substituted (costmodel.answers.explain); each strategy's calls add up to its total.")
         st.code(explanation_text(ev.profile_text, inputs.spec, float(inputs.batch)), language=None)
 
 
@@ -349,7 +349,7 @@ def _validation_tables(name: str | None) -> None:
 
 
 def validation_section(name: str) -> None:
-    """costmodel.validate on the reference rows (data/reference/*.csv) naming the selected profile."""
+    """costmodel.evidence.validate on the reference rows (data/reference/*.csv) naming the selected profile."""
     st.markdown("**Validation against reference points** (data/reference: published figures and this "
                 "project's measurements). Relative error = (predicted - measured) / measured; in-sample: the "
                 "profile was built from that figure, held-out: it was not.")
@@ -445,8 +445,8 @@ def _on_workload_upload() -> None:
 
 
 def recommendation_tab(ev: Evaluation) -> None:
-    """costmodel.recommend over a workload's batch mix, for the sidebar scenario: decision, expected saving with its
-    interval, win shares, impact, and the config to paste."""
+    """costmodel.answers.recommend over a workload's batch mix, for the sidebar scenario: decision, expected saving
+    with its interval, win shares, impact, and the config to paste."""
     ss = st.session_state
     examples = example_workloads()
     uploaded = ss.setdefault("_workloads", {})

@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from costmodel import STRATEGIES, Scenario, default_profile, predict  # noqa: E402
+from costmodel import (
+    STRATEGIES,
+    Scenario,
+    default_profile,
+    predict,  # noqa: E402
+)
 
 
 def scenarios(n: int, seed: int = 0) -> Scenario:

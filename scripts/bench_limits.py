@@ -34,7 +34,7 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
 t0 = time.perf_counter()
 from dashboard.uploads import parse_upload
-from costmodel.errors import InputError
+from costmodel.io.errors import InputError
 data = open(sys.argv[1], "rb").read()
 t1 = time.perf_counter()
 try:

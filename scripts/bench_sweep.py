@@ -39,14 +39,15 @@ def run_once(out: Path, fmt: str) -> tuple[float, float]:
 
 def stages() -> None:
     sys.path.insert(0, str(ROOT))
-    from costmodel import cli
-    from costmodel.profile import load_profile
-    from costmodel.sweep import sweep_table, write_sweep
+    from costmodel.answers.sweep import sweep_table, write_sweep
+    from costmodel.cli import main as cli
+    from costmodel.cli import options
+    from costmodel.profiles.store import load_profile
 
     args = cli.build_parser().parse_args(["sweep", *GRID])
     profile = load_profile(args.profile)
     t0 = time.perf_counter()
-    table = sweep_table(cli._model_fields(args), cli._grid(args), profile)
+    table = sweep_table(options._model_fields(args), options._grid(args), profile)
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         write_sweep(table, Path(tmp) / "s.csv", "csv")

@@ -5,7 +5,7 @@
 
 Writes, into --out, the raw files unchanged under raw/ and:
 
-* kernels.csv - one schema row (costmodel/schema.py MEASUREMENT_COLUMNS) per (probe column, shape),
+* kernels.csv - one schema row (costmodel/profiles/schema.py MEASUREMENT_COLUMNS) per (probe column, shape),
   plus the extra columns `batch`, `vocab` and `probe_column`. Column -> op (rows, cols, world_size):
 
       local_max_graph_us          local_max        (B, s, 1)
@@ -36,8 +36,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from costmodel.errors import InputError  # noqa: E402
-from costmodel.schema import MEASUREMENT_COLUMNS, validate_measurements  # noqa: E402
+from costmodel.io.errors import InputError  # noqa: E402
+from costmodel.io.measurements import MEASUREMENT_COLUMNS, validate_measurements  # noqa: E402
 
 SRC = ROOT.parent / "shared" / "measurements" / "h200-2026-11-30"
 OUT = ROOT / "data" / "calibration" / "h200-2026-11-30"

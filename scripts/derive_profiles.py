@@ -19,9 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from costmodel.collectives import bus_factor  # noqa: E402
-from costmodel.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
-from costmodel.profile import save_profile  # noqa: E402
+from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
+from costmodel.model.collectives import bus_factor  # noqa: E402
+from costmodel.profiles.store import save_profile  # noqa: E402
 
 DATE = "2026-11-30"
 TP_SIZES = range(2, 9)  # one curve per TP size inside an 8-GPU node (NCCL picks the protocol at the actual p)
@@ -369,8 +369,8 @@ def collectives(arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_
 
 
 def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
-    """The kernels section: the GPU kernel model (costmodel.gpu_kernels; fitted on the H200 probe tables, derived
-    for H100 / A100 from it - costmodel.gpu_kernel_fit.kernel_sections) plus a roofline for the ops it does not
+    """The kernels section: the GPU kernel model (costmodel.model.gpu_kernels; fitted on the H200 probe tables, derived
+    for H100 / A100 from it - costmodel.evidence.gpu_kernel_fit.kernel_sections) plus a roofline for the ops it does not
     price (fused Triton kernels), its small-kernel cost and copy rate taken from the model."""
     copy_bw, reduce_bw = 0.8 * hbm_gbps, 0.6 * hbm_gbps  # assumption: copies 80%, reductions 60% of HBM
     graph_us, eager_us = 2.0, 8.0
@@ -378,7 +378,7 @@ def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
         model = section["model"]
         copy_bw, reduce_bw = model["copy_gbps"]["bf16"], model["reduce_gbps"]
         graph_us, eager_us = model["small_us"], model["torch_op_us"]
-    ops = {  # launches = torch kernels an engine runs for the step (see costmodel/strategies.py)
+    ops = {  # launches = torch kernels an engine runs for the step (see costmodel/model/strategies.py)
         "local_argmax": (6, reduce_bw), "key_pack": (6, reduce_bw), "relayout_copy": (1, copy_bw),
         "argmax": (1, reduce_bw), "relayout_argmax": (2, reduce_bw), "chunked_argmax": (4, reduce_bw),
         "pair_reduce": (4, reduce_bw), "key_unpack": (2, reduce_bw), "d2t_scatter": (2, copy_bw),
@@ -393,7 +393,7 @@ def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
            "tables": []}
     if section is not None:
         out.update(model=section["model"], lm_head=section["lm_head"], tables=section["tables"])
-        if section["cv"] is not None:  # leave-one-batch / vocab-out error per op (costmodel.gpu_kernel_fit)
+        if section["cv"] is not None:  # leave-one-batch / vocab-out error per op (costmodel.evidence.gpu_kernel_fit)
             out["model_cv"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
                                for row in section["cv"].to_dict("records")]
         if section["host"]:

@@ -6,7 +6,7 @@ cited next to it (and in the profile's `citations`), or a stated assumption. Not
 project: provenance.kind = "derived", source "derived from public figures, not measured". The NCCL derivation
 (ring regimes, select "min", NVLS per TP size, ramps from one cited point) and the parameter ensemble are those of
 scripts/derive_profiles.py, imported from it; the kernel model is the H200 fit carried to each GPU by
-costmodel.gpu_kernel_fit.derive_model (element rates x SMs x clock, byte rates x memory bandwidth).
+costmodel.evidence.gpu_kernel_fit.derive_model (element rates x SMs x clock, byte rates x memory bandwidth).
 
 Multi-node (every profile): a node is one NVLink / PCIe domain of `gpus_per_node` GPUs (72 for a GB200 NVL72 rack:
 the trays share one NVLink domain, so TP 8..72 runs without InfiniBand). Across nodes the ring's bus bandwidth is
@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import derive_profiles as dp  # noqa: E402
 
-from costmodel.collectives import bus_factor  # noqa: E402
-from costmodel.gpu_kernel_fit import GPU_SPECS, _rounded, derive_model  # noqa: E402
-from costmodel.gpu_kernels import model_from_dict  # noqa: E402
-from costmodel.profile import save_profile  # noqa: E402
+from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, _rounded, derive_model  # noqa: E402
+from costmodel.model.collectives import bus_factor  # noqa: E402
+from costmodel.profiles.kernel_params import model_from_dict  # noqa: E402
+from costmodel.profiles.store import save_profile  # noqa: E402
 
 DATE = "2026-12-01"
 

@@ -1,9 +1,9 @@
-"""Cross-validated error of the GPU kernel model (costmodel.gpu_kernels) on a measured kernel table.
+"""Cross-validated error of the GPU kernel model (costmodel.model.gpu_kernels) on a measured kernel table.
 
     python scripts/kernel_cv.py [--csv data/calibration/h200-2026-11-30/kernels.csv] [--out cv.csv]
 
 Fits the model on every row but one batch (then one vocab), prices the held-out rows and prints, per op and
-mode, n and the median / p90 of |predicted / measured - 1| (costmodel.gpu_kernel_fit.cross_validate), plus
+mode, n and the median / p90 of |predicted / measured - 1| (costmodel.evidence.gpu_kernel_fit.cross_validate), plus
 the in-sample error of the fit on every row, then the measurement's own noise floor (`noise_floor`): the
 pair reduce does the same work at every vocab (it reads [p, B] values, never the vocab), so its rows at one
 (batch, TP, dtype, mode) are repeats of one measurement, and no model of the shape can be closer to them
@@ -22,8 +22,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from costmodel.errors import InputError  # noqa: E402
-from costmodel.gpu_kernel_fit import (  # noqa: E402
+from costmodel.evidence.gpu_kernel_fit import (  # noqa: E402
     H200_BASE,
     H200_KERNELS_CSV,
     cross_validate,
@@ -32,6 +31,7 @@ from costmodel.gpu_kernel_fit import (  # noqa: E402
     load_kernel_frame,
     predict_frame,
 )
+from costmodel.io.errors import InputError  # noqa: E402
 
 
 def noise_floor(frame: pd.DataFrame, op: str = "pair_reduce") -> pd.DataFrame:

@@ -18,24 +18,15 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from costmodel import (
-    BASELINE,
-    STRATEGIES,
-    InputError,
-    Scenario,
-    collective_time_us,
-    crossover,
-    load_profile,
-    predict,
-)
-from costmodel.explain import format_explanation
-from costmodel.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
-from costmodel.kernels import kernel_context
-from costmodel.presets import preset, presets
-from costmodel.recommend import impact_change, recommend
-from costmodel.sensitivity import elasticities
-from costmodel.uncertainty import propagate
-from costmodel.workload import parse_workload
+from costmodel import BASELINE, STRATEGIES, InputError, Scenario, collective_time_us, crossover, load_profile, predict
+from costmodel.answers.explain import format_explanation
+from costmodel.answers.recommend import impact_change, recommend
+from costmodel.answers.sensitivity import elasticities
+from costmodel.answers.workload import parse_workload
+from costmodel.evidence.intervals import propagate
+from costmodel.io.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
+from costmodel.model.kernels import kernel_context
+from costmodel.profiles.presets import preset, presets
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.verdict import evaluate, provenance_line
@@ -281,7 +272,7 @@ def test_query_params_restore_the_view():
     pred = predict(sc, load_profile())
     assert headline(at) == f"Fastest at batch 300: {fastest(pred)}"
     assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
-    # the Impact tab is open and uses costmodel.recommend.impact_change with the restored ITL / acceptance length
+    # the Impact tab is open and uses answers.recommend.impact_change with the restored ITL / acceptance length
     expected = impact_change(pred.saving_per_decode_step_us(FOCUS).item(), 20.0, 3.5, FOCUS)
     assert metric(at, "ITL after") == format_ms(expected.itl_after_ms, decimals=3)
     # and the URL written back is the one we came with
@@ -851,7 +842,7 @@ def test_durations_for_people(value, signed, text):
 
 
 def test_numbers_percentages_bytes_batches_for_people():
-    from costmodel.formatting import format_bytes, format_number, format_pct, status_text
+    from costmodel.io.formatting import format_bytes, format_number, format_pct, status_text
 
     assert [format_number(v) for v in (0.004, 5.634, 1024.0, 65536.0)] == ["0", "5.63", "1,024", "65,536"]
     assert [format_pct(v) for v in (71.04, -12.1, 3500.0, 0.01)] == ["+71.0%", "-12.1%", "+3,500%", "0%"]

@@ -189,8 +189,8 @@ def test_recommendation_panel_and_png_export(server, browser):
     chart decodes as a PNG of the size vl-convert gives that chart (2x its SVG)."""
     import re
 
-    from costmodel.recommend import recommend
-    from costmodel.workload import load_workload
+    from costmodel.answers.recommend import recommend
+    from costmodel.answers.workload import load_workload
     from dashboard import charts, data, export, tables
 
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)
@@ -244,7 +244,7 @@ def test_closed_preset_box_tells_the_llama4_maverick_presets_apart(server, brows
     the old full-length label does not, so the measurement can fail)."""
     from playwright.sync_api import expect
 
-    from costmodel.presets import presets
+    from costmodel.profiles.presets import presets
     from dashboard.tables import preset_labels
 
     labels = preset_labels(presets())

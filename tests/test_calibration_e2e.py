@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from costmodel import collective_time_us
-from costmodel.profile import load_profile
+from costmodel.profiles.store import load_profile
 from tests.conftest import ROOT
 from tests.test_collectives_bench import _env, torchrun
 

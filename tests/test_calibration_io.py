@@ -10,8 +10,8 @@ import pytest
 from calibration.bench.timing import CHECK_EVERY, check_due, converged, median_ci95
 from calibration.logs.provenance import with_previous_runs
 from calibration.logs.results import RowWriter, drop_torn_tail, existing_keys, point_key
-from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.schema import DTYPES, ELEM_BYTES, MEASUREMENT_COLUMNS, read_measurements
+from costmodel.io.errors import InputError, OneLineParser, first_line
+from costmodel.io.measurements import DTYPES, ELEM_BYTES, MEASUREMENT_COLUMNS, read_measurements
 
 
 def _row(rows: int, median: float) -> dict:

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from costmodel import STRATEGIES, load_profile
-from costmodel.cli import main, parse_int_list
+from costmodel.cli.main import main
+from costmodel.cli.options import parse_int_list
 from tests.conftest import ROOT
 
 
@@ -204,7 +205,7 @@ def test_predict_defaults_equal_the_dashboards_and_help_shows_them(capsys):
 
 
 def test_every_option_has_help():
-    from costmodel.cli import build_parser
+    from costmodel.cli.main import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

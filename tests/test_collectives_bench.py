@@ -18,8 +18,8 @@ from calibration.bench import collectives
 from calibration.bench.collectives import CSV_NAME, EXTRA_COLUMNS, PROVENANCE_NAME, prepare_csv
 from calibration.bench.payloads import plan_points, strategy_payloads, sweep_sizes, tp_sizes
 from calibration.logs.results import point_key
-from costmodel.errors import InputError
-from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS, read_measurements
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import COLLECTIVE_OPS, MEASUREMENT_COLUMNS, read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "qwen2.5-7b-eagle3"  # 16000-id draft vocab: full-logits payloads fit the tiny grid

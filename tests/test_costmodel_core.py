@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import STRATEGIES, InputError, Scenario, collective_time_us, crossover, impact, load_profile, predict
-from costmodel.collectives import bus_factor, link_floor_us, total_bytes
-from costmodel.kernels import kernel_bytes, kernel_time_us
-from costmodel.profile import profile_from_dict
-from costmodel.scenario import padded_vocab
+from costmodel.model.collectives import bus_factor, link_floor_us, total_bytes
+from costmodel.model.kernels import kernel_bytes, kernel_time_us
+from costmodel.model.scenario import padded_vocab
+from costmodel.profiles.parse import profile_from_dict
 
 H200 = load_profile("h200-sxm-nvlink")
 

@@ -12,10 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import STRATEGIES, InputError, Scenario, load_profile, predict
-from costmodel.cli import main
-from costmodel.engines import PLANS, Stage, host_costs, step_time_us
-from costmodel.profile import PROFILE_DIR, profile_from_dict
-from costmodel.uncertainty import check_replicates, constrain, discrepancy, point_intervals, propagate
+from costmodel.cli.main import main
+from costmodel.evidence.discrepancy import discrepancy
+from costmodel.evidence.intervals import point_intervals, propagate
+from costmodel.model.engines import PLANS, Stage, host_costs, step_time_us
+from costmodel.profiles.consistency import check_replicates
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.replicates import constrain
+from costmodel.profiles.store import PROFILE_DIR
 
 H200 = load_profile("h200-sxm-nvlink")
 
@@ -289,7 +293,8 @@ def test_predict_points_engine_prices_rows_as_the_engine_runs_them(tmp_path):
 
 def test_coverage_is_scored_leave_one_set_out():
     """Each reference set's intervals use a discrepancy estimated from the other sets only."""
-    from costmodel.validate import coverage_summary, interval_coverage, reference_set
+    from costmodel.evidence.coverage import coverage_summary, interval_coverage
+    from costmodel.evidence.reference import reference_set
 
     prof = load_profile("h100-sxm-nvlink")
     rng = np.random.default_rng(0)
@@ -316,7 +321,7 @@ def test_coverage_is_scored_leave_one_set_out():
 
 
 def predict_points_frame(rows, profile):
-    from costmodel.points import predict_points
+    from costmodel.model.points import predict_points
 
     return predict_points(rows, profile)["predicted_us"].to_numpy(float)
 
@@ -335,7 +340,7 @@ def test_fitted_kernels_carry_bootstrap_replicates_around_the_point():
 
 
 def test_engines_vectorized_equal_scalar_and_explanations_add_up():
-    from costmodel.explain import explain
+    from costmodel.answers.explain import explain
 
     sc = Scenario(vocab=128256, draft_vocab=32000, d2t=True, tp=np.array([1, 2, 4, 8]), batch=np.array([1, 8, 64, 512]),
                   hidden=4096, engine=np.array(["vllm", "sglang", "vllm", "none"]), impl="fused", softcap=True,

@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 
 from costmodel import STRATEGIES, Scenario, collective_time_us, load_profile, predict
-from costmodel.cli import main
-from costmodel.explain import explain, format_explanation
-from costmodel.profile import profile_from_dict
-from costmodel.sensitivity import elasticities
-from costmodel.uncertainty import propagate, replicate_profiles
-from costmodel.validate import load_reference, summary, validate
+from costmodel.answers.explain import explain, format_explanation
+from costmodel.answers.sensitivity import elasticities
+from costmodel.cli.main import main
+from costmodel.evidence.intervals import propagate
+from costmodel.evidence.reference import load_reference
+from costmodel.evidence.validate import summary, validate
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.replicates import replicate_profiles
 
 H200 = load_profile("h200-sxm-nvlink")
 
@@ -56,7 +58,7 @@ def test_validate_cli_threshold(tmp_path, capsys):
 
 
 def test_bundled_reference_validates():
-    ref = load_reference(sorted((pytest.importorskip("costmodel.validate").REFERENCE_DIR).glob("*.csv")))
+    ref = load_reference(sorted((pytest.importorskip("costmodel.evidence.reference").REFERENCE_DIR).glob("*.csv")))
     table = validate(ref)
     assert table["predicted_us"].notna().all() and (table["predicted_us"] > 0).all()
     assert set(table["source"].str.len() > 0) == {True}

@@ -15,10 +15,11 @@ from scipy.optimize import lsq_linear
 from calibration.fitting.fit import fit_measurements, fit_report_table, main
 from calibration.fitting.segmented import best_split, range_fits, solve_bounded
 from costmodel import collective_time_us, kernel_time_us
-from costmodel.collectives import bus_factor, curve_time_us, total_bytes
-from costmodel.errors import InputError
-from costmodel.kernels import kernel_bytes, roofline_us
-from costmodel.profile import curve_from_dict, default_profile, profile_from_dict
+from costmodel.io.errors import InputError
+from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
+from costmodel.model.kernels import kernel_bytes, roofline_us
+from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.store import default_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 BYTES = 2 ** np.arange(8, 28)  # bytes_per_rank 256 B .. 128 MiB, 20 sizes
@@ -484,7 +485,7 @@ def test_ramp_regime_joins_the_neighbouring_fits_continuously():
 
 
 def test_ramped_fit_has_consistent_replicates_and_loads(h100_all_gather_table):
-    from costmodel.uncertainty import check_replicates
+    from costmodel.profiles.consistency import check_replicates
 
     train, _ = _every_other_size(h100_all_gather_table)
     fitted = fit_measurements(train, name="ramps", bootstrap=60)
@@ -551,7 +552,7 @@ def test_cv_overrides_bic_only_when_clearly_better():
 # -- impl-tagged curves get replicates like NCCL's (issue 11 residual) ---------------------------------------------
 def test_impl_curves_get_bootstrap_replicates(tmp_path):
     from calibration.fitting.fit import impl_dirs, load_inputs
-    from costmodel.uncertainty import check_replicates
+    from costmodel.profiles.consistency import check_replicates
 
     nccl = collective_rows("all_gather", 4, "graph", ONE, seed=3)
     (tmp_path / "oneshot").mkdir()
@@ -717,8 +718,8 @@ def test_bundled_cpu_gloo_profile_carries_samples_and_its_bootstrap_method():
 
 
 def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
-    from costmodel.profile import load_profile
-    from costmodel.uncertainty import replicate_profiles
+    from costmodel.profiles.replicates import replicate_profiles
+    from costmodel.profiles.store import load_profile
 
     out = tmp_path / "h200.json"
     assert main([str(H200_KERNELS), "--out", str(out), "--base-profile", "h200-sxm-nvlink", "--bootstrap", "6"]) == 0

@@ -25,8 +25,8 @@ if importlib.util.find_spec("triton") is None:
 
 from calibration.reference import strategies as ref  # noqa: E402
 from calibration.reference import verify  # noqa: E402
-from costmodel.errors import InputError  # noqa: E402
-from costmodel.schema import read_measurements  # noqa: E402
+from costmodel.io.errors import InputError  # noqa: E402
+from costmodel.io.measurements import read_measurements  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")

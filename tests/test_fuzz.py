@@ -21,11 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calibration.logs.import_nccl_tests import parse_nccl_tests_text
-from costmodel import Scenario, cli, predict
-from costmodel.errors import InputError
-from costmodel.profile import PROFILE_DIR, parse_profile, profile_from_dict
-from costmodel.safe_io import FORMULA_PREFIXES, escape_markdown, loads_json, safe_cell
-from costmodel.schema import SchemaViolation, check_schema, parse_measurement_csv, profile_json_schema
+from costmodel import Scenario, predict
+from costmodel.cli import main as cli
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import parse_measurement_csv
+from costmodel.io.safe_io import FORMULA_PREFIXES, escape_markdown, loads_json, safe_cell
+from costmodel.profiles.parse import parse_profile, profile_from_dict
+from costmodel.profiles.schema import SchemaViolation, check_schema, profile_json_schema
+from costmodel.profiles.store import PROFILE_DIR
 from dashboard.uploads import parse_upload
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,

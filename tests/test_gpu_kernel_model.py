@@ -1,4 +1,4 @@
-"""The mechanistic GPU kernel model (costmodel.gpu_kernels): ATen's launch rules, hand-computed times on both
+"""The mechanistic GPU kernel model (costmodel.model.gpu_kernels): ATen's launch rules, hand-computed times on both
 sides of the block-split threshold, views cost 0, measured tables win inside their range, cross-validated
 error on the bundled H200 tables, derived GPUs, lm_head context."""
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from costmodel import load_profile
-from costmodel.gpu_kernel_fit import (
+from costmodel.evidence.gpu_kernel_fit import (
     GPU_SPECS,
     H200_BASE,
     cross_validate,
@@ -19,16 +19,9 @@ from costmodel.gpu_kernel_fit import (
     load_kernel_frame,
     predict_frame,
 )
-from costmodel.gpu_kernels import (
-    REGIME_EDGES_COLS,
-    GpuKernelModel,
-    ReduceOp,
-    graph_time_us,
-    model_from_dict,
-    reduce_launch,
-    reduce_time_us,
-)
-from costmodel.kernels import kernel_time_us, lm_head_time_us
+from costmodel.model.gpu_kernels import REGIME_EDGES_COLS, graph_time_us, reduce_launch, reduce_time_us
+from costmodel.model.kernels import kernel_time_us, lm_head_time_us
+from costmodel.profiles.kernel_params import GpuKernelModel, ReduceOp, model_from_dict
 
 H200 = load_profile("h200-sxm-nvlink")
 FRAME = load_kernel_frame()
@@ -151,7 +144,7 @@ def test_lm_head_context_near_the_probe():
 
 def test_memo_reuses_identical_reductions_without_changing_results():
     from costmodel import Scenario, predict
-    from costmodel.kernels import kernel_memo
+    from costmodel.model.kernels import kernel_memo
 
     sc = Scenario(vocab=np.array([32000, 128256, 202048]), tp=np.array([2, 4, 8]), batch=np.array([1.0, 64.0, 2048.0]))
     plain = predict(sc, H200)
@@ -162,8 +155,9 @@ def test_memo_reuses_identical_reductions_without_changing_results():
 
 
 def test_memo_prices_repeated_kernel_calls_once(monkeypatch):
-    from costmodel import Scenario, gpu_kernels, predict
-    from costmodel.kernels import kernel_memo
+    from costmodel import Scenario, predict
+    from costmodel.model import gpu_kernels
+    from costmodel.model.kernels import kernel_memo
 
     calls = []
     real = gpu_kernels._reduce_time_us
@@ -171,7 +165,7 @@ def test_memo_prices_repeated_kernel_calls_once(monkeypatch):
     sc = Scenario(vocab=np.array([32000, 202048]), tp=np.array([2, 8]), batch=np.array([1.0, 512.0]))
     import contextlib
 
-    from costmodel import strategies
+    from costmodel.model import strategies
 
     with monkeypatch.context() as m:  # predict opens a memo block itself (strategies.build_components)
         m.setattr(strategies, "kernel_memo", contextlib.nullcontext)

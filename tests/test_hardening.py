@@ -20,10 +20,11 @@ import pytest
 from calibration.fitting.fit import MAX_GROUP_SIZES, MAX_REPEATS_PER_POINT, bin_repeats, fit_measurements
 from calibration.logs import import_nccl_tests
 from calibration.logs.provenance import Interrupted, count_rows, interrupted_exit, interruptible
-from costmodel import cli
-from costmodel.errors import InputError
-from costmodel.profile import PROFILE_DIR, load_profile, parse_profile, profile_from_dict
-from costmodel.safe_io import (
+from costmodel.cli import main as cli
+from costmodel.cli import options
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import MAX_TIME_US, parse_measurement_csv, read_measurements
+from costmodel.io.safe_io import (
     MAX_JSON_DEPTH,
     csv_text,
     escape_markdown,
@@ -33,7 +34,9 @@ from costmodel.safe_io import (
     safe_frame,
     write_csv,
 )
-from costmodel.schema import MAX_TIME_US, parse_measurement_csv, profile_schema_text, read_measurements
+from costmodel.profiles.parse import parse_profile, profile_from_dict
+from costmodel.profiles.schema import profile_schema_text
+from costmodel.profiles.store import PROFILE_DIR, load_profile
 from dashboard import tables, uploads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,10 +149,10 @@ def test_sweep_scenario_and_range_limits(capsys):
     code, _, err = run_cli(capsys, "sweep", "--batch", "1:1000000000")
     assert code == 2 and "outside 1..16777216" in one_error_line(err)
     code, _, err = run_cli(capsys, "sweep", "--batch", "1:16777216")
-    assert code == 2 and f"more than {cli.MAX_LIST_VALUES} values" in one_error_line(err)
+    assert code == 2 and f"more than {options.MAX_LIST_VALUES} values" in one_error_line(err)
     code, _, err = run_cli(capsys, "sweep", "--batch", "1:65536", "--vocab", "1000:1040", "--tp", "1,2,4,8,16",
                            "--num-spec-tokens", "1:8")  # 65536 * 41 * 5 * 8 = 107M scenarios
-    assert code == 2 and f"more than the limit of {cli.MAX_SWEEP_SCENARIOS}" in one_error_line(err)
+    assert code == 2 and f"more than the limit of {options.MAX_SWEEP_SCENARIOS}" in one_error_line(err)
 
 
 def test_kernel_correctness_check_respects_the_memory_cap():
@@ -286,7 +289,7 @@ def test_deep_json_is_one_line_in_the_cli_and_the_upload(tmp_path, capsys):
 def test_published_schema_is_current_and_accepts_the_bundled_profiles():
     jsonschema = pytest.importorskip("jsonschema")
     schema_path = PROFILE_DIR / "schema.json"
-    assert schema_path.read_text() == profile_schema_text(), "regenerate: python -m costmodel.schema"
+    assert schema_path.read_text() == profile_schema_text(), "regenerate: python -m costmodel.profiles.schema"
     validator = jsonschema.Draft202012Validator(json.loads(schema_path.read_text()))
     for path in sorted(PROFILE_DIR.glob("*.json")):
         if path.name != "schema.json":

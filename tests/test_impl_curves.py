@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 
 from calibration.fitting.fit import main as fit_main
-from costmodel import collective_impls as ci
-from costmodel.cli import main as cli_main
-from costmodel.errors import InputError
-from costmodel.predict import predict
-from costmodel.profile import bundled_profiles, load_profile, profile_from_dict
-from costmodel.scenario import Scenario
+from costmodel.cli.main import main as cli_main
+from costmodel.io.errors import InputError
+from costmodel.model import collective_impls as ci
+from costmodel.model.predict import predict
+from costmodel.model.scenario import Scenario
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.store import bundled_profiles, load_profile
 
 SIZES = np.array([2 ** k for k in range(8, 20)], dtype=np.int64)  # 256 B .. 512 KiB per rank (p * b <= 8 MiB)
 
@@ -126,7 +127,7 @@ def test_bad_impl_is_one_line_error():
 
 
 def test_best_pair_note_names_measured_and_derived_parts():
-    from costmodel.cli import _impl_provenance_note
+    from costmodel.cli.render import _impl_provenance_note
 
     both = _impl_provenance_note({"collective": "oneshot",
                                   "collective_provenance": {"all_gather": "measured", "all_reduce": "derived"}})

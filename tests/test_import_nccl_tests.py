@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from calibration.logs.import_nccl_tests import import_logs, main, parse_nccl_tests_text
-from costmodel.errors import InputError
-from costmodel.schema import read_measurements
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPE_BYTES = {"float": 4, "bfloat16": 2, "half": 2, "int64": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4,

@@ -78,10 +78,10 @@ def test_installed_predict_from_any_directory(installed):
 
 def test_installed_package_is_the_copy_not_the_checkout(installed):
     proc = subprocess.run([str(installed["venv"] / "bin" / "python"), "-c",
-                           "import costmodel, costmodel.profile as p, dashboard, calibration.fit, "
+                           "import costmodel, costmodel.profiles.store as p, dashboard, calibration.fit, "
                            "calibration.fitting.segmented, calibration.logs.import_nccl_tests, "
                            "calibration.logs.provenance, calibration.bench.payloads; "
-                           "from costmodel.cli import app_path; print(costmodel.__file__); print(p.DATA_DIR); "
+                           "from costmodel.cli.main import app_path; print(costmodel.__file__); print(p.DATA_DIR); "
                            "print(app_path())"],
                           cwd=installed["work"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""costmodel.interval_table: one ensemble pass at many batches equals propagate at each batch, exactly."""
+"""costmodel.evidence.interval_table: one ensemble pass at many batches equals propagate at each batch, exactly."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from costmodel import Scenario, load_profile
-from costmodel.interval_table import interval_table
-from costmodel.uncertainty import propagate
+from costmodel.evidence.interval_table import interval_table
+from costmodel.evidence.intervals import propagate
 
 FOCUS = "local_argmax_pairs"
 
@@ -34,7 +34,7 @@ def test_crossovers_share_one_grid_and_equal_crossover(profile_name, tp, extra):
     """predict.crossovers (one grid pass for all strategies; the dashboard's crossover frame) gives exactly
     predict.crossover of each strategy: roots, direction and status."""
     from costmodel import BASELINE, STRATEGIES
-    from costmodel.predict import crossover, crossovers
+    from costmodel.model.predict import crossover, crossovers
 
     profile = load_profile(profile_name)
     sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=1, batch=1, **extra)
@@ -55,7 +55,7 @@ def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
     to the last bit, with the same number of function evaluations."""
     from scipy.optimize import brentq
 
-    from costmodel.predict import _brentq_steps
+    from costmodel.model.predict import _brentq_steps
 
     calls = []
     expected = brentq(lambda x: calls.append(x) or float(f(x)), a, b, xtol=1e-3)
@@ -76,7 +76,7 @@ def test_dashboard_profile_text_is_keyed_by_its_digest():
     profiles never share a cached result and the same text (bundled or uploaded) is one key."""
     import hashlib
 
-    from costmodel.predict import crossovers
+    from costmodel.model.predict import crossovers
     from dashboard import data
     from dashboard.state import Inputs
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from calibration.fitting.kernel_report import bandwidth_table, batch1_table, main
-from costmodel.schema import validate_measurements
+from costmodel.io.measurements import validate_measurements
 
 
 def frame():

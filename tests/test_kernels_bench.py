@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from calibration.bench import kernels
-from costmodel.schema import FUSED_KERNEL_OPS, KERNEL_OPS, TOPK_KERNEL_OPS, read_measurements
+from costmodel.io.measurements import FUSED_KERNEL_OPS, KERNEL_OPS, TOPK_KERNEL_OPS, read_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def test_quick_cpu_run_writes_every_kernel_op(tmp_path):
 
 def test_topk_rows_resume_per_k_and_fit_into_per_k_tables(tmp_path, keep_threads):
     from calibration.fitting.fit import fit_measurements
-    from costmodel.profile import profile_from_dict
+    from costmodel.profiles.parse import profile_from_dict
 
     argv = ["--device", "cpu", "--out", str(tmp_path), "--ops", "argmax,local_topk,topk_merge", "--rows", "1,4",
             "--cols", "1000,4000", "--world-sizes", "2", "--dtypes", "fp32", "--point-seconds", "0.01"]
@@ -165,7 +165,7 @@ def test_fused_ops_share_their_base_op_grid():
 
 def test_explicit_fused_ops_without_triton_are_an_input_error():
     code = ("import sys; sys.modules['triton'] = None\n"
-            "from calibration.bench import kernels\nfrom costmodel.errors import InputError\n"
+            "from calibration.bench import kernels\nfrom costmodel.io.errors import InputError\n"
             "ops, info = kernels.select_ops(None, 'cuda', False)\n"
             "print('default', len(ops) == len(kernels.OPS) + len(kernels.TOPK_OPS), info['available'],\n"
             "      info['fused_ops'][:8])\n"
@@ -223,9 +223,9 @@ def test_provenance_of_another_tool_in_the_same_folder_is_kept(tmp_path, keep_th
 
 
 def test_default_grid_straddles_the_reduction_regime_edges():
-    """Widths just below and just above each edge where ATen's reduce launch changes (costmodel.gpu_kernels),
+    """Widths just below and just above each edge where ATen's reduce launch changes (costmodel.model.gpu_kernels),
     so a measured table never interpolates across a regime change; and the launch really differs across them."""
-    from costmodel.gpu_kernels import REGIME_EDGES_COLS, reduce_launch
+    from costmodel.model.gpu_kernels import REGIME_EDGES_COLS, reduce_launch
 
     for edge in REGIME_EDGES_COLS:
         for axis in (kernels.SHARD_COLS, kernels.VOCAB_COLS):

@@ -1,4 +1,4 @@
-"""costmodel.members: every ensemble member priced in ONE stacked evaluation gives, bit for bit, what one
+"""costmodel.model.members: every ensemble member priced in ONE stacked evaluation gives, bit for bit, what one
 `predict` per member gives; propagate and the interval table (which now price through it) equal a
 straightforward member-by-member reference computed here."""
 
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from costmodel import BASELINE, STRATEGIES, Scenario, load_profile, predict
-from costmodel.interval_table import interval_table
-from costmodel.members import predict_members, stack_profiles
-from costmodel.predict import grid_roots
-from costmodel.uncertainty import ensemble, propagate
+from costmodel.evidence.ensemble import ensemble
+from costmodel.evidence.interval_table import interval_table
+from costmodel.evidence.intervals import propagate
+from costmodel.model.members import predict_members, stack_profiles
+from costmodel.model.predict import grid_roots
 
 FOCUS = "local_argmax_pairs"
 BATCHES = np.geomspace(1, 65536, 97)
@@ -125,8 +126,8 @@ def test_propagate_and_interval_table_equal_the_member_by_member_reference(profi
 
 def test_stacked_ratio_grids_equal_each_members_own():
     """The measured/model ratio grid of every H200 table, priced once with the stacked kernel model, equals
-    costmodel.kernels._ratio_grid under each member's own model, bit for bit."""
-    from costmodel.kernels import _ratio_grid, member_ratio_grids
+    costmodel.model.kernels._ratio_grid under each member's own model, bit for bit."""
+    from costmodel.model.kernels import _ratio_grid, member_ratio_grids
 
     members, _, _ = ensemble(PROFILES["h200-sxm-nvlink"])
     stacked = stack_profiles(members)
@@ -155,7 +156,7 @@ def test_a_profile_without_replicates_and_parameter_only_intervals_stack_too():
 def test_stacked_members_price_measured_topk_tables_exactly():
     """Top-k 8 with measured local_topk / topk_merge tables in every member (the per-op factor applied after
     the table lookup): stacked = one predict per member, bit for bit."""
-    from costmodel.profile import KernelTable
+    from costmodel.profiles.types import KernelTable
 
     local = KernelTable("local_topk", "bf16", "graph", 1, (16.0, 256.0), (12000.0, 50000.0),
                         ((40.0, 60.0), (80.0, 120.0)), "test", k=8)
@@ -175,9 +176,10 @@ def test_stacked_members_price_measured_topk_tables_exactly():
 def test_recommend_and_decode_step_intervals_equal_the_member_by_member_reference(profile_name):
     """recommend's ensemble expectations and verification.decode_step_intervals price through predict_members:
     the same numbers as one predict per member (draft + verification scenario), computed here."""
-    from costmodel.recommend import _ensemble_expectations
-    from costmodel.uncertainty import _interval
-    from costmodel.verification import decode_step_intervals, verification_scenario
+    from costmodel.answers.recommend import _ensemble_expectations
+    from costmodel.evidence.decode_intervals import decode_step_intervals
+    from costmodel.evidence.intervals import _interval
+    from costmodel.model.verification import verification_scenario
 
     profile = PROFILES[profile_name]
     weight = np.array([0.5, 0.3, 0.2])

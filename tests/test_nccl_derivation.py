@@ -7,16 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from costmodel.collectives import collective_time_us, curve_time_us, regime_name, without_regimes
-from costmodel.profile import curve_from_dict, load_profile
-from costmodel.validate import (
-    TABLE_MIN_BYTES_PER_RANK,
-    TABLE_TARGET_MEDIAN,
-    load_reference,
-    reference_files,
-    table_errors,
-    validate,
-)
+from costmodel.evidence.reference import load_reference, reference_files
+from costmodel.evidence.validate import TABLE_MIN_BYTES_PER_RANK, TABLE_TARGET_MEDIAN, table_errors, validate
+from costmodel.model.collectives import collective_time_us, curve_time_us, regime_name, without_regimes
+from costmodel.profiles.parse import curve_from_dict
+from costmodel.profiles.store import load_profile
 
 H100 = load_profile("h100-sxm-nvlink")
 # NCCL 2.23+ tuning.cc, ring, Hopper, one node: baseLat / hwLat[NVLink] (us) and the protocol bandwidths
@@ -219,7 +214,7 @@ def test_two_node_tables_improve_and_single_node_tables_keep_their_errors(valida
 def test_ring_forced_runs_keep_only_ring_regimes_across_nodes(name):
     """NCCL_ALGO=RING rows (validate's RING_ONLY_DROPS): no NVLS, Tree or NVLS-Tree regime survives; a per-p curve
     that NCCL runs as Tree at every size (B200, 2 x 8 all_reduce) falls to the op's any-p ring curve."""
-    from costmodel.validate import RING_ONLY_DROPS
+    from costmodel.evidence.validate import RING_ONLY_DROPS
 
     prof = load_profile(name)
     ring = without_regimes(prof, RING_ONLY_DROPS)

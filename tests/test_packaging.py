@@ -12,7 +12,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name == "torch" or name.startswith("torch."):
             raise ImportError("torch blocked")
 sys.meta_path.insert(0, Block())
-import costmodel, costmodel.cli, costmodel.presets
+import costmodel, costmodel.cli.main, costmodel.profiles.presets
 from costmodel import Scenario, predict
 predict(Scenario(batch=64))
 assert "torch" not in sys.modules
@@ -54,7 +54,7 @@ def test_pyproject_pins_match_the_requirements_files():
         name = req.split("==")[0].lower()
         assert dev_pins[name].replace('"', "'") == req.replace(" ", "").replace('"', "'"), name
     assert {"torch", "tqdm", "triton"} == {r.split("==")[0] for r in extras["calibrate"]}
-    assert project["scripts"]["argmax-tp"] == "costmodel.cli:main"
+    assert project["scripts"]["argmax-tp"] == "costmodel.cli.main:main"
 
 
 BLOCKED_LAUNCH = """
@@ -64,7 +64,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name == "torch" or name.startswith("torch."):
             raise ImportError("torch blocked")
 sys.meta_path.insert(0, Block())
-from costmodel.cli import main
+from costmodel.cli.main import main
 codes = [main([command, "--help"]) for command in sys.argv[1:]]
 print(" ".join(map(str, codes)))
 sys.exit(max(codes))

@@ -13,13 +13,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from costmodel import dedup, gpu_kernels, kernels
-from costmodel.interval_table import interval_table
-from costmodel.predict import predict
-from costmodel.profile import load_profile
-from costmodel.scenario import Scenario
-from costmodel.strategies import BASELINE
-from costmodel.uncertainty import replicate_profiles
+from costmodel.evidence.interval_table import interval_table
+from costmodel.model import dedup, gpu_kernels, kernels
+from costmodel.model.components import BASELINE
+from costmodel.model.predict import predict
+from costmodel.model.scenario import Scenario
+from costmodel.profiles.replicates import replicate_profiles
+from costmodel.profiles.store import load_profile
 
 
 def _clear() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from costmodel.presets import presets
+from costmodel.profiles.presets import presets
 from dashboard.tables import PRESET_LABEL_CHARS, preset_labels
 
 

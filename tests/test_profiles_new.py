@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.cli import main
-from costmodel.collectives import collective_time_us
-from costmodel.errors import InputError
-from costmodel.profile import check_tp_placement, load_profile, tp_placement_problem
+from costmodel.cli.main import main
+from costmodel.io.errors import InputError
+from costmodel.model.collectives import collective_time_us
+from costmodel.profiles.store import check_tp_placement, load_profile, tp_placement_problem
 
 NEW = ("b200-hgx-nvlink", "b300-hgx-nvlink", "gb200-nvl72", "h20-hgx-nvlink", "l40s-pcie", "rtx-pro-6000-pcie")
 GPU_PROFILES = NEW + ("h100-sxm-nvlink", "h200-sxm-nvlink", "a100-sxm-nvlink")
@@ -158,7 +158,8 @@ def test_cli_profiles_and_compare(tmp_path, capsys):
 
 
 def test_validation_of_the_new_tables():
-    from costmodel.validate import TABLE_TARGET_MEDIAN, load_reference, reference_files, table_errors, validate
+    from costmodel.evidence.reference import load_reference, reference_files
+    from costmodel.evidence.validate import TABLE_TARGET_MEDIAN, table_errors, validate
 
     errors = table_errors(validate(load_reference(reference_files()))).set_index("table")
     assert errors.loc["b200x8-all_reduce", "n_in_sample"] == 4 and errors.loc["b200x8-all_reduce", "n"] == 8
@@ -172,9 +173,9 @@ def test_validation_of_the_new_tables():
 
 
 def test_compare_table_is_each_profiles_own_prediction():
-    from costmodel.compare import compare_table, compare_wide, gpu_family, profiles_by_family
-    from costmodel.predict import predict
-    from costmodel.scenario import Scenario
+    from costmodel.answers.compare import compare_table, compare_wide, gpu_family, profiles_by_family
+    from costmodel.model.predict import predict
+    from costmodel.model.scenario import Scenario
 
     sc = Scenario(vocab=128256, tp=8, batch=32, num_spec_tokens=4)
     profs = [PROFILES["h100-sxm-nvlink"], PROFILES["rtx-pro-6000-pcie"]]
@@ -197,7 +198,7 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
 
     from streamlit.testing.v1 import AppTest
 
-    from costmodel.compare import compare_table
+    from costmodel.answers.compare import compare_table
     from dashboard.compare_panel import profile_label
 
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
@@ -220,7 +221,7 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
 
 def sidebar_scenario(at):
     """The scenario the sidebar widgets describe (as tests/test_app.py reads it)."""
-    from costmodel.scenario import Scenario
+    from costmodel.model.scenario import Scenario
 
     w = {k: at.session_state[k] for k in ("vocab", "draft_vocab", "d2t", "hidden", "tp", "nodes", "dtype", "k",
                                            "drafting", "mode", "impl", "engine", "batch")}

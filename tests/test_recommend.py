@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import InputError, Scenario, load_profile, predict
-from costmodel.presets import preset
-from costmodel.profile import profile_from_dict
-from costmodel.recommend import FLAG_STRATEGY, impact_change, recommend
-from costmodel.strategies import BASELINE, STRATEGIES
-from costmodel.uncertainty import replicate_profiles
-from costmodel.workload import Workload, load_workload, parse_workload
+from costmodel.answers.recommend import FLAG_STRATEGY, impact_change, recommend
+from costmodel.answers.workload import Workload, load_workload, parse_workload
+from costmodel.model.components import BASELINE, STRATEGIES
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.presets import preset
+from costmodel.profiles.replicates import replicate_profiles
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "data" / "examples"
@@ -130,7 +130,7 @@ def test_expected_saving_is_the_step_weighted_mean_and_shares_add_up():
 
 def test_one_batch_interval_equals_the_predict_interval():
     """With model discrepancy (the default), a one-batch workload's interval is predict's 90% interval."""
-    from costmodel.uncertainty import propagate
+    from costmodel.evidence.intervals import propagate
 
     profile = load_profile(None)
     rec = recommend(MAVERICK, Workload(np.array([64]), np.array([1.0]), "csv", "b64"), profile)
@@ -270,7 +270,7 @@ def test_expected_saving_is_a_convex_combination_and_splitting_rows_changes_noth
 
 
 def test_verify_adds_the_verification_group_to_every_expected_saving():
-    from costmodel.verification import decode_step
+    from costmodel.model.verification import decode_step
 
     profile = load_profile(None)
     wl = Workload(np.array([8, 64]), np.array([0.25, 0.75]), "csv", "w")
@@ -294,7 +294,7 @@ def test_verify_adds_the_verification_group_to_every_expected_saving():
 def test_cli_recommend_header_and_config_name_top_k_collective_and_verify(tmp_path):
     wl = tmp_path / "w.csv"
     wl.write_text("batch,weight\n8,1\n64,2\n")
-    from costmodel.cli import main
+    from costmodel.cli.main import main
 
     base = ["recommend", "--workload", str(wl), "--preset", "llama4-maverick", "--tp", "8", "--num-spec-tokens", "5"]
     import contextlib

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calibration.reference import strategies as ref
-from costmodel.errors import InputError
-from costmodel.scenario import padded_vocab
+from costmodel.io.errors import InputError
+from costmodel.model.scenario import padded_vocab
 
 INF, NAN = float("inf"), float("nan")
 

@@ -1,4 +1,4 @@
-"""The fast path (costmodel.dedup: each unique kernel point priced once; one gpu_kernels.memo block per
+"""The fast path (costmodel.model.dedup: each unique kernel point priced once; one gpu_kernels.memo block per
 evaluation) returns the same numbers as the straightforward path (every point priced, nothing reused) and
 as pricing each scenario alone, on random scenarios over every scenario field and several profiles."""
 
@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel import Scenario, dedup, kernels, predict, strategies
-from costmodel.collectives import collective_time_us
-from costmodel.profile import load_profile
+from costmodel import Scenario, predict
+from costmodel.model import dedup, kernels, strategies
+from costmodel.model.collectives import collective_time_us
+from costmodel.profiles.store import load_profile
 
 PROFILES = {name: load_profile(name) for name in ("h200-sxm-nvlink", "h100-sxm-nvlink", "cpu-gloo")}
 VOCABS = np.array([32000, 128256, 151936, 202048, 262208])

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from calibration.reference import strategies as ref
 from calibration.reference import verify
 from costmodel import Scenario, load_profile, predict
-from costmodel import collective_impls as ci
-from costmodel.cli import main
-from costmodel.presets import preset
-from costmodel.strategies import STRATEGIES
-from costmodel.verification import decode_step, matrix, verification_scenario
+from costmodel.cli.main import main
+from costmodel.model import collective_impls as ci
+from costmodel.model.components import STRATEGIES
+from costmodel.model.verification import decode_step, matrix, verification_scenario
+from costmodel.profiles.presets import preset
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPK_STRATEGIES = [n for n in ref.STRATEGY_FUNCS if n != "packed_allreduce_max"]
@@ -304,7 +304,7 @@ def test_dashboard_matrix_panel_names_the_best_pair():
 
 
 def test_topk_kernel_choice_follows_aten_heuristic():
-    from costmodel.strategies import topk_multiblock
+    from costmodel.model.components import topk_multiblock
 
     # TensorTopK.cu should_use_multiblock: (slices <= 20, >= 20000), (80 < slices < 200, >= 5000), (> 4000, >= 400)
     assert topk_multiblock(8, 25256) and not topk_multiblock(8, 19999)
@@ -355,7 +355,7 @@ def test_dashboard_verdict_names_the_best_pair():
         assert len(found) == 1
         return found[0]
 
-    # the default scenario (batch 64): the same pair and figure as costmodel.verification for it
+    # the default scenario (batch 64): the same pair and figure as costmodel.model.verification for it
     first = caption()
     assert "top-k 1:" in first and "vs (full_all_gather, nccl)" in first
     at.toggle(key="topk_show").set_value(True).run()
@@ -367,8 +367,8 @@ def test_dashboard_verdict_names_the_best_pair():
 
 
 def test_verification_group_intervals_come_from_the_predict_ensemble():
-    from costmodel.uncertainty import propagate
-    from costmodel.verification import decode_step_intervals
+    from costmodel.evidence.decode_intervals import decode_step_intervals
+    from costmodel.evidence.intervals import propagate
 
     sc = Scenario(**preset("llama4-maverick"), tp=8, batch=64, num_spec_tokens=5)
     plain = decode_step_intervals(sc, H200)
@@ -392,7 +392,7 @@ def test_verification_group_intervals_come_from_the_predict_ensemble():
 def test_a_measured_topk_table_prices_local_topk_and_the_merge_at_its_k():
     from dataclasses import replace as dc_replace
 
-    from costmodel.profile import KernelTable
+    from costmodel.profiles.types import KernelTable
 
     sc = Scenario(vocab=202048, tp=8, batch=64, top_k=8)
     derived = predict(sc, H200).strategies["local_argmax_pairs"].components_us

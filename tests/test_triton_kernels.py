@@ -3,7 +3,7 @@
 Runs natively on a CUDA machine; elsewhere on CPU tensors under Triton's interpreter (TRITON_INTERPRET=1 is set
 below, before the kernels are defined). The expected results are computed inline with torch: torch.argmax over
 the full unpadded logits (after the same soft-cap / scale in the logits' dtype), vLLM's per-rank
-"mask padding, max, id + rank*s" step, and the 64-bit key of costmodel/strategies.py. When
+"mask padding, max, id + rank*s" step, and the 64-bit key of costmodel/model/strategies.py. When
 calibration.reference.strategies is importable its building blocks are compared too.
 """
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import load_profile
-from costmodel.points import predict_points
-from costmodel.uncertainty import (
+from costmodel.evidence.coverage import binomial_range, coverage_summary, interval_coverage
+from costmodel.evidence.discrepancy import (
     CONFORMAL_MIN_ROWS,
     Z90,
     ResidualPool,
@@ -23,7 +23,7 @@ from costmodel.uncertainty import (
     pooled_sigmas,
     residual_pool,
 )
-from costmodel.validate import binomial_range, coverage_summary, interval_coverage
+from costmodel.model.points import predict_points
 
 H100 = load_profile("h100-sxm-nvlink")  # derived: its collectives have no fit report
 
@@ -180,8 +180,7 @@ def test_coverage_summary_says_which_sets_are_consistent_and_pools_the_held_out_
 
 
 def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypatch):
-    import costmodel.uncertainty as unc
-    import costmodel.validate as val
+    import costmodel.evidence.discrepancy as unc
 
     small = ResidualPool(np.array(["all_gather"] * 9, dtype=object), np.array(["s"] * 9, dtype=object),
                          np.array(["set:s"] * 9, dtype=object), np.arange(1, 10) * 0.01, np.zeros(9))
@@ -189,8 +188,8 @@ def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypa
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(unc, "_POOL", [])
     monkeypatch.setattr(unc, "_pool_fingerprint", lambda: "a" * 64)
-    monkeypatch.setattr(val, "load_reference", lambda paths: pd.DataFrame())
-    monkeypatch.setattr(val, "validate", lambda ref: ref)
+    monkeypatch.setattr(unc, "load_reference", lambda paths: pd.DataFrame())
+    monkeypatch.setattr(unc, "validate", lambda ref: ref)
     monkeypatch.setattr(unc, "residual_pool", lambda table: calls.append(1) or small)
     first = unc.bundled_pool()
     assert calls == [1] and len(list(tmp_path.glob("discrepancy-pool-*.json"))) == 1

@@ -28,7 +28,7 @@ after), `--max-iters` samples, or `--point-time-s` seconds; group rank 0
 decides and broadcasts the stop flag, so every rank stops together. Every point's result is checked once against
 the known per-rank pattern before timing.
 
-Rows go to DIR/collectives.csv (costmodel.schema columns + `label`), one
+Rows go to DIR/collectives.csv (costmodel.profiles.schema columns + `label`), one
 fsynced row per measured (point, mode), so a crash keeps what was measured;
 `--resume` skips rows already there. DIR/provenance.json records hosts, GPUs,
 versions, NCCL_* variables, the command line and start / end time; an earlier
@@ -65,8 +65,8 @@ from typing import Any
 
 from calibration.logs.provenance import ProvenanceFile, collect_provenance, now_iso, with_previous_runs
 from calibration.logs.results import RowWriter, existing_keys, point_key
-from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.schema import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
+from costmodel.io.errors import InputError, OneLineParser, first_line
+from costmodel.io.measurements import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
 
 from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
 from .timing import Stats, check_due, converged
@@ -754,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if skip is not None:  # the same on every rank, before any rendezvous
             if os.environ.get("LOCAL_RANK", "0") == "0":
                 print(f"note: {skip}; nothing measured (the model keeps the derived {cfg.impl} parameters, "
-                      "costmodel/collective_impls.py)", file=sys.stderr, flush=True)
+                      "costmodel/model/collective_impls.py)", file=sys.stderr, flush=True)
             return 0
         launch = launch_from_env()
         tp_sizes(launch.world_size, cfg.world_sizes)

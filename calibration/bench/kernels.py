@@ -1,4 +1,5 @@
-"""Single-device timings of every kernel op of `costmodel.schema.KERNEL_OPS`, using the reference building blocks.
+"""Single-device timings of every kernel op of `costmodel.io.measurements.KERNEL_OPS`, with the reference building
+blocks.
 
     python -m calibration.kernels --out DIR [--device cpu|cuda] [--rows 1,2,...] [--cols ...]
         [--dtypes bf16,fp16,fp32] [--modes graph,eager] [--world-sizes 2,4,8] [--ops ...]
@@ -21,7 +22,7 @@ Each op calls exactly the `calibration.reference.strategies` function a strategy
     d2t_scatter      d2t_scatter(x[R, 32000], d2t, V_target=cols)
     d2t_lookup       d2t_lookup(ids[R], d2t, vals[R] == -inf) cols = 0   (dtype int64)
 
-Fused Triton variants (`costmodel.schema.FUSED_KERNEL_OPS`, calibration/reference/triton_kernels.py), on the
+Fused Triton variants (`costmodel.io.measurements.FUSED_KERNEL_OPS`, calibration/reference/triton_kernels.py), on the
 same grid and with the same timing as their torch counterparts (cols / world_size / dtype as for the base op):
 
     local_argmax_fused   fused_local_argmax_pairs(x[R, s], rank 0, s, V=s)
@@ -72,11 +73,11 @@ import torch
 from calibration.bench.timing import Stats, check_due, converged
 from calibration.logs.results import RowWriter, existing_keys, point_key
 from calibration.reference import strategies as ref
-from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
+from costmodel.io.errors import InputError, OneLineParser, first_line
+from costmodel.io.measurements import D2T_DRAFT_COLS, ELEM_BYTES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 
 ROWS = tuple(2**k for k in range(12))  # 1 .. 2048
-# ATen's reduction changes its launch configuration at two row widths (costmodel.gpu_kernels.REGIME_EDGES_COLS:
+# ATen's reduction changes its launch configuration at two row widths (costmodel.model.gpu_kernels.REGIME_EDGES_COLS:
 # 8,192 - split across warps; 131,072 - split across blocks): the grid keeps a width just below and just above
 # each edge, so a measured table never interpolates across a regime change.
 SHARD_COLS = (4000, 7936, 8448, 16032, 32064, 64128, 126976, 131104)  # 32000/8 .. 262208/2

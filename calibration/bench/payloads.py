@@ -6,7 +6,7 @@ rounded to a multiple of the element size e (fp32 buffers, e = 4), with
 max_bytes itself always included.
 
 Strategy payloads, per preset, batch B (rows R = B) and TP size p, with
-shard s = V_pad / p (vLLM padding, `costmodel.scenario.Scenario.shard`) and
+shard s = V_pad / p (vLLM padding, `costmodel.model.scenario.Scenario.shard`) and
 e the payload dtype's bytes (bf16 -> 2):
     full_all_gather       all_gather  R * s * e per rank        (dtype of the logits)
     gather_to_rank0       gather      R * s * e per rank        (dtype of the logits)
@@ -30,10 +30,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from costmodel.errors import InputError
-from costmodel.presets import preset, presets
-from costmodel.scenario import Scenario
-from costmodel.schema import COLLECTIVE_OPS, DTYPES, ELEM_BYTES
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import COLLECTIVE_OPS, DTYPES, ELEM_BYTES
+from costmodel.model.scenario import Scenario
+from costmodel.profiles.presets import preset, presets
 
 SWEEP_DTYPE = "fp32"
 ID_DTYPE = "int64"

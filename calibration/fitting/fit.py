@@ -1,9 +1,9 @@
-"""Fit a cost-model profile (costmodel.profile schema v1) from calibration measurements.
+"""Fit a cost-model profile (costmodel.profiles.types schema v1) from calibration measurements.
 
     python -m calibration.fit INPUT... --out profile.json [--name NAME] [--title T] [--base-profile P]
                               [--bootstrap N] [--max-regimes K] [--seed S]
 
-INPUT is a measurement CSV (costmodel.schema) or a benchmark directory (every *.csv in it). numpy / scipy /
+INPUT is a measurement CSV (costmodel.profiles.schema) or a benchmark directory (every *.csv in it). numpy / scipy /
 pandas only - never torch (the dashboard fits uploads with `fit_measurements`).
 
 Collectives, per (op, world_size p, mode) group, with S = total_bytes(op, b, p) and x = S f(p) 1e-3
@@ -19,7 +19,7 @@ and by the small-sample-corrected BIC on log residuals (formula in calibration.f
 regime switches on held-out sizes, so the K with the best cross-validated score replaces BIC's choice when it
 beats BIC's by more than CV_TOLERANCE; within it (CV cannot tell them apart) BIC's K stands. The report's
 `regime_choice` says which K each criterion gave and the CV score of every K. A mid-size bandwidth ramp of the
-form busbw S / (S + s_half) (costmodel.collectives) is, inside one regime, an intercept shift (alpha + f s_half
+form busbw S / (S + s_half) (costmodel.model.collectives) is, inside one regime, an intercept shift (alpha + f s_half
 / busbw), so every regime's free intercept already fits it exactly (fitting s_half too cannot change a single
 prediction); fitted curves carry s_half_bytes = 0.
 
@@ -52,17 +52,17 @@ profile["bootstrap"] = [{"collectives": [curve, ...], "kernels": {"ops": ...}}, 
 roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point.
 
 Raw samples: every per-p curve stores its measurements per size as `samples` (curve_samples; n rows, median,
-the rows' own p10 / p90, up to MAX_RAW_SAMPLES raw times; costmodel.profile.CurveSamples validates them on
+the rows' own p10 / p90, up to MAX_RAW_SAMPLES raw times; costmodel.profiles.types.CurveSamples validates them on
 load), and the printed report ends with the stored curves' residuals against them (sample_residuals, from the
 profile alone).
 
-GPU kernel model: CUDA kernel rows of the ops costmodel.gpu_kernels prices, with enough shapes, are also fitted
-with that model (costmodel.gpu_kernel_fit.fit_table_model): kernels.model, kernels.model_cv (leave-one-batch /
+GPU kernel model: CUDA kernel rows of the ops costmodel.model.gpu_kernels prices, with enough shapes, are also fitted
+with that model (costmodel.evidence.gpu_kernel_fit.fit_table_model): kernels.model, kernels.model_cv (leave-one-batch /
 vocab-out) and min(B, MAX_STORED_REPLICATES) case-bootstrap refits as the replicates' kernels.model; too few
 shapes give a "skipped" kernel_model report row (a warning on the CLI) and the roofline prices the kernels.
 
 Held-out error: leave-one-size-out (drop every row of one bytes_per_rank, refit with the same K, predict the
-dropped rows with costmodel.collectives.curve_time_us) pooled over sizes; kernels: leave-one-shape-out
+dropped rows with costmodel.model.collectives.curve_time_us) pooled over sizes; kernels: leave-one-shape-out
 (rows, cols, world_size) of the per-op fit.
 
 Kernels, per op: t = I(mode) + kernel_bytes(op, rows, cols, p, e) 1e-3 / bw (same bounded relative least
@@ -102,35 +102,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from costmodel.collectives import bus_factor, curve_time_us, total_bytes
-from costmodel.errors import InputError, OneLineParser
-from costmodel.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
-from costmodel.points import numeric_column
-from costmodel.profile import (
-    SCHEMA_VERSION,
-    Profile,
-    curve_from_dict,
-    default_profile,
-    load_profile,
-    profile_from_dict,
-    save_profile,
-)
-from costmodel.safe_io import check_rows, loads_json, read_bytes
-from costmodel.schema import (
+from costmodel.io.errors import InputError, OneLineParser
+from costmodel.io.measurements import (
     COLLECTIVE_OPS,
     D2T_DRAFT_COLS,
     DTYPES,
     ELEM_BYTES,
     FUSED_KERNEL_OPS,
     KERNEL_OPS,
-    MAX_RAW_SAMPLES,
     MODES,
     TIME_COLUMNS,
     TOPK_KERNEL_OPS,
     read_measurements,
     validate_measurements,
 )
-from costmodel.uncertainty import check_replicates
+from costmodel.io.safe_io import check_rows, loads_json, read_bytes
+from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
+from costmodel.model.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
+from costmodel.model.points import numeric_column
+from costmodel.profiles.consistency import check_replicates
+from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.schema import MAX_RAW_SAMPLES
+from costmodel.profiles.store import default_profile, load_profile, save_profile
+from costmodel.profiles.types import SCHEMA_VERSION, Profile
 
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
@@ -294,7 +288,7 @@ def _with_ramps(rows: _Rows, curve: dict, lo: np.ndarray, hi: np.ndarray) -> dic
     T_{i+1}(hi); regime i ends at lo, the ramp at hi - 1. Where that line would need alpha < 0 (a cliff: the
     time grows faster than the size across the gap; profiles hold alpha >= 0) it is the line through the
     origin and T_{i+1}(hi): the jump at lo shrinks to T_{i+1}(hi) lo / hi (the monotone envelope of
-    costmodel.collectives keeps it >= T_i(lo)) and the rest rises linearly. Where T_{i+1}(hi) <= T_i(lo) the
+    costmodel.model.collectives keeps it >= T_i(lo)) and the rest rises linearly. Where T_{i+1}(hi) <= T_i(lo) the
     ramp is flat at T_i(lo) (latency-only), as the envelope priced that gap before. A breakpoint whose
     sizes are less than 2 bytes apart keeps its jump."""
     factor = float(bus_factor(rows.op, np.asarray(float(rows.world_size)))) * 1e-3
@@ -563,7 +557,7 @@ def _spread(values: np.ndarray | None, median: float, mask: np.ndarray) -> float
 
 
 def curve_samples(rows: _Rows) -> dict[str, list]:
-    """The curve's stored measurements per distinct bytes_per_rank (costmodel.profile.CurveSamples): n rows,
+    """The curve's stored measurements per distinct bytes_per_rank (costmodel.profiles.types.CurveSamples): n rows,
     the median of their median_us, the medians of their own p10_us / p90_us (clipped to bracket the median)
     and raw_us = their median_us, sorted; more than MAX_RAW_SAMPLES rows keep the order statistics at ranks
     floor((j + 1/2) n / MAX_RAW_SAMPLES) (as bin_repeats), so the profile stays bounded."""
@@ -729,7 +723,7 @@ def _kernel_tables(kern: pd.DataFrame, files: Sequence[str]) -> tuple[list[dict]
     for (op, dtype, mode, ws, k), sub in kern.groupby(["op", "dtype", "mode", "world_size", "k"], sort=True):
         label = f"{op} {dtype} {mode} p={int(ws)}" + (f" k={int(k)}" if op in TOPK_KERNEL_OPS else "")
         if dtype not in DTYPES and op.removesuffix("_fused") in DTYPE_FREE_OPS:
-            dtype = "fp32"  # never reads logits: costmodel.kernels matches its table for every logits dtype
+            dtype = "fp32"  # never reads logits: costmodel.model.kernels matches its table for every logits dtype
         if dtype not in DTYPES:
             notes.append(f"{label}: dtype {dtype} has no table slot")
             continue
@@ -795,7 +789,7 @@ def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bo
     tables, notes = _kernel_tables(pd.concat([kern, topk]) if len(topk) else kern, files)
     measured_tables = {t["op"] for t in tables}
     # a base profile's tables are kept for ops this run did not measure - except the measured tables of a GPU
-    # kernel model (costmodel.gpu_kernels: another machine's anchors, meaningless without that model)
+    # kernel model (costmodel.model.gpu_kernels: another machine's anchors, meaningless without that model)
     kept = [_table_dict(t) for t in base.kernel_tables if t.op not in measured_tables and t.op not in fits
             and base.kernel_model is None]
     for note in notes:
@@ -842,12 +836,12 @@ def _add_model_replicates(profile: dict[str, Any], models: list[dict]) -> None:
 
 def _fit_kernel_model(frame: pd.DataFrame, kernels: dict[str, Any], gpu: str, base: Profile, files: Sequence[str],
                       *, n_replicates: int = 0, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """Fit the GPU kernel model (costmodel.gpu_kernel_fit.fit_table_model) on the CUDA kernel rows and store
+    """Fit the GPU kernel model (costmodel.evidence.gpu_kernel_fit.fit_table_model) on the CUDA kernel rows and store
     kernels.model + kernels.model_cv in `kernels` (in place). Returns (report rows, replicate models): one
     row per (op, mode) of the model (in-sample error, leave-one-batch-out CV in the CV columns,
     leave-one-vocab-out in the note), or one "skipped" row saying why no model was fitted (too few shapes:
     the roofline fit prices the kernels)."""
-    from costmodel.gpu_kernel_fit import fit_table_model
+    from costmodel.evidence.gpu_kernel_fit import fit_table_model
 
     model, model_cv, in_sample, note, reps = fit_table_model(
         frame, gpu=gpu, base=base.kernel_model, source=", ".join(files) or "uploaded measurements",
@@ -995,11 +989,11 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
                      bootstrap: int = 200, max_regimes: int = 3, seed: int = 0, files: Sequence[str] = (),
                      title: str | None = None, software: dict[str, Any] | None = None,
                      impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None) -> dict[str, Any]:
-    """Fit a profile dict (validated by costmodel.profile.profile_from_dict) from measurement rows.
+    """Fit a profile dict (validated by costmodel.profiles.parse.profile_from_dict) from measurement rows.
 
     `impl_frames` {impl: (rows, files)}: the one-shot / multimem rows of `calibration.collectives --impl`
     (DIR/<impl>/collectives.csv), fitted like NCCL's and stored as curves tagged "impl" (provenance measured,
-    with bootstrap replicates like NCCL's), which costmodel.collective_impls prices those implementations with.
+    with bootstrap replicates like NCCL's), which costmodel.model.collective_impls prices those implementations with.
 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
     fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
@@ -1119,7 +1113,7 @@ SAMPLE_RESIDUAL_COLUMNS = ("op", "world_size", "mode", "impl", "bytes_per_rank",
 
 def sample_residuals(profile: dict[str, Any] | Profile) -> pd.DataFrame:
     """Residuals of every curve that stores its measurements (`samples`, fitted curves) against them, from the
-    profile alone: per curve and size, predicted_us = the curve as stored (costmodel.collectives.curve_time_us,
+    profile alone: per curve and size, predicted_us = the curve as stored (costmodel.model.collectives.curve_time_us,
     the curve's own mode, eager where it has none), rel_err = predicted / median_us - 1 and the range of
     predicted / raw - 1 over the raw samples (SAMPLE_RESIDUAL_COLUMNS)."""
     parsed = profile if isinstance(profile, Profile) else profile_from_dict(profile, source="profile")

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from costmodel.collectives import collective_time_us
-from costmodel.errors import InputError
-from costmodel.profile import profile_from_dict
+from costmodel.io.errors import InputError
+from costmodel.model.collectives import collective_time_us
+from costmodel.profiles.parse import profile_from_dict
 
 from . import fit as fit_module
 

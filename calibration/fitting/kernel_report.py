@@ -2,7 +2,7 @@
 
     python -m calibration.kernel_report DIR/kernels.csv [--out DIR] [--min-mib 32] [--probe PROBE.csv]
 
-bandwidth: for every row moving >= --min-mib MiB (costmodel.kernels.kernel_bytes), achieved GB/s =
+bandwidth: for every row moving >= --min-mib MiB (costmodel.model.kernels.kernel_bytes), achieved GB/s =
 bytes / median_us * 1e-3, and its ratio to the device's copy bandwidth, taken as the best achieved GB/s of
 `relayout_copy` (a torch copy: reads + writes every byte) in the same dtype and mode.
 batch1: per (op, dtype, mode, cols, world_size) at rows = 1, the torch op's and its `_fused` variant's
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.kernels import kernel_bytes
-from costmodel.safe_io import write_csv
-from costmodel.schema import D2T_DRAFT_COLS, ELEM_BYTES, read_measurements
+from costmodel.io.errors import InputError, OneLineParser, first_line
+from costmodel.io.measurements import D2T_DRAFT_COLS, ELEM_BYTES, read_measurements
+from costmodel.io.safe_io import write_csv
+from costmodel.model.kernels import kernel_bytes
 
 
 def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:

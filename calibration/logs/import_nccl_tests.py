@@ -57,7 +57,7 @@ validate prices it without NVLS), software, method, source (the manifest's
 source and the log line), used_in_profile (false: no derived profile was
 built from these tables) and host_floor_us: the median time of the table's rows
 below FLOOR_BELOW_BYTES_PER_RANK (64 KiB per rank) - nccl-tests launches back to
-back, so an iteration costs max(host launch, device time), and costmodel.validate
+back, so an iteration costs max(host launch, device time), and costmodel.evidence.validate
 prices these rows that way (the scored rows start at 64 KiB per rank).
 """
 
@@ -72,9 +72,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from costmodel.errors import InputError, OneLineParser
-from costmodel.safe_io import read_bytes, write_csv
-from costmodel.schema import ELEM_BYTES, MEASUREMENT_COLUMNS, VALIDATION_ONLY_OPS, validate_measurements
+from costmodel.io.errors import InputError, OneLineParser
+from costmodel.io.measurements import ELEM_BYTES, MEASUREMENT_COLUMNS, VALIDATION_ONLY_OPS, validate_measurements
+from costmodel.io.safe_io import read_bytes, write_csv
 
 PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
                             "broadcast": "broadcast", "reduce_scatter": "reduce_scatter", "alltoall": "alltoall"}
@@ -392,7 +392,7 @@ MAX_LOG_BYTES = 64 * 2**20  # an nccl-tests log (a full -b 8 -e 16G sweep is ~10
 
 def read_log(path: str | Path) -> str:
     """The log's text: stat first, FIFOs / devices / directories and files over MAX_LOG_BYTES refused
-    (costmodel.safe_io.read_bytes), undecodable bytes replaced."""
+    (costmodel.io.safe_io.read_bytes), undecodable bytes replaced."""
     return read_bytes(path, limit_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
 
 

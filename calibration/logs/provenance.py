@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from costmodel.safe_io import loads_json, read_bytes
+from costmodel.io.safe_io import loads_json, read_bytes
 
 NVIDIA_SMI_TIMEOUT_S = 10
 MAX_PROVENANCE_BYTES = 16 * 2**20

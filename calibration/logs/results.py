@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from costmodel.errors import InputError
-from costmodel.schema import MEASUREMENT_COLUMNS
+from costmodel.io.errors import InputError
+from costmodel.io.measurements import MEASUREMENT_COLUMNS
 
 KEY_COLUMNS = ("op", "backend", "device", "dtype", "mode", "world_size", "nodes", "bytes_per_rank", "rows", "cols",
                "k")  # k: top-k kernel rows only (empty elsewhere)

@@ -1,6 +1,6 @@
 """Bit-exact reference implementations of every draft-token strategy, written as an engine runs them.
 
-Every strategy of `costmodel.strategies.STRATEGIES` is a function
+Every strategy of `costmodel.model.components.STRATEGIES` is a function
 ``strategy(local, comm, head) -> ids`` called on each of the p ranks with the
 rank's vocab shard of the draft logits (`local`, [B, s] in the model dtype)
 and returning the same B int64 token ids on every rank. `comm` wraps real
@@ -53,8 +53,8 @@ from typing import Protocol
 
 import torch
 
-from costmodel.errors import InputError, first_line
-from costmodel.scenario import MAX_EXACT_FP32_ID, padded_vocab
+from costmodel.io.errors import InputError, first_line
+from costmodel.model.scenario import MAX_EXACT_FP32_ID, padded_vocab
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 NEG_INF = float("-inf")

@@ -7,7 +7,7 @@ the last shard, i.e. every local column c with rank*s + c >= vocab):
             = T(x[b, c])                  otherwise
     T(x)    = r(r(x0 * scale))            with x0 = r(r(tanh(r(x / cap))) * cap) if a soft-cap is set, else x
     best[b] = lowest c with k(y[b, c]) == max_c k(y[b, c])
-    k(v)    = ord32(canon(v))             (the order key of costmodel/strategies.py)
+    k(v)    = ord32(canon(v))             (the order key of costmodel/model/strategies.py)
 
 r() rounds to the logits dtype after every step, like torch's eager op-by-op pipeline on bf16/fp16
 logits (vLLM's LogitsProcessor: logits / cap, tanh, * cap, then *= scale). The arithmetic follows torch
@@ -50,7 +50,7 @@ import contextlib
 import numpy as np
 import torch
 
-from costmodel.scenario import MAX_EXACT_FP32_ID
+from costmodel.model.scenario import MAX_EXACT_FP32_ID
 
 try:
     import triton

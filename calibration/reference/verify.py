@@ -19,7 +19,7 @@ fails (init, or a peer rank that dies mid-run) - always one `error:` line.
 `--inject-bug NAME` swaps a strategy for a deliberately broken one (see `BUGS`),
 to show the cases catch it. `--time` then times each strategy end to end
 (barrier, call, device sync; median over repeats of the per-iteration max across
-ranks) and prints it beside costmodel.predict(...) for the same scenario in eager
+ranks) and prints it beside costmodel.model.predict(...) for the same scenario in eager
 mode.
 
 `--fused` adds the fused Triton variants of the two local strategies
@@ -49,8 +49,8 @@ import torch
 
 from calibration.reference import strategies as ref
 from calibration.reference.strategies import DraftHead, Strategy
-from costmodel.errors import InputError, OneLineParser, first_line
-from costmodel.scenario import padded_vocab
+from costmodel.io.errors import InputError, OneLineParser, first_line
+from costmodel.model.scenario import padded_vocab
 
 NAN = float("nan")
 INF = float("inf")
@@ -617,7 +617,7 @@ def predicted_us(scenario, profile, names: list[str]) -> dict[str, float]:
     NaN where the profile cannot price it (e.g. no fused kernel parameters) or the name is not a model strategy.
     """
     from costmodel import predict
-    from costmodel.strategies import STRATEGIES
+    from costmodel.model.components import STRATEGIES
 
     out: dict[str, float] = {}
     for fused in (False, True):

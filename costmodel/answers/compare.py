@@ -1,0 +1,81 @@
+"""The same scenario on two (or more) profiles side by side: per strategy the time per draft step, the saving
+versus full_all_gather and the crossover batch (`predict.crossover`). Used by `python -m costmodel compare` and the
+dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
+
+Profiles are grouped by GPU family (`gpu_family`) for listings and pickers.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pandas as pd
+
+from ..io import safe_io
+from ..model.components import BASELINE
+from ..model.predict import crossover, predict
+from ..model.scenario import Scenario
+from ..profiles.parse import MAX_PROFILE_BYTES
+from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
+from ..profiles.types import Profile
+
+FAMILIES = ("Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU")
+_FAMILY_KEYS = (("Blackwell", ("B200", "B300", "GB200", "GB300", "RTX PRO 6000", "BLACKWELL")),
+                ("Hopper", ("H100", "H200", "H20", "H800", "GH200")), ("Ampere", ("A100", "A800", "A10")),
+                ("Ada", ("L40", "L4", "4090")), ("CPU", ("CPU",)))
+
+
+def gpu_family(gpu: str) -> str:
+    """GPU family of a provenance GPU name: Blackwell, Hopper, Ampere, Ada, CPU, else "other"."""
+    g = gpu.upper()
+    for family, keys in _FAMILY_KEYS:
+        if any(k in g for k in keys):
+            return family
+    return "other"
+
+
+@lru_cache(maxsize=64)
+def bundled_family(name: str) -> str:
+    """GPU family of a bundled profile from its provenance.gpu, without validating the whole profile (a label; the
+    profile is loaded - and validated - when it is used)."""
+    data = safe_io.loads_json(safe_io.read_bytes(PROFILE_DIR / f"{name}.json", limit_bytes=MAX_PROFILE_BYTES,
+                                                 what="profile"), name)
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    gpu = prov.get("gpu") if isinstance(prov, dict) else None
+    return gpu_family(gpu) if isinstance(gpu, str) else "other"
+
+
+def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
+    """(family, profile name) of the bundled profiles (or bundled `names`), ordered by FAMILIES then name."""
+    names = bundled_profiles() if names is None else names
+    rows = [(bundled_family(n), n) for n in names]
+    return sorted(rows, key=lambda r: (FAMILIES.index(r[0]), r[1]))
+
+
+def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0) -> pd.DataFrame:
+    """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
+    saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
+    of the saving in 1..max_batch, NaN: none)
+    for a single scenario. A TP size a profile's nodes cannot hold is an InputError naming the fix."""
+    rows = []
+    for prof in profiles:
+        check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
+        pred = predict(scenario, prof)
+        for name, result in pred.strategies.items():
+            saving = float(pred.saving_us(name))
+            per_decode = float(pred.saving_per_decode_step_us(name))
+            cross = None if name == BASELINE else crossover(scenario, name, prof, batch_range=(1.0, max_batch))
+            rows.append({"profile": prof.name, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
+                         "family": gpu_family(prof.provenance.gpu), "strategy": name,
+                         "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
+                         "saving_per_decode_step_us": per_decode,
+                         "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch})
+    return pd.DataFrame(rows)
+
+
+def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """`compare_table` with one row per strategy and one column per (quantity, profile)."""
+    wide = table.pivot(index="strategy", columns="profile",
+                       values=["total_us", "saving_per_draft_step_us", "crossover_batch"])
+    wide.columns = [f"{a}[{b}]" for a, b in wide.columns]
+    return wide.reindex(list(dict.fromkeys(table["strategy"]))).reset_index()

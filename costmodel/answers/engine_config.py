@@ -1,0 +1,73 @@
+"""The config to paste: vLLM's `speculative_config`, and what SGLang / TensorRT-LLM users set instead.
+
+`vllm_speculative_config` builds the JSON for `--speculative-config` with `use_local_argmax_reduction` on or off;
+`config_notes` states what the tool assumed (top-k, collective implementation, verification) that the config does
+not set; `_configs` gives every engine's entry for a decision.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+ENGINE_NOTES = {
+    "vllm": "vllm/config/speculative.py SpeculativeConfig.use_local_argmax_reduction (default False); "
+            "greedy, non-tree drafting only",
+    "sglang": "no switch for draft tokens: SGLANG_ENABLE_TP_SHARDED_GREEDY (sglang/srt/layers/tp_sharded_greedy.py, "
+              "can_use_tp_sharded_greedy) is refused for batches with speculative info",
+    "trtllm": "no switch: the MTP Eagle draft_sampler (tensorrt_llm/_torch/speculative/mtp.py) always all-gathers "
+              "(id, value) pairs when TP > 1 without attention DP",
+}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    engine: str
+    available: bool
+    text: str   # what to paste (empty when nothing can be set)
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str = "eagle",
+                            parallel: bool = False) -> str:
+    """The `--speculative-config` JSON (draft `model` left for the user to fill in)."""
+    cfg: dict[str, Any] = {"method": method, "model": "<your draft model>", "num_speculative_tokens": num_spec_tokens,
+                           "use_local_argmax_reduction": enable}
+    if parallel:
+        cfg["parallel_drafting"] = True
+    return "--speculative-config '" + json.dumps(cfg) + "'"
+
+
+def config_notes(top_k: int, collective: str, verify: bool) -> list[str]:
+    """What the pasted configs cannot set for the chosen (top-k, collective, verification), said plainly."""
+    notes = []
+    if top_k > 1:
+        notes.append(f"top-k {top_k}: no engine has a switch for the local top-k pair gather - vLLM's "
+                     "use_local_argmax_reduction covers greedy (top-k 1) drafting only")
+    if collective != "nccl":
+        notes.append(f"collective {collective}: none of these settings selects the collective implementation; the "
+                     f"numbers assume the strategy's all-gather / all-reduce run as {collective} (derived from "
+                     "published figures), which the engine must do for them to hold")
+    if verify:
+        notes.append("verification: no switch keeps the target's verification logits vocab-sharded during "
+                     "speculative decoding (SGLANG_ENABLE_TP_SHARDED_GREEDY is refused for batches with speculative "
+                     "info); the verification group's saving is modelled, not something to paste")
+    return notes
+
+
+def _configs(decision: str, k: int, method: str, parallel: bool, top_k: int = 1) -> tuple[EngineConfig, ...]:
+    enable = decision == "enable"
+    if top_k > 1:  # the flag selects the greedy pairs path only: nothing to paste for tree drafting
+        vllm = EngineConfig("vllm", False, "", ENGINE_NOTES["vllm"] + f"; nothing to set for top-k {top_k}")
+    else:
+        vllm = EngineConfig("vllm", True, vllm_speculative_config(k, enable=enable, method=method, parallel=parallel),
+                            ENGINE_NOTES["vllm"] + ("" if decision != "uncertain" else
+                                                    "; uncertain: kept at the default (off) - calibrate to decide"))
+    sglang = EngineConfig("sglang", False, "", ENGINE_NOTES["sglang"])
+    trt = EngineConfig("trtllm", False, "", ENGINE_NOTES["trtllm"] + (
+        "; the model says it is slower here, and TensorRT-LLM offers no way back" if decision == "keep off" else ""))
+    return (vllm, sglang, trt)

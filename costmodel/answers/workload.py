@@ -1,0 +1,274 @@
+"""A serving workload as a distribution of decode batch sizes: `Workload(batch, weight)`.
+
+A deployment does not run at one batch size: continuous batching changes the number of running
+requests - the rows B every draft call processes - from step to step. `weight[i]` is the share of
+decode steps run at `batch[i]` (weights are normalised to sum to 1). Three inputs:
+
+* **CSV** with columns `batch,weight` (any non-negative weights; duplicate batches are summed;
+  extra columns are ignored). `data/examples/chat-diurnal.csv` is an example.
+* **vLLM Prometheus `/metrics` text** (one scrape, or many concatenated:
+  `for i in $(seq 600); do curl -s host:8000/metrics; sleep 1; done > scrapes.txt`), parsed with
+  `prometheus_client.parser.text_string_to_metric_families`. The series used is the gauge
+  **`vllm:num_requests_running`** ("number of requests in model execution batches", vLLM
+  `vllm/v1/metrics/loggers.py`, `PrometheusStatLogger`): every running request contributes one row
+  to every draft call of the step, so the gauge *is* the draft batch B. Each sample (one per scrape
+  and per engine label set - data-parallel engines run separate TP groups) is one observation;
+  samples of 0 are idle time with no decode step and are dropped. The weights are shares of
+  scrape time, which equal shares of decode steps when the step time varies little with B.
+  Why not `vllm:iteration_tokens_total` (the tokens-per-engine-step histogram)? It counts
+  *scheduled tokens*, mixing prefill chunks with decode rows, a decode row with speculation is
+  1 + K tokens, and its buckets are the CUDA-graph capture sizes (`build_cudagraph_buckets`), so B
+  can only be recovered as a coarse, prefill-contaminated bucket range.
+* **`vllm bench serve --save-result` JSON** (keys `duration`, `completed`, `output_lens`, `itls`,
+  `mean_tpot_ms`, `max_concurrency`; vLLM `vllm/benchmarks/serve.py`). The file holds per-request
+  totals, not a time series, so the *mean* decode batch comes from Little's law:
+  `B_mean = (sum over requests of decode time) / duration`, decode time of a request = the sum of
+  its inter-token gaps `itls` (or `(output_len - 1) * mean_tpot_ms` when `itls` is absent), capped
+  at `max_concurrency` when the run set one. That mean is spread over floor(B_mean) and
+  ceil(B_mean) with the weights that keep it exact. The file also gives two hints for the impact:
+  the measured mean ITL (`mean_itl_ms`) and tokens per streamed chunk
+  (`sum(output_len - 1) / sum(len(itls))`, the mean acceptance length when each decode step
+  streams one chunk) - labelled as coming from that benchmark run.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..io.errors import InputError
+from ..io.safe_io import loads_json, read_text
+from ..profiles.store import DATA_DIR
+
+MAX_WORKLOAD_BYTES = 20 * 1024 * 1024
+MAX_BATCH = 1 << 20
+MAX_DISTINCT_BATCHES = 16384  # each is priced under every replicate of the profile
+RUNNING_GAUGE = "vllm:num_requests_running"
+KINDS = ("auto", "csv", "vllm-metrics", "vllm-bench")
+EXAMPLES_DIR = DATA_DIR / "examples"
+
+
+@dataclass(frozen=True, eq=False)  # arrays inside: compared by identity
+class Workload:
+    """Decode batch sizes and the share of decode steps at each (ascending, unique; weights sum to 1).
+
+    source: "csv" | "vllm-metrics" | "vllm-bench"; name: the file; method: how B was obtained;
+    observations: samples behind it; hints: measured values from the file (itl_ms,
+    acceptance_length) that the caller may use as the impact baseline.
+    """
+
+    batch: np.ndarray
+    weight: np.ndarray
+    source: str
+    name: str = ""
+    method: str = ""
+    observations: int = 0
+    hints: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        raw = np.asarray(self.batch, dtype=float).reshape(-1)
+        w = np.asarray(self.weight, dtype=float).reshape(-1)
+        if raw.size == 0 or raw.size != w.size:
+            raise InputError(f"workload {self.name}: needs one weight per batch and at least one batch")
+        if not np.isfinite(raw).all() or (raw != np.round(raw)).any() or (raw < 1).any() or (raw > MAX_BATCH).any():
+            raise InputError(f"workload {self.name}: batch must be an integer in 1..{MAX_BATCH}")
+        b = raw.astype(np.int64)
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise InputError(f"workload {self.name}: weights must be finite, >= 0 and not all 0")
+        uniq, inverse = np.unique(b, return_inverse=True)
+        if uniq.size > MAX_DISTINCT_BATCHES:
+            raise InputError(f"workload {self.name}: {uniq.size} distinct batch sizes, more than "
+                             f"{MAX_DISTINCT_BATCHES} (bin them)")
+        summed = np.bincount(inverse, weights=w, minlength=uniq.size)
+        keep = summed > 0
+        object.__setattr__(self, "batch", uniq[keep])
+        object.__setattr__(self, "weight", summed[keep] / summed[keep].sum())
+
+    @property
+    def mean_batch(self) -> float:
+        """Step-weighted mean decode batch, sum_i w_i B_i."""
+        return float(np.dot(self.weight, self.batch))
+
+    def quantile(self, q: float) -> int:
+        """Smallest batch whose cumulative step share reaches q."""
+        return int(self.batch[np.searchsorted(np.cumsum(self.weight), q - 1e-12)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "name": self.name, "method": self.method,
+                "observations": self.observations, "mean_batch": self.mean_batch,
+                "p50_batch": self.quantile(0.5), "p90_batch": self.quantile(0.9),
+                "min_batch": int(self.batch[0]), "max_batch": int(self.batch[-1]),
+                "distinct_batches": int(self.batch.size), "hints": dict(self.hints),
+                "batch": self.batch.tolist(), "weight": self.weight.tolist()}
+
+
+# -- CSV ---------------------------------------------------------------------------------------------
+def parse_csv(text: str, name: str = "workload.csv") -> Workload:
+    """`batch,weight` rows (header required; other columns ignored; `#` starts a comment)."""
+    try:
+        frame = pd.read_csv(io.StringIO(text), comment="#", skip_blank_lines=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"workload {name}: not a CSV ({str(exc).splitlines()[0] if str(exc) else 'empty'})") from None
+    frame.columns = [str(c).strip().lower() for c in frame.columns]
+    missing = [c for c in ("batch", "weight") if c not in frame.columns]
+    if missing:
+        raise InputError(f"workload {name}: needs columns batch,weight (missing {', '.join(missing)})")
+    batch = pd.to_numeric(frame["batch"], errors="coerce").to_numpy(float)
+    weight = pd.to_numeric(frame["weight"], errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(batch) | (batch != np.round(batch)) | ~np.isfinite(weight)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"workload {name}: row {i + 2}: batch must be an integer and weight a number, "
+                         f"got {frame['batch'].iloc[i]!r},{frame['weight'].iloc[i]!r}")
+    return Workload(batch.astype(np.int64), weight, "csv", name, "batch,weight table", int(batch.size))
+
+
+# -- vLLM /metrics -------------------------------------------------------------------------------------
+def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
+    """Samples of the `vllm:num_requests_running` gauge (see the module docstring for why this series)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: list[float] = []
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == RUNNING_GAUGE:
+                    values.append(float(sample.value))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise InputError(f"workload {name}: not Prometheus text format ({str(exc).splitlines()[0]})") from None
+    if not values:
+        raise InputError(f"workload {name}: no {RUNNING_GAUGE} samples (is this a vLLM /metrics scrape?)")
+    arr = np.asarray(values)
+    if not np.isfinite(arr).all() or (arr < 0).any() or (arr != np.round(arr)).any():
+        raise InputError(f"workload {name}: {RUNNING_GAUGE} must be a non-negative integer in every sample")
+    busy = arr[arr >= 1]
+    if busy.size == 0:
+        raise InputError(f"workload {name}: every {RUNNING_GAUGE} sample is 0 (an idle server has no decode steps)")
+    return Workload(busy.astype(np.int64), np.ones(busy.size), "vllm-metrics", name,
+                    f"{RUNNING_GAUGE} gauge, {busy.size} busy samples ({arr.size - busy.size} idle dropped)",
+                    int(arr.size))
+
+
+# -- vllm bench serve JSON ----------------------------------------------------------------------------
+def _number(data: dict[str, Any], key: str, name: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"workload {name}: {key} must be a finite number")
+    return float(value)
+
+
+def parse_bench(data: Any, name: str = "bench.json") -> Workload:
+    """Mean decode batch of a `vllm bench serve` run by Little's law (see the module docstring)."""
+    if not isinstance(data, dict):
+        raise InputError(f"workload {name}: a vllm bench serve result is a JSON object")
+    duration = _number(data, "duration", name)
+    if duration is None or duration <= 0:
+        raise InputError(f"workload {name}: needs a positive duration (s) - is this a vllm bench serve result?")
+    out_lens = data.get("output_lens")
+    itls = data.get("itls")
+    tpot = _number(data, "mean_tpot_ms", name)
+    chunks = None
+    if isinstance(itls, list) and itls and all(isinstance(x, list) for x in itls):
+        try:
+            gaps = np.asarray([float(g) for req in itls for g in req], dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(f"workload {name}: itls must be lists of numbers (s)") from None
+        if not np.isfinite(gaps).all() or (gaps < 0).any():
+            raise InputError(f"workload {name}: itls must be finite and >= 0")
+        decode_s = float(gaps.sum())
+        chunks = gaps.size
+        how = "sum of itls"
+    elif isinstance(out_lens, list) and out_lens and tpot is not None:
+        lens = np.asarray(out_lens, dtype=float)
+        decode_s = float(np.clip(lens - 1, 0, None).sum() * tpot / 1000.0)
+        how = "(output_len - 1) x mean_tpot_ms"
+    else:
+        completed, total_out = _number(data, "completed", name), _number(data, "total_output_tokens", name)
+        if tpot is None or not completed or total_out is None:
+            raise InputError(f"workload {name}: needs itls, or output_lens + mean_tpot_ms, or completed + "
+                             "total_output_tokens + mean_tpot_ms")
+        decode_s = max(total_out - completed, 0.0) * tpot / 1000.0
+        how = "(total_output_tokens - completed) x mean_tpot_ms"
+    mean_b = decode_s / duration
+    cap = _number(data, "max_concurrency", name)
+    capped = cap is not None and cap >= 1 and mean_b > cap
+    if capped:
+        mean_b = cap
+    if mean_b <= 1.0:
+        batch, weight = np.array([1]), np.array([1.0])
+    else:
+        lo = math.floor(mean_b)
+        frac = mean_b - lo
+        batch, weight = np.array([lo, lo + 1]), np.array([1.0 - frac, frac])
+    hints: dict[str, float] = {}
+    itl = _number(data, "mean_itl_ms", name)
+    if itl is not None and itl > 0:
+        hints["itl_ms"] = itl
+    if chunks and isinstance(out_lens, list) and out_lens:
+        tokens = float(np.clip(np.asarray(out_lens, dtype=float) - 1, 0, None).sum())
+        if tokens > 0:
+            hints["acceptance_length"] = tokens / chunks
+    method = (f"Little's law: decode time ({how}) / duration {duration:.1f} s = mean batch {decode_s / duration:.2f}"
+              + (f", capped at max_concurrency {cap:g}" if capped else ""))
+    n = len(out_lens) if isinstance(out_lens, list) else int(_number(data, "completed", name) or 0)
+    return Workload(batch, weight, "vllm-bench", name, method, n, hints)
+
+
+# -- entry points --------------------------------------------------------------------------------------
+def detect_kind(text: str, name: str = "") -> str:
+    """'vllm-bench' for a JSON object, 'vllm-metrics' for Prometheus text, else 'csv'."""
+    head = text.lstrip()[:4096]
+    if head.startswith("{") or name.lower().endswith(".json"):
+        return "vllm-bench"
+    if "# TYPE " in head or "# HELP " in head or "vllm:" in head:
+        return "vllm-metrics"
+    return "csv"
+
+
+def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto") -> Workload:
+    """A Workload from the contents of a CSV, a /metrics scrape or a bench JSON (`kind` or detected)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"workload {name}: not UTF-8 text") from None
+    if len(text.encode("utf-8", "ignore")) > MAX_WORKLOAD_BYTES:
+        raise InputError(f"workload {name}: larger than the {MAX_WORKLOAD_BYTES // 2**20} MiB limit")
+    if kind not in KINDS:
+        raise InputError(f"workload kind {kind!r}: not one of {', '.join(KINDS)}")
+    if not text.strip():
+        raise InputError(f"workload {name}: empty")
+    kind = detect_kind(text, name) if kind == "auto" else kind
+    if kind == "csv":
+        return parse_csv(text, name)
+    if kind == "vllm-metrics":
+        return parse_metrics(text, name)
+    return parse_bench(loads_json(text, f"workload {name}"), name)
+
+
+def example_path(path: str | Path) -> Path:
+    """`path` itself, or - when no such file exists - the bundled example of that name
+    (data/examples/, also inside an installed package), so `--workload data/examples/chat-diurnal.csv`
+    works from any directory."""
+    p = Path(path)
+    if not p.exists():
+        bundled = EXAMPLES_DIR / p.name
+        if p.name and bundled.is_file():
+            return bundled
+    return p
+
+
+def load_workload(path: str | Path, kind: str = "auto") -> Workload:
+    """Read and parse a workload file (bounded read; one-line InputError on any problem); a missing path
+    that names a bundled example reads the example."""
+    path = example_path(path)
+    text = read_text(path, limit_bytes=MAX_WORKLOAD_BYTES, what="workload")
+    return parse_workload(text, Path(path).name, kind)

@@ -1,0 +1,222 @@
+"""`argmax-tp` / `python -m costmodel` - predict, recommend, sweep, predict-points, validate, profiles, presets.
+
+Plus launchers that hand over to the dashboard and the calibration tools (`dashboard`,
+`calibrate-collectives`, `calibrate-kernels`, `verify` need torch - the `calibrate` extra -;
+`fit`, `import-nccl-tests` do not). Every user error prints one line `error: <message>` on
+stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import runpy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..io.errors import InputError, OneLineParser, first_line
+from ..io.measurements import DTYPES
+from ..profiles.store import DEFAULT_PROFILE
+from .commands import (
+    cmd_compare,
+    cmd_predict,
+    cmd_predict_points,
+    cmd_presets,
+    cmd_profiles,
+    cmd_recommend,
+    cmd_sweep,
+    cmd_validate,
+)
+from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, bounded_float
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="argmax-tp", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    p = sub.add_parser("predict", help="price every strategy for one scenario", formatter_class=Formatter)
+    _add_scenario_args(p, lists=False)
+    p.add_argument("--itl-ms", type=ITL_MS, default=None,
+                   help="baseline ITL, ms per decode step, for the impact (needs --acceptance-length)")
+    p.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
+                   help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
+    p.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
+                   help="upper end of the crossover search, rows")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--explain", action="store_true", help="print every component's formula with numbers")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="elasticity of the local_argmax_pairs saving to each profile parameter")
+    p.add_argument("--no-intervals", action="store_true", help="skip bootstrap intervals (faster)")
+    p.add_argument("--verify", action="store_true",
+                   help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
+    p.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
+                   help="with --verify: share of decode steps whose requests are all greedy (the rest run the "
+                        "baseline)")
+    p.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
+                   help="with --verify: the target logits' dtype (default: --dtype)")
+    p.add_argument("--matrix-csv", default=None,
+                   help="write the strategy x collective matrix (with each crossover batch) as CSV")
+    p.set_defaults(func=cmd_predict)
+
+    r = sub.add_parser("recommend", formatter_class=Formatter,
+                       help="on or off for a workload's batch mix: expected saving, interval, config to paste")
+    r.add_argument("--workload", required=True,
+                   help="batch distribution: CSV batch,weight | vLLM /metrics scrape(s) | vllm bench serve JSON")
+    r.add_argument("--workload-kind", default="auto", choices=("auto", "csv", "vllm-metrics", "vllm-bench"),
+                   help="how to read --workload (auto: JSON object = bench, Prometheus text = metrics, else CSV)")
+    _add_scenario_args(r, lists=False, batch=False)
+    r.add_argument("--itl-ms", type=ITL_MS, default=None,
+                   help="baseline ITL at this workload, ms per decode step (needs --acceptance-length)")
+    r.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
+                   help="mean tokens emitted per decode step, 1..K+1 (needs --itl-ms)")
+    r.add_argument("--method", default=None,
+                   help="vLLM speculative method in the pasted config (default: mtp / eagle3 / eagle from the preset)")
+    r.add_argument("--verify", action="store_true",
+                   help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
+    r.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
+                   help="with --verify: share of decode steps whose requests are all greedy")
+    r.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
+                   help="with --verify: the target logits' dtype (default: --dtype)")
+    r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=cmd_recommend)
+
+    s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
+    _add_scenario_args(s, lists=True)
+    s.add_argument("--out", default=None, help="output path (default stdout)")
+    s.add_argument("--format", default="csv", choices=("csv", "parquet"), help="output format")
+    s.set_defaults(func=cmd_sweep)
+
+    pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows", formatter_class=Formatter)
+    pp.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
+    pp.add_argument("--in", dest="input", required=True,
+                    help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
+    pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
+    pp.add_argument("--engine", default=None,
+                    help="vllm | sglang | trtllm: price each row as that engine runs the op (captured: graph "
+                         "price; vllm: host launches + GPU through the step model); sets the mode column")
+    pp.add_argument("--intervals", action="store_true",
+                    help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
+                         "per-op model discrepancy; costmodel/evidence/discrepancy.py)")
+    pp.set_defaults(func=cmd_predict_points)
+
+    v = sub.add_parser("validate", help="predict published/measured reference points and report the error",
+                       formatter_class=Formatter)
+    v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
+    v.add_argument("--reference", nargs="*", default=None, help="reference CSVs (default data/reference/*.csv)")
+    v.add_argument("--out", default=None, help="write the full table as CSV")
+    v.add_argument("--max-error", type=bounded_float(0.0, 1e6), default=None,
+                   help="exit 1 if any |relative error| exceeds this")
+    v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
+    v.add_argument("--no-coverage", action="store_true", help="skip the 90%% interval coverage (faster)")
+    v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
+    v.set_defaults(func=cmd_validate)
+
+    pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
+    pr.add_argument("--json", action="store_true", help="print a JSON list")
+    pr.add_argument("--citations", action="store_true", help="print each profile's source and citations")
+    pr.set_defaults(func=cmd_profiles)
+
+    cp = sub.add_parser("compare", help="the same scenario on two profiles side by side (savings, crossover)",
+                        formatter_class=Formatter)
+    cp.add_argument("profile_a", help="bundled profile name or profile JSON path")
+    cp.add_argument("profile_b", help="bundled profile name or profile JSON path")
+    _add_scenario_args(cp, lists=False)
+    cp.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
+                    help="upper end of the crossover search, rows")
+    cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
+    cp.set_defaults(func=cmd_compare)
+
+    ps = sub.add_parser("presets", help="list model presets")
+    ps.set_defaults(func=cmd_presets)
+    for name, (_, _, text) in LAUNCHERS.items():  # dispatched by main() before parsing; listed for --help
+        sub.add_parser(name, help=text, add_help=False)
+    return parser
+
+
+# -- launchers: the dashboard and the calibration tools --------------------------------------------------
+# command -> (module run as __main__, needs torch, help). Arguments after the command pass through unchanged.
+LAUNCHERS: dict[str, tuple[str, bool, str]] = {
+    "dashboard": ("streamlit", False, "start the Streamlit dashboard (arguments go to `streamlit run`)"),
+    "calibrate-collectives": ("calibration.bench.collectives", True,
+                              "benchmark the collectives (run it under torchrun; needs the calibrate extra)"),
+    "calibrate-kernels": ("calibration.bench.kernels", True,
+                          "benchmark the non-communication kernels (calibrate extra)"),
+    "verify": ("calibration.reference.verify", True,
+               "check every strategy against torch.argmax (torchrun; calibrate extra)"),
+    "fit": ("calibration.fitting.fit", False, "fit a profile from measurement CSVs (no torch)"),
+    "import-nccl-tests": ("calibration.logs.import_nccl_tests", False, "convert nccl-tests logs to measurement CSV"),
+    "kernel-report": ("calibration.fitting.kernel_report", False,
+                      "achieved bandwidth and fused speed-ups of a kernels CSV"),
+}
+# the repository's .streamlit/config.toml, for an installed package started from any directory
+STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--browser.gatherUsageStats", "false",
+                   "--client.toolbarMode", "viewer",
+                   "--client.showErrorDetails", "none", "--theme.base", "light", "--theme.primaryColor", "#4c78a8")
+
+
+def app_path() -> Path:
+    """app.py: next to the `dashboard` package (the repository root, or site-packages when installed)."""
+    spec = importlib.util.find_spec("dashboard")
+    if spec is None or spec.origin is None:
+        raise InputError("dashboard: the dashboard package is not installed")
+    path = Path(spec.origin).resolve().parent.parent / "app.py"
+    if not path.is_file():
+        raise InputError(f"dashboard: {path} is missing")
+    return path
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def launch(command: str, argv: Sequence[str]) -> int:
+    """Run a launcher's module as `__main__` in this process (so torchrun's environment reaches it)."""
+    module, needs_torch, _ = LAUNCHERS[command]
+    if needs_torch and not _installed("torch"):
+        raise InputError(f"{command}: needs torch - install the calibrate extra: pip install 'argmax-tp[calibrate]'")
+    if not _installed(module.split(".")[0]):
+        raise InputError(f"{command}: module {module} is not installed")
+    if command == "dashboard":
+        sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]
+    else:
+        sys.argv = [f"argmax-tp {command}", *argv]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in LAUNCHERS:
+            return launch(argv[0], argv[1:])
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:  # e.g. --out in a folder that does not exist
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except (MemoryError, RecursionError):
+        print("error: out of memory (the input is too large; see README 'Limits and safety')", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: still one line, never a traceback (tests assert this never happens)
+        print(f"error: internal error ({type(exc).__name__}: {first_line(exc)}); please report it", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

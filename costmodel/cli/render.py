@@ -1,0 +1,247 @@
+"""A prediction as the CLI shows it: the JSON dictionary (`--json`) and the text table, with intervals,
+decode-step and engine lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from ..answers.recommend import impact_change
+from ..io.safe_io import write_csv
+from ..model.components import BASELINE, DESCRIPTIONS
+from ..model.engines import PLANS, host_costs
+from ..model.kernels import kernel_context
+from ..model.predict import Prediction, crossover
+from .options import HEADLINE
+
+
+def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: float | None = None,
+                    acceptance_length: float | None = None) -> dict[str, Any]:
+    """The `predict --json` object for a single scenario."""
+    sc, prof = pred.scenario, pred.profile
+    strategies = {}
+    for name, r in pred.strategies.items():
+        entry: dict[str, Any] = {
+            "description": DESCRIPTIONS[name],
+            "total_us": float(r.total_us),
+            "components": {k: float(v) for k, v in r.components_us.items()},
+            "wire_bytes_per_rank": float(r.wire_bytes_per_rank),
+            "valid": bool(r.valid),
+            "extrapolated": bool(r.extrapolated),
+            "saving_per_draft_step_us": float(pred.saving_us(name)),
+            "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
+            "saving_pct": float(pred.saving_pct(name)),
+        }
+        if name != BASELINE:
+            cross = crossover(sc, name, prof, batch_range=(1.0, max_batch))
+            entry["crossover_batch"] = cross.batch
+            entry["crossover"] = cross.to_dict()
+        else:
+            entry["crossover_batch"] = None
+        if itl_ms is not None:
+            entry["impact"] = impact_change(float(pred.saving_per_decode_step_us(name)), itl_ms,
+                                            acceptance_length or 1.0, name).to_dict()
+        strategies[name] = entry
+    return {
+        "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
+                    "source": prof.provenance.source, "gpu": prof.provenance.gpu},
+        "kernel_context": kernel_context(prof, sc),
+        "scenario": sc.describe(),
+        "engine": engine_dict(pred),
+        "baseline": BASELINE,
+        "best": str(pred.best()),
+        "crossover_batch": strategies[HEADLINE]["crossover_batch"],
+        "strategies": strategies,
+        **_collective_provenance(pred),
+    }
+
+
+def _collective_provenance(pred: Prediction) -> dict[str, Any]:
+    """{"collective_provenance": {op: "measured" | "derived"}} for a oneshot / multimem scenario: whether the
+    profile's measured curve or the derived parameters price it (costmodel.model.collective_impls.provenance)."""
+    from ..model.collective_impls import IMPL_OPS, provenance
+
+    sc = pred.scenario.item(0)
+    impl = str(sc.collective)
+    if impl == "nccl":
+        return {}
+    return {"collective_provenance": {op: provenance(pred.profile, impl, op, int(sc.tp), int(sc.nodes))
+                                      for op in IMPL_OPS}}
+
+
+def engine_dict(pred: Prediction) -> dict[str, Any]:
+    """How the step was executed: the engine's plan (with its source) or one mode for every component."""
+    sc, hc = pred.scenario.item(0), host_costs(pred.profile)
+    name = str(sc.engine)
+    out: dict[str, Any] = {"name": name, "host_torch_op_us": hc.torch_op_us, "host_c10d_call_us": hc.c10d_call_us,
+                           "host_source": hc.source}
+    if name == "none":
+        out.update(execution=f"--mode {sc.mode} for every component", source="user (--mode)")
+    else:
+        plan = PLANS[name]
+        captured = ("every component in a CUDA graph" if plan.is_captured("*")
+                    else "every component launched by the host")
+        out.update(execution=f"{captured}; host syncs: {', '.join(sorted(plan.sync_after)) or 'none'}"
+                   + ("; head start: the lm_head GEMM" if plan.head_start else ""),
+                   source=plan.source, notes=list(plan.notes), engine_default_strategy=plan.default_strategy)
+    return out
+
+
+def _format_table(result: dict[str, Any]) -> str:
+    sc = result["scenario"]
+    lines = [
+        f"profile {result['profile']['name']} ({result['profile']['kind']}: {result['profile']['gpu']})",
+        f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
+        f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
+        f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
+        _engine_line(result),
+        *_kernel_lines(result),
+        "",
+        f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
+    ]
+    for name, s in result["strategies"].items():
+        cross = s.get("crossover_batch")
+        cross_txt = "-" if name == result["baseline"] else ("none" if cross is None else f"{cross:.1f}")
+        flag = "" if s["valid"] else ("  (invalid: packed keys are exact at top-k 1 only)"
+                                      if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
+                                      else "  (invalid: ids not exact in fp32)")
+        lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
+                     f"{s['saving_per_decode_step_us']:14.1f} {cross_txt:>12s}{flag}")
+        if "interval" in s:
+            iv, cx = s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"]
+            cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"
+            lines.append(f"{'':30s}   90% interval: saving {iv['low']:.1f}..{iv['high']:.1f} us{cx_txt} "
+                         f"-> {s['verdict']}")
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
+        lines.append(f"{'':30s}   = {parts}")
+        if "impact" in s and name != result["baseline"]:
+            im = s["impact"]
+            gain_iv = im.get("output_throughput_gain_pct_interval")
+            gain_txt = "" if not gain_iv else f" [{gain_iv['low']:+.2f}..{gain_iv['high']:+.2f}%]"
+            lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms "
+                         f"(reduction {im['itl_reduction_pct']:+.2f}%), TPOT {im['tpot_before_ms']:.3f} -> "
+                         f"{im['tpot_after_ms']:.3f} ms, output throughput {im['output_throughput_gain_pct']:+.2f}%"
+                         f"{gain_txt}")
+    lines.append("")
+    lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
+    lines.extend(_decode_lines(result))
+    return "\n".join(lines)
+
+
+def _decode_lines(result: dict[str, Any]) -> list[str]:
+    """Per decode step: the draft group, the verification group (with --verify) and the best pair."""
+    step = result.get("decode_step")
+    if not step:
+        return [_best_pair_line(result["best_pair"])] if result.get("best_pair") else []
+    ver = result.get("verification", {})
+    head = "per decode step (us): draft x calls" + (f" + greedy verification of {ver['rows']:.0f} rows over "
+                                                   f"vocab {ver['vocab']} at TP {ver['tp']} {ver['dtype']}, "
+                                                   f"F = {ver['greedy_fraction']:g}" if ver.get("enabled") else "")
+    lines = ["", head, f"{'strategy':30s} {'draft':>10s} {'verify':>10s} {'decode step':>12s} {'saving':>10s}"]
+    ivs = step.get("intervals") or {}
+    for name, d in step["strategies"].items():
+        iv = ivs.get(name)
+        iv_txt = "" if iv is None else (
+            f"  [saving {iv['decode_step_saving_us']['low']:+.1f}..{iv['decode_step_saving_us']['high']:+.1f}"
+            + (f", verify {iv['verify_saving_us']['low']:+.1f}..{iv['verify_saving_us']['high']:+.1f}"
+               if ver.get("enabled") else "") + "]")
+        lines.append(f"{name:30s} {d['draft_us']:10.1f} {d['verify_us']:10.1f} {d['decode_step_us']:12.1f} "
+                     f"{d['saving_us']:10.1f}{'' if d['valid'] else '  (invalid)'}{iv_txt}")
+    if ivs:
+        level = next(iter(ivs.values()))["decode_step_saving_us"]["level"]
+        lines.append(f"  [..]: central {level:.0%} of {next(iter(ivs.values()))['members']} (as the intervals above)")
+    lines.append(_best_pair_line(result["best_pair"]))
+    return lines
+
+
+def _best_pair_line(bp: dict[str, Any]) -> str:
+    """The verdict's best (strategy, collective) pair, per decode step, with the provenance of the collective."""
+    return (f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
+            f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
+            f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
+            + ("" if bp["collective"] == "nccl" else _impl_provenance_note(bp)))
+
+
+def _impl_provenance_note(bp: dict[str, Any]) -> str:
+    prov = bp.get("collective_provenance") or {}
+    measured = sorted(op for op, kind in prov.items() if kind == "measured")
+    if not measured:
+        return "  (oneshot / multimem parameters are derived from published figures, not measured)"
+    derived = sorted(op for op, kind in prov.items() if kind != "measured")
+    return (f"  ({bp['collective']} {' / '.join(measured)}: measured curve"
+            + (f"; {' / '.join(derived)}: derived from published figures)" if derived else ")"))
+
+
+def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Namespace) -> None:
+    """`decode_step` (draft + verification groups per strategy), `verification`, `best_pair`, `matrix`."""
+    from ..model.verification import best_pair, decode_step, matrix, verification_dict
+
+    sc = pred.scenario
+    step = decode_step(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                       target_dtype=args.target_dtype)
+    result["decode_step"] = {"strategies": {
+        n: {"draft_us": float(step.draft_us(n)), "verify_us": float(step.verify_us(n)),
+            "decode_step_us": float(step.total_us(n)), "saving_us": float(step.saving_us(n)),
+            "valid": bool(step.valid(n))} for n in pred.strategies}}
+    result["verification"] = verification_dict(step)
+    table = matrix(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                   target_dtype=args.target_dtype, max_batch=args.max_batch, crossovers=bool(args.matrix_csv))
+    result["best_pair"] = best_pair(table)
+    bp_impl, bp_sc = str(result["best_pair"]["collective"]), pred.scenario.item(0)
+    if bp_impl != "nccl":  # measured where the profile has the implementation's curves (collective_impls.provenance)
+        from ..model.collective_impls import IMPL_OPS, provenance
+
+        result["best_pair"]["collective_provenance"] = {
+            op: provenance(pred.profile, bp_impl, op, int(bp_sc.tp), int(bp_sc.nodes)) for op in IMPL_OPS}
+    result["matrix"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
+                        for row in table.to_dict(orient="records")]
+    if args.matrix_csv:
+        write_csv(table.assign(profile=pred.profile.name, top_k=int(sc.top_k), batch=float(sc.batch),
+                               verify=bool(args.verify), greedy_fraction=args.greedy_fraction), args.matrix_csv)
+
+
+def _kernel_lines(result: dict[str, Any]) -> list[str]:
+    ctx = result.get("kernel_context") or {}
+    if not ctx:
+        return []
+    lines = [f"kernels: {ctx['kernels']}"]
+    if ctx.get("lm_head_us") is not None:
+        lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft step "
+                     f"at hidden {result['scenario']['hidden']} ({ctx['lm_head_source']})")
+    return lines
+
+
+def _engine_line(result: dict[str, Any]) -> str:
+    eng = result.get("engine") or {}
+    if not eng:
+        return f"mode {result['scenario']['mode']}"
+    who = "engine none" if eng["name"] == "none" else f"engine {eng['name']} ({eng['source']})"
+    return (f"{who}: {eng['execution']}; host per torch op {eng['host_torch_op_us']:g} us, "
+            f"per c10d call {eng['host_c10d_call_us']:g} us")
+
+
+def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float) -> None:
+    """Attach 90% bootstrap intervals (when the profile has replicates) and the verdict per strategy."""
+    from ..evidence.intervals import propagate
+
+    unc = propagate(pred.scenario, pred.profile, batch_range=(1.0, max_batch))
+    members = (f"{len(pred.profile.bootstrap)} bootstrap replicates" if pred.profile.bootstrap
+               else "the point profile (no replicates)")
+    result["intervals"] = f"90% prediction interval: {members} x per-op model discrepancy"
+    for name, entry in result["strategies"].items():
+        if name in unc:
+            entry["interval"] = unc[name].to_dict()
+            entry["verdict"] = unc[name].verdict
+            if "impact" in entry:  # the impact's throughput gain over the same interval
+                im, iv = entry["impact"], unc[name].saving_per_decode_step_us
+                entry["impact"] = impact_change(entry["saving_per_decode_step_us"], im["itl_before_ms"],
+                                                im["itl_before_ms"] / im["tpot_before_ms"], name,
+                                                (iv.low, iv.high)).to_dict()
+        elif name != BASELINE:
+            s = entry["saving_per_draft_step_us"]
+            entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
+        if name != BASELINE and not entry["valid"]:  # not exact here (fp32 ids, or packed keys at top-k > 1)
+            entry["verdict"] = "invalid"

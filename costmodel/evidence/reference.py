@@ -1,0 +1,75 @@
+"""Reference measurements: the bundled published tables and this project's measured rows (data/reference/).
+
+`load_reference` reads and checks them (the measurement schema plus `source`, `profile` and `used_in_profile`
+columns); `reference_set` names the set each row belongs to (a table file, or the published single figures), the
+unit `costmodel.evidence.validate` and `costmodel.evidence.coverage` report per.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io.errors import InputError, first_line
+from ..io.measurements import MAX_MEASUREMENT_BYTES, validate_measurements
+from ..io.safe_io import read_bytes
+from ..model.collectives import bus_factor, total_bytes
+from ..profiles.store import DATA_DIR
+
+REFERENCE_DIR = DATA_DIR / "reference"
+
+
+_NEEDED = ("op", "mode", "world_size", "gpu", "source")
+
+
+def reference_files(directory: str | Path = REFERENCE_DIR) -> list[Path]:
+    return sorted(Path(directory).glob("*.csv"))
+
+
+def load_reference(paths: list[str | Path]) -> pd.DataFrame:
+    """Concatenate reference CSVs; convert busbw figures to times (t = S * f(p) / busbw)."""
+    frames = []
+    for path in paths:
+        path = Path(path)
+        data = read_bytes(path, limit_bytes=MAX_MEASUREMENT_BYTES, what="reference")  # stat first, bounded
+        try:
+            frame = pd.read_csv(io.BytesIO(data), index_col=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+            raise InputError(f"{path}: cannot read reference CSV ({first_line(exc)})") from None
+        missing = [c for c in _NEEDED if c not in frame.columns]
+        if missing:
+            raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+        # integer columns checked before the busbw conversion uses them (a text world_size is one error line)
+        frame = validate_measurements(frame, source=str(path), require_times=False)
+        if "median_us" not in frame.columns:
+            frame["median_us"] = np.nan
+        if "busbw_gbps" in frame.columns:
+            bw = pd.to_numeric(frame["busbw_gbps"], errors="coerce")
+            need = frame["median_us"].isna() & bw.notna()
+            for op in frame.loc[need, "op"].unique():
+                m = need & (frame["op"] == op)
+                p = frame.loc[m, "world_size"].to_numpy(float)
+                size = total_bytes(op, frame.loc[m, "bytes_per_rank"].to_numpy(float), p)
+                frame.loc[m, "median_us"] = size * bus_factor(op, p) / bw[m].to_numpy() * 1e-3
+        frame["file"] = path.name
+        frames.append(validate_measurements(frame, source=str(path)))
+    if not frames:
+        raise InputError("validate: no reference CSV files found")
+    out = pd.concat(frames, ignore_index=True)
+    if "used_in_profile" not in out.columns:
+        out["used_in_profile"] = False
+    out["used_in_profile"] = out["used_in_profile"].astype(str).str.lower().isin(["true", "1", "yes"])
+    if "profile" not in out.columns:
+        out["profile"] = ""
+    return out
+
+
+def reference_set(table: pd.DataFrame) -> pd.Series:
+    """The reference set of every row: its `table` where given (one nccl-tests table), else its file."""
+    if "table" not in table.columns:
+        return table["file"].astype(str)
+    named = table["table"].notna() & (table["table"].astype(str) != "")
+    return table["table"].astype(str).where(named, table["file"].astype(str))

@@ -1,0 +1,127 @@
+"""Validation: predict every reference point with its matching profile and report the error.
+
+relative error = (predicted - measured) / measured. Per source file (and overall),
+the median and p90 of |relative error|. Rows whose figure the profile was built
+from (`used_in_profile`) are reported but kept apart: they are in-sample checks.
+
+Reference rows priced as their run executed:
+* `nccl_algo` "ring" (NCCL_ALGO=RING / NVLS off): the profile without its NVLS regimes.
+* `host_floor_us` (nccl-tests tables): nccl-tests times back-to-back launches with no sync in
+  between, so an iteration costs max(host launch time, device time); predicted =
+  max(host_floor_us, graph-mode prediction). The floor is the table's own median time
+  below TABLE_MIN_BYTES_PER_RANK (calibration.import_nccl_tests), i.e. outside the rows
+  `table_errors` scores.
+`table_errors` gives n, median and p90 |error| per reference table from
+TABLE_MIN_BYTES_PER_RANK up (target for derived profiles: median <= TABLE_TARGET_MEDIAN).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..io.errors import InputError
+from ..model.collectives import without_regimes
+from ..model.points import predict_points
+from ..profiles.store import bundled_profiles, load_profile
+
+# regimes a reference row with nccl_algo "ring" cannot have used (NVLS, and across nodes Tree / NVLS-Tree)
+RING_ONLY_DROPS = frozenset({"NVLS", "NVLSTree", "Tree-LL", "Tree-LL128", "Tree-Simple"})
+TABLE_MIN_BYTES_PER_RANK = 64 * 1024  # per-table error target applies from 64 KiB per rank up
+TABLE_TARGET_MEDIAN = 0.15  # derived profiles: median |error| per published table (issue 9)
+
+
+def validate(reference: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """Rows of `reference` with `predicted_us` and `rel_error` (each with its own profile unless one is given)."""
+    frames = []
+    names = [profile] if profile else [p for p in reference["profile"].fillna("").unique() if p]
+    for name in names:
+        rows = reference if profile else reference[reference["profile"] == name]
+        floor = (pd.to_numeric(rows["host_floor_us"], errors="coerce") if "host_floor_us" in rows.columns
+                 else pd.Series(np.nan, index=rows.index))
+        if floor.notna().any():  # back-to-back launches: device time in graph mode, under the host floor
+            rows = rows.assign(mode=rows["mode"].where(floor.isna(), "graph"))
+        prof = load_profile(name)
+        ring = (rows["nccl_algo"].astype(str) == "ring") if "nccl_algo" in rows.columns else None
+        if ring is not None and ring.any():  # runs that forced NCCL_ALGO=RING / NVLS off: price them without NVLS
+            part = pd.concat([predict_points(rows[~ring], prof),
+                              predict_points(rows[ring], without_regimes(prof, RING_ONLY_DROPS))]).loc[rows.index]
+        else:
+            part = predict_points(rows, prof)
+        if floor.notna().any():
+            part["predicted_us"] = np.where(floor.notna(), np.fmax(part["predicted_us"], floor), part["predicted_us"])
+            part["mode"] = reference.loc[part.index, "mode"]
+        part["profile_used"] = prof.name
+        frames.append(part)
+    if not frames:
+        raise InputError("validate: no reference row names a profile; pass --profile")
+    out = pd.concat(frames, ignore_index=True)
+    out["rel_error"] = (out["predicted_us"] - out["median_us"]) / out["median_us"]
+    return out
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (file, in-sample/held-out): n, median and p90 |relative error|, plus an overall row."""
+    def agg(group: pd.DataFrame) -> pd.Series:
+        err = group["rel_error"].abs()
+        return pd.Series({"n": len(group), "median_abs_rel_error": err.median(),
+                          "p90_abs_rel_error": err.quantile(0.9)})
+
+    table = table.assign(check=np.where(table["used_in_profile"], "in-sample", "held-out"))
+    parts = [table.groupby(["file", "check"]).apply(agg, include_groups=False).reset_index()]
+    overall = agg(table[table["check"] == "held-out"]) if (table["check"] == "held-out").any() else None
+    if overall is not None:
+        parts.append(pd.DataFrame([{"file": "all", "check": "held-out", **overall.to_dict()}]))
+    out = pd.concat(parts, ignore_index=True)
+    out["n"] = out["n"].astype(int)
+    return out
+
+
+def format_validation(table: pd.DataFrame, summ: pd.DataFrame) -> str:
+    cols = ["id" if "id" in table.columns else "op", "profile_used", "op", "mode", "world_size", "bytes_per_rank",
+            "median_us", "predicted_us", "rel_error", "used_in_profile"]
+    cols = list(dict.fromkeys(cols))
+    view = table[cols].copy()
+    view["rel_error"] = (100 * view["rel_error"]).map("{:+.1f}%".format)
+    lines = [view.to_string(index=False, float_format=lambda x: f"{x:.1f}"), "",
+             summ.to_string(index=False, float_format=lambda x: f"{x:.3f}")]
+    return "\n".join(lines)
+
+
+def table_errors(table: pd.DataFrame, min_bytes_per_rank: int = TABLE_MIN_BYTES_PER_RANK) -> pd.DataFrame:
+    """Per reference table (column `table`, else the file), collectives at >= `min_bytes_per_rank`:
+    n, n_in_sample, median and p90 |relative error| over the held-out rows (in-sample rows counted apart)."""
+    coll = table[table["op"].isin(["all_gather", "all_reduce", "gather", "broadcast"])
+                 & (table["bytes_per_rank"] >= min_bytes_per_rank)]
+    key = coll["table"].where(coll["table"].notna() & (coll["table"].astype(str) != ""), coll["file"]) \
+        if "table" in coll.columns else coll["file"]
+    rows = []
+    for name, group in coll.groupby(key, sort=True):
+        held = group[~group["used_in_profile"]]["rel_error"].abs()
+        rows.append({"table": name, "profile": ", ".join(sorted(group["profile_used"].unique())),
+                     "n": len(held), "n_in_sample": int(group["used_in_profile"].sum()),
+                     "median_abs_rel_error": held.median() if len(held) else np.nan,
+                     "p90_abs_rel_error": held.quantile(0.9) if len(held) else np.nan})
+    return pd.DataFrame(rows, columns=["table", "profile", "n", "n_in_sample", "median_abs_rel_error",
+                                       "p90_abs_rel_error"])
+
+
+def format_table_errors(table: pd.DataFrame, min_bytes_per_rank: int = TABLE_MIN_BYTES_PER_RANK) -> str:
+    """`table_errors` as text: one line per reference table, held-out rows only, in-sample rows counted."""
+    errors = table_errors(table, min_bytes_per_rank)
+    errors = errors[(errors["n"] > 0) | (errors["n_in_sample"] > 0)]
+    head = (f"per table, collectives at >= {min_bytes_per_rank // 1024} KiB per rank (held-out rows; target for "
+            f"derived profiles: median <= {TABLE_TARGET_MEDIAN:.0%})")
+    return head + "\n" + errors.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+
+
+def profiles_without_reference(table: pd.DataFrame) -> list[str]:
+    """Bundled profiles that no reference row is priced with: for them no held-out (or any) check exists."""
+    used = set(table["profile_used"].astype(str))
+    return [name for name in bundled_profiles() if name not in used]
+
+
+def profiles_without_held_out(table: pd.DataFrame) -> list[str]:
+    """Profiles priced only on the figures they were built from (in-sample rows only)."""
+    held = set(table.loc[~table["used_in_profile"], "profile_used"].astype(str))
+    return sorted(set(table["profile_used"].astype(str)) - held)

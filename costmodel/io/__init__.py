@@ -1,0 +1,7 @@
+"""Edges: one-line input errors, bounded reads, strict JSON, formula-safe CSV, display formatting, measurement CSVs.
+
+Nothing here knows the model. `errors` is the one exception type every user-facing problem raises; `safe_io` is
+the one place a file is read or a CSV written (size checked before a byte is read, cells that a spreadsheet would
+run neutralised); `measurements` is the schema of a measured row shared by every calibration tool and
+`predict-points`; `formatting` turns model outputs into display text. Every other layer may import this one.
+"""

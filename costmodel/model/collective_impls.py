@@ -1,0 +1,267 @@
+"""Collective implementations engines use instead of NCCL's ring/tree for small messages (derived, not measured).
+
+Three implementations of the all-gather / all-reduce a strategy issues (`IMPLS`):
+
+nccl      the profile's NCCL curve (`costmodel.model.collectives.collective_time_us`).
+oneshot   every rank reads every peer's buffer once from symmetric memory / IPC buffers and combines locally
+          (vLLM `CustomAllreduce`, SGLang custom all-reduce, torch `_symmetric_memory` one_shot_all_reduce):
+              T = alpha(p) + read_bytes / peer_read_bw,  alpha(p) = alpha_base + alpha_per_peer * (p - 1)
+              read_bytes = (p - 1) * b   (p - 1 simultaneous peer reads of b bytes; all-reduce: b = the buffer)
+          All-gather uses its own cited fit (alpha at 8 ranks, moved by alpha_per_peer for other p, and its own
+          read bandwidth). Available on one NVLink node only; a symmetric buffer above `max_bytes` (p * b for the
+          all-gather, b for the all-reduce) falls back to NCCL, as the engines do (vLLM `should_custom_ar`:
+          inp_size < max_size = 8 MiB, vllm/distributed/device_communicators/custom_all_reduce.py).
+multimem  NVLS multicast (multimem.ld_reduce / multimem.st through the NVSwitch): T = alpha_mm + bus_bytes /
+          busbw_mm, bus_bytes = S * f(p) (NCCL's busbw convention); busbw_mm = the profile's NVLS regime
+          bandwidth at p for the all-reduce, its fastest all-gather regime for the all-gather. Available only where
+          the profile has an NVLS regime at (p, 1 node) - NVSwitch with SHARP (H100 / H200 / B200 HGX, NVL72);
+          not A100, not PCIe, not across nodes - else NCCL.
+
+Every implementation is floored by the profile's link bandwidth: T >= bus_bytes / max busbw of the profile's
+curves (`link_floor_us`), so no implementation beats the wire. p = 1 costs 0.
+
+Measured curves: where the profile carries a curve for (impl, op) covering (p, nodes) - `Profile.impl_curve`, fitted
+by `calibration.fit DIR` from DIR/<impl>/collectives.csv of `calibration.collectives --impl` - that curve prices the
+implementation (`collectives.curve_time_us`, graph mode) instead of the derived formula: T = curve(b, p),
+still floored by the link and still NCCL above the one-shot size limit; a measured curve shows the implementation
+runs at that p (one node), so it needs no NVLink interconnect text / NVLS regime in the profile. `provenance()`
+says which prices it ("measured" / "derived").
+
+Parameters (`ONESHOT`, `MULTIMEM`) are derived by `derive_oneshot()` / the constants below from the published
+figures in shared/measurements/published-nccl-tests/SOURCES.md section 3 (cited per field), on H100/H200; other
+NVLink profiles scale the bandwidths by their fastest all-gather busbw / 370.8 GB/s (Hopper NVLink, NCCL's model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..io.errors import InputError
+from ..profiles.types import Profile
+from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, curve_time_us, total_bytes
+from .scenario import COLLECTIVE_IMPLS
+
+IMPLS: tuple[str, ...] = COLLECTIVE_IMPLS  # ("nccl", "oneshot", "multimem")
+IMPL_OPS = ("all_gather", "all_reduce")  # gather / broadcast have no one-shot or multimem variant here
+HOPPER_NVLINK_BUSBW_GBPS = 370.8  # NCCL ring model: 20.6 GB/s x 18 links (profile citations)
+
+# SGLang PR #2904 (H100, no CUDA graph): custom all-reduce latency, ms, at TP 2 / 4 / 8, bytes <= 256 KiB
+# (above that the one-shot kernel hands over to two-shot, so the larger points are not used).
+SGLANG_2904_CUSTOM_AR_MS: dict[int, tuple[float, float, float]] = {
+    512: (0.0037, 0.0048, 0.0059), 4096: (0.0039, 0.0037, 0.0057), 32768: (0.0045, 0.0048, 0.0078),
+    262144: (0.0079, 0.0139, 0.0167)}
+# NVIDIA/Megatron-LM PR #5596 (8x H100): NCCL symmetric-memory all-gather kernel time, us, by total bytes
+MEGATRON_5596_SYMM_AG_US: dict[int, float] = {2 * 2**20: 10.9, 8 * 2**20: 27.4}
+# NVIDIA/nccl issue #1940: best 8-byte all_reduce with NCCL 2.27 symmetric memory (multimem) ~2.3 us, 8x H200/H800
+NCCL_1940_MULTIMEM_8B_US = 2.3
+VLLM_CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class OneShotParams:
+    """One-shot parameters (derived). alpha_us(p) = alpha_base_us + alpha_per_peer_us * (p - 1)."""
+
+    alpha_base_us: float
+    alpha_per_peer_us: float
+    peer_read_gbps: float          # all-reduce: aggregate read bandwidth of the p - 1 peer reads
+    all_gather_alpha8_us: float    # all-gather alpha at 8 ranks
+    all_gather_read_gbps: float    # all-gather: aggregate read bandwidth of the p - 1 peer reads
+    max_bytes: float = VLLM_CUSTOM_AR_MAX_BYTES
+    provenance: str = "derived"
+    source: str = ("all-reduce: least squares of SGLang PR #2904 custom AR, TP 2/4/8, 512 B..256 KiB; all-gather: "
+                   "Megatron-LM PR #5596 symmetric all-gather 2 MiB 10.9 us, 8 MiB 27.4 us (8x H100); limit: vLLM "
+                   "CustomAllreduce max_size 8 MiB")
+
+
+@dataclass(frozen=True)
+class MultimemParams:
+    """NVLS multicast parameters (derived): alpha_us, bandwidth taken from the profile's NVLS regime."""
+
+    alpha_us: float = NCCL_1940_MULTIMEM_8B_US
+    provenance: str = "derived"
+    source: str = ("alpha: NVIDIA/nccl issue #1940 (8-byte all_reduce ~2.3 us, NCCL 2.27 symmetric memory, 8x H200); "
+                   "busbw: the profile's NVLS regime (NVIDIA/nccl issue #1455: 365-480 GB/s by GPU count)")
+
+
+def derive_oneshot() -> OneShotParams:
+    """Fit T = a + c (p - 1) + (p - 1) S / bw to SGLang #2904; the all-gather line through Megatron #5596's points.
+
+    All-gather: each rank reads (p - 1)/p of the total S, so bw = (p-1)/p * (S2 - S1) / (T2 - T1) at p = 8 and
+    alpha8 = T1 - (p-1)/p * S1 / bw.
+    """
+    rows, y = [], []
+    for size, times in SGLANG_2904_CUSTOM_AR_MS.items():
+        for p, t_ms in zip((2, 4, 8), times):
+            rows.append([1.0, p - 1.0, (p - 1.0) * size * US_PER_BYTE_AT_1_GBPS])
+            y.append(t_ms * 1e3)
+    (a, c, inv_bw), *_ = np.linalg.lstsq(np.asarray(rows), np.asarray(y), rcond=None)
+    (s1, t1), (s2, t2) = sorted(MEGATRON_5596_SYMM_AG_US.items())
+    frac = 7.0 / 8.0
+    ag_bw = frac * (s2 - s1) * US_PER_BYTE_AT_1_GBPS / (t2 - t1)
+    ag_alpha = t1 - frac * s1 * US_PER_BYTE_AT_1_GBPS / ag_bw
+    return OneShotParams(round(float(a), 4), round(float(c), 4), round(float(1.0 / inv_bw), 2),
+                         round(float(ag_alpha), 3), round(float(ag_bw), 2))
+
+
+ONESHOT = derive_oneshot()
+MULTIMEM = MultimemParams()
+
+
+def check_impl(name: str) -> str:
+    if name not in IMPLS:
+        raise InputError(f"collective: unknown {name!r} (known: {', '.join(IMPLS)})")
+    return name
+
+
+def _max_busbw(profile: Profile, op: str | None = None) -> float:
+    bws = [r.busbw_gbps for c in profile.collectives if op is None or c.op == op for r in c.regimes]
+    return float(max(bws)) if bws else float("inf")
+
+
+def nvlink_node(profile: Profile) -> bool:
+    """One-shot needs peer-to-peer loads between every GPU pair: an NVLink fabric (profile interconnect)."""
+    fabric = (profile.provenance.interconnect or "").lower()
+    return "nvlink" in fabric and "no nvlink" not in fabric  # "PCIe ... no NVLink" profiles: no P2P fabric
+
+
+def nvls_busbw_gbps(profile: Profile, world_size: int) -> float | None:
+    """The NVLS regime's busbw at (p, 1 node), or None where the profile has no NVLS (no NVSwitch + SHARP)."""
+    for c in profile.collectives:
+        if c.op == "all_reduce" and c.world_size == world_size and c.nodes in (None, 1):
+            for r in c.regimes:
+                if r.name.upper().startswith("NVLS"):
+                    return float(r.busbw_gbps)
+    return None
+
+
+def link_floor_us(profile: Profile, op: str, bytes_per_rank, world_size) -> np.ndarray:
+    """bus_bytes / the profile's fastest busbw: no implementation moves the bytes faster than the wire."""
+    p = np.asarray(world_size, dtype=float)
+    bus = total_bytes(op, bytes_per_rank, p) * bus_factor(op, p)
+    return np.where(p > 1, bus / _max_busbw(profile) * US_PER_BYTE_AT_1_GBPS, 0.0)
+
+
+def available(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, nodes) -> np.ndarray:
+    """Where `impl` itself runs (True) rather than falling back to NCCL: fabric, node count, size limit."""
+    b, p, n = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size),
+                                  np.asarray(nodes))
+    if impl == "nccl":
+        return np.ones(b.shape, dtype=bool)
+    if op not in IMPL_OPS:
+        return np.zeros(b.shape, dtype=bool)
+    ok = (n == 1) & (p > 1)
+    measured = measured_mask(profile, impl, op, p, n)  # a measured curve shows the implementation runs there
+    if impl == "oneshot":
+        buffer = b * p if op == "all_gather" else b
+        return ok & (nvlink_node(profile) | measured) & (buffer <= ONESHOT.max_bytes)
+    has = measured.copy()
+    for ws in np.unique(p[ok]) if ok.any() else ():
+        has |= (p == ws) & (nvls_busbw_gbps(profile, int(ws)) is not None)
+    return ok & has
+
+
+def measured_mask(profile: Profile, impl: str, op: str, world_size, nodes) -> np.ndarray:
+    """True where the profile has a measured `impl` curve for `op` at (p, nodes) (`Profile.impl_curve`)."""
+    p, n = np.broadcast_arrays(np.asarray(world_size, dtype=np.int64), np.asarray(nodes, dtype=np.int64))
+    out = np.zeros(p.shape, dtype=bool)
+    if impl == "nccl" or not profile.impl_curves:
+        return out
+    for ws, nn in {(int(a), int(c)) for a, c in zip(p.ravel(), n.ravel())}:
+        if profile.impl_curve(impl, op, ws, nn) is not None:
+            out |= (p == ws) & (n == nn)
+    return out
+
+
+def provenance(profile: Profile, impl: str, op: str, world_size: int, nodes: int = 1) -> str:
+    """"measured" where a measured `impl` curve prices (op, p, nodes), "derived" for the published-figure
+    parameters, "nccl" for NCCL itself (the profile's curves carry their own provenance)."""
+    if impl == "nccl":
+        return "nccl"
+    return "measured" if bool(np.all(measured_mask(profile, impl, op, world_size, nodes))) else "derived"
+
+
+def provenance_text(profile: Profile, impls, world_size: int, nodes: int = 1) -> str:
+    """"derived from published figures" or, where the profile has measured curves for some of `impls`' ops at
+    (world_size, nodes), which of them are measured (for captions)."""
+    measured = [f"{impl} {op}" for impl in impls if impl != "nccl" for op in IMPL_OPS
+                if provenance(profile, impl, op, world_size, nodes) == "measured"]
+    if not measured:
+        return "derived from published figures (SOURCES.md section 3), not measured"
+    return f"measured curves for {', '.join(measured)}; the rest derived from published figures (SOURCES.md section 3)"
+
+
+def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, nodes=1) -> np.ndarray:
+    """Time of `op` under `impl` where it is available (`available`), else NaN; floored by `link_floor_us`."""
+    check_impl(impl)
+    b, p, n = np.broadcast_arrays(np.asarray(bytes_per_rank, dtype=float), np.asarray(world_size, dtype=np.int64),
+                                  np.asarray(nodes, dtype=np.int64))
+    if impl == "nccl":
+        return collective_time_us(profile, op, b, p, n, "graph")
+    ok = available(profile, impl, op, b, p, n)
+    scale = _max_busbw(profile, "all_gather") / HOPPER_NVLINK_BUSBW_GBPS
+    pf = p.astype(float)
+    if impl == "oneshot":
+        if op == "all_reduce":
+            t = ONESHOT.alpha_base_us + ONESHOT.alpha_per_peer_us * (pf - 1) \
+                + (pf - 1) * b / (ONESHOT.peer_read_gbps * scale) * US_PER_BYTE_AT_1_GBPS
+        else:
+            t = ONESHOT.all_gather_alpha8_us + ONESHOT.alpha_per_peer_us * (pf - 8) \
+                + (pf - 1) * b / (ONESHOT.all_gather_read_gbps * scale) * US_PER_BYTE_AT_1_GBPS
+    else:
+        bw = np.full(b.shape, np.nan)
+        for ws in np.unique(p[ok]) if ok.any() else ():
+            nvls = nvls_busbw_gbps(profile, int(ws))
+            bw[p == ws] = nvls if op == "all_reduce" else _max_busbw(profile, "all_gather")
+        t = MULTIMEM.alpha_us + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
+    meas = measured_mask(profile, impl, op, p, n)
+    if meas.any():  # a measured curve replaces the derived formula at its (p, nodes)
+        t = np.array(t, dtype=float)
+        for ws, nn in {(int(a), int(c)) for a, c in zip(p[meas], n[meas])}:
+            at = meas & (p == ws) & (n == nn)
+            t[at] = curve_time_us(profile.impl_curve(impl, op, ws, nn), b[at], ws, nn, "graph")
+    t = np.maximum(t, link_floor_us(profile, op, b, p))
+    return np.where(ok, np.where(p > 1, t, 0.0), np.nan)
+
+
+def formula(impl: str, op: str, profile: Profile, world_size: int | None = None, nodes: int = 1) -> str:
+    """One line naming the implementation's formula and parameters (for explanations): the measured curve where
+    the profile has one at (world_size, nodes), else the derived formula."""
+    curve = profile.impl_curve(impl, op, world_size, nodes) if world_size is not None else None
+    if curve is not None:
+        regimes = "; ".join(f"{r.name or 'regime'}: alpha {r.alpha_base_us:g} us, busbw {r.busbw_gbps:g} GB/s"
+                            for r in curve.regimes)
+        return (f"{impl} {op} (measured): the profile's fitted {impl} curve at p {world_size} ({regimes}; "
+                f"calibration.collectives --impl {impl}), floored at the link")
+    if impl == "oneshot":
+        o = ONESHOT
+        head = (f"alpha {o.alpha_base_us:g} + {o.alpha_per_peer_us:g} (p-1) us + (p-1) b / {o.peer_read_gbps:g} GB/s"
+                if op == "all_reduce" else
+                f"alpha {o.all_gather_alpha8_us:g} + {o.alpha_per_peer_us:g} (p-8) us + (p-1) b / "
+                f"{o.all_gather_read_gbps:g} GB/s")
+        return (f"oneshot {op} (derived): {head} (bandwidth x profile all-gather busbw / "
+                f"{HOPPER_NVLINK_BUSBW_GBPS:g}), floored at the link; {o.source}")
+    bw = "the profile's NVLS busbw at p" if op == "all_reduce" else "the profile's fastest all-gather busbw"
+    return (f"multimem {op} (derived): {MULTIMEM.alpha_us:g} us + S f(p) / {bw}, floored at the link; "
+            f"{MULTIMEM.source}")
+
+
+def collective_us(profile: Profile, impl, op: str, bytes_per_rank, world_size, nodes=1,
+                  nccl_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(time, native): `impl` (a name or an array of names) where available, NCCL elsewhere (the fallback).
+
+    native is True where the chosen implementation itself ran. `nccl_us` reuses an already priced NCCL time.
+    """
+    impl = np.asarray(impl).astype(str)
+    base = collective_time_us(profile, op, bytes_per_rank, world_size, nodes, "graph") if nccl_us is None \
+        else np.asarray(nccl_us, dtype=float)
+    shape = np.broadcast_shapes(np.shape(base), impl.shape)
+    out = np.broadcast_to(base, shape).astype(float)
+    native = np.broadcast_to(impl == "nccl", shape).copy()
+    for name in (n for n in IMPLS[1:] if np.any(impl == n)):
+        t = np.broadcast_to(impl_time_us(profile, name, op, bytes_per_rank, world_size, nodes), shape)
+        use = np.broadcast_to(impl == name, shape) & ~np.isnan(t)
+        out = np.where(use, t, out)
+        native |= use
+    return out, native

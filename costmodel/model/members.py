@@ -1,0 +1,188 @@
+"""Price every member of an interval ensemble in ONE evaluation (members x points), with the same numbers.
+
+An interval ensemble (`costmodel.evidence.ensemble.ensemble`) is M profiles (bootstrap replicates) with M per-op
+discrepancy factor dicts, each priced over the same scenario array of n batches. One `predict` per member
+costs ~1-2 ms of per-call Python work whatever n is, so M = 100 members cost 100-200 ms. Here they are stacked:
+
+    stacked profile   every pricing parameter that differs between members becomes an (M, 1) array (regime
+                      latencies and bus bandwidths, kernel-model rates and floors, roofline op parameters, ...);
+                      what must be shared (curve keys, select rules, fitted breakpoints, regime names, measured
+                      tables, SM counts, host costs) is checked equal, else no stack (`stack_profiles` -> None)
+    stacked factors   {op: (M, 1) array of the members' factors}
+    scenario          the n batches as a (1, n) array (every other field a scalar)
+
+and the ordinary pricing code runs once: what depends only on the scenario (launch configurations, table
+interpolation weights, collective groups) is computed once for the n points, and every formula that takes a
+parameter is element-wise in it, so row m of each (M, n) result is, operation for operation, what
+`predict(scenario, members[m], factors=factors[m])` computes (tests/test_members.py checks bit equality).
+The places that need the member axis explicitly: a measured table's measured/model ratio grid depends on
+the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
+different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by
+point (`collectives._breakpoint_times`). Where the stack does not apply - a scenario field other than the
+batch varies, a non-NCCL collective implementation, members that differ in structure -
+`predict_members` prices member by member, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..profiles.types import Profile
+from .components import BASELINE
+from .engines import host_costs
+from .kernels import STACK_KEY, stacked_members
+from .predict import Prediction, predict
+from .scenario import SCENARIO_FIELDS, Scenario
+
+_PRICING_FIELDS = ("collectives", "graph_kernel_us", "eager_launch_us", "kernel_ops", "kernel_model", "lm_head")
+
+
+class _Mismatch(Exception):
+    """Members differ in structure (not only in parameter values): no stack."""
+
+
+def _stack_values(values: list[Any]) -> Any:
+    """One value for M members' values of the same field: shared when all equal, else an (M, 1) array
+    (numbers); dataclasses, tuples and dicts stack field by field; anything else must be equal."""
+    first = values[0]
+    if all(v is first for v in values):
+        return first
+    if isinstance(first, bool) or first is None or isinstance(first, str):
+        if any(v != first for v in values):
+            raise _Mismatch
+        return first
+    if isinstance(first, (int, float)):
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+            raise _Mismatch
+        if all(v == first for v in values):
+            return first
+        arr = np.array(values, dtype=float)
+        if not np.all(np.isfinite(arr)):
+            raise _Mismatch  # inf (an open last regime) must be shared
+        return arr.reshape(-1, 1)
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        if any(type(v) is not type(first) for v in values):
+            raise _Mismatch
+        changes = {f.name: _stack_values([getattr(v, f.name) for v in values]) for f in dataclasses.fields(first)}
+        return dataclasses.replace(first, **{k: v for k, v in changes.items() if v is not getattr(first, k)})
+    if isinstance(first, tuple):
+        if any(not isinstance(v, tuple) or len(v) != len(first) for v in values):
+            raise _Mismatch
+        return tuple(_stack_values(list(col)) for col in zip(*values, strict=True))
+    if isinstance(first, dict):
+        if any(not isinstance(v, dict) or v.keys() != first.keys() for v in values):
+            raise _Mismatch
+        return {k: _stack_values([v[k] for v in values]) for k in first}
+    raise _Mismatch
+
+
+def stack_profiles(members: Sequence[Profile]) -> Profile | None:
+    """The members as one profile whose differing pricing parameters are (M, 1) arrays (module doc), or None
+    when they differ in structure or use a path the stack does not cover (fitted breakpoint curves)."""
+    first = members[0]
+    if len(members) < 2:
+        return None
+    model = first.kernel_model
+    try:
+        if any(m.kernel_tables != first.kernel_tables or host_costs(m) != host_costs(first)
+               or (m.kernel_model is None) != (model is None) for m in members):
+            raise _Mismatch
+        if model is not None and any((m.kernel_model.sm_count, m.kernel_model.max_threads_per_sm)
+                                     != (model.sm_count, model.max_threads_per_sm) for m in members):
+            raise _Mismatch
+        stacked = {name: _stack_values([getattr(m, name) for m in members]) for name in _PRICING_FIELDS}
+    except _Mismatch:
+        return None
+    if any(c.select != "min" and any(np.ndim(r.max_bytes) for r in c.regimes) for c in stacked["collectives"]):
+        return None  # a fitted curve's measured breakpoints must be shared (they pick the regime per point)
+    return dataclasses.replace(first, **stacked, raw={**first.raw, STACK_KEY: tuple(members)})
+
+
+def _stackable(scenario: Scenario) -> bool:
+    """Only the batch varies (at most 1-d), NCCL collectives: the paths whose formulas take (M, 1) parameters."""
+    if np.ndim(scenario.batch) > 1:
+        return False
+    for name in SCENARIO_FIELDS:
+        value = getattr(scenario, name)
+        if name != "batch" and value is not None and np.ndim(value):
+            return False
+    return bool(np.all(scenario.collective == "nccl"))
+
+
+def stack_factors(factors: Sequence[dict[str, float] | None]) -> dict[str, Any] | None:
+    """{op: (M, 1) array} of the members' factor dicts (None: no factors; differing keys: not stackable)."""
+    if all(f is None for f in factors):
+        return None
+    if any(f is None for f in factors) or any(f.keys() != factors[0].keys() for f in factors):
+        raise _Mismatch
+    return {op: np.array([f[op] for f in factors], dtype=float).reshape(-1, 1) for op in factors[0]}
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberPrices:
+    """Each member's total per strategy, (M, n): row m = predict(scenario, members[m], factors=factors[m])."""
+
+    scenario: Scenario
+    total_us: dict[str, np.ndarray]
+    stacked: bool  # True: priced in one evaluation; False: member by member
+
+    def saving_us(self, name: str, baseline: str = BASELINE) -> np.ndarray:
+        """(M, n): T_baseline - T_name per draft call, as Prediction.saving_us per member."""
+        return self.total_us[baseline] - self.total_us[name]
+
+    def saving_per_decode_step_us(self, name: str, baseline: str = BASELINE) -> np.ndarray:
+        """(M, n): saving_us * calls per decode step, as Prediction.saving_per_decode_step_us per member."""
+        return self.saving_us(name, baseline) * self.scenario.calls_per_decode_step
+
+
+_STACKS: dict[tuple[int, ...], tuple[tuple[Profile, ...], Profile | None]] = {}
+_STACKS_LOCK = threading.Lock()
+
+
+def _cached_stack(members: Sequence[Profile]) -> Profile | None:
+    key = tuple(map(id, members))
+    hit = _STACKS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], members, strict=True)):
+        return hit[1]
+    stacked = stack_profiles(members)
+    with _STACKS_LOCK:  # Streamlit sessions are threads sharing this cache
+        if len(_STACKS) >= 16:
+            _STACKS.pop(next(iter(_STACKS)), None)
+        _STACKS[key] = (tuple(members), stacked)  # members kept alive: their ids stay theirs while cached
+    return stacked
+
+
+def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: tuple[str, ...],
+                    factors: Sequence[dict[str, float] | None] | None = None) -> MemberPrices:
+    """Every member's `predict(scenario, member, strategies, factors=...)` totals, (M, n), in one evaluation
+    where the stack applies (module doc), else member by member - the same numbers either way."""
+    members = list(members)
+    factors = list(factors) if factors is not None else [None] * len(members)
+    if len(factors) != len(members):
+        raise ValueError("one factor dict (or None) per member")
+    if BASELINE not in strategies:
+        strategies = (BASELINE, *strategies)
+    stacked = _cached_stack(members) if len(members) > 1 and _stackable(scenario) else None
+    if stacked is not None:
+        try:
+            stacked_factors = stack_factors(factors)
+        except _Mismatch:
+            stacked = None
+    if stacked is not None:
+        m, n = len(members), scenario.size
+        wide = scenario.with_(batch=np.asarray(scenario.batch, dtype=float).reshape(1, n))  # (1, n) x (M, 1) -> (M, n)
+        pred = predict(wide, stacked, strategies, factors=stacked_factors)
+        totals = {s: np.broadcast_to(pred.total_us(s), (m, n)).reshape(m, *scenario.shape) for s in strategies}
+        return MemberPrices(scenario, totals, True)
+    preds: list[Prediction] = [predict(scenario, rep, strategies, factors=fac)
+                               for rep, fac in zip(members, factors, strict=True)]
+    totals = {s: np.stack([np.broadcast_to(p.total_us(s), scenario.shape) for p in preds]) for s in strategies}
+    return MemberPrices(scenario, totals, False)
+
+
+__all__ = ["MemberPrices", "predict_members", "stack_factors", "stack_profiles", "stacked_members"]

@@ -1,0 +1,311 @@
+"""A profile document -> a checked, frozen `Profile` (one-line errors naming the bad field).
+
+`check_document` validates the whole document against the JSON schema (`costmodel.profiles.schema`);
+`profile_from_dict` then converts it field by field (non-negative latencies, positive bandwidths, known ops,
+monotone regime breakpoints, kernel tables on increasing axes) and refuses replicates that contradict the point
+values (`costmodel.profiles.consistency`). `parse_profile` reads JSON text with strict parsing (no NaN, no
+duplicate keys, bounded size). Nothing in a profile is ever executed.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from ..io import safe_io
+from ..io.errors import InputError
+from ..io.measurements import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
+from . import kernel_params
+from .consistency import check_replicates
+from .schema import SchemaViolation, check_schema, profile_json_schema
+from .types import (
+    CURVE_IMPLS,
+    CURVE_SELECT,
+    PROVENANCE_KINDS,
+    SCHEMA_VERSION,
+    CollectiveCurve,
+    CurveSamples,
+    KernelOp,
+    KernelTable,
+    Profile,
+    Provenance,
+    Regime,
+)
+
+MAX_PROFILE_BYTES = 20 * 1024 * 1024
+
+
+# -- validation helpers --------------------------------------------------------
+def _get(obj: Any, key: str, where: str, kind: type, *, default: Any = ...) -> Any:
+    """obj[key] checked against `kind` (float: any finite non-bool number; int: a non-bool integer)."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    if key not in obj or obj[key] is None:
+        if default is not ...:
+            return default
+        raise InputError(f"{where}.{key}: missing")
+    value = obj[key]
+    if kind is float:
+        return _as_float(value, f"{where}.{key}")
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}.{key}: expected an integer, got {value!r}")
+        return value
+    if not isinstance(value, kind):
+        raise InputError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value
+
+
+def _nonneg(value: float, where: str) -> float:
+    if value < 0:
+        raise InputError(f"{where}: must be >= 0, got {value}")
+    return value
+
+
+def _positive(value: float, where: str) -> float:
+    if value <= 0:
+        raise InputError(f"{where}: must be > 0, got {value}")
+    return value
+
+
+def _regime(obj: Any, where: str) -> Regime:
+    max_bytes = _get(obj, "max_bytes", where, float, default=math.inf)
+    ci90 = _get(obj, "ci90", where, dict, default={})
+    parsed_ci = {}
+    for k, v in ci90.items():
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)):
+            raise InputError(f"{where}.ci90.{k}: expected [low, high]")
+        parsed_ci[k] = (float(v[0]), float(v[1]))
+    return Regime(
+        name=_get(obj, "name", where, str, default="regime"),
+        max_bytes=_positive(max_bytes, f"{where}.max_bytes"),
+        alpha_base_us=_nonneg(_get(obj, "alpha_base_us", where, float), f"{where}.alpha_base_us"),
+        alpha_per_peer_us=_nonneg(_get(obj, "alpha_per_peer_us", where, float, default=0.0),
+                                  f"{where}.alpha_per_peer_us"),
+        alpha_per_node_us=_nonneg(_get(obj, "alpha_per_node_us", where, float, default=0.0),
+                                  f"{where}.alpha_per_node_us"),
+        busbw_gbps=_positive(_get(obj, "busbw_gbps", where, float), f"{where}.busbw_gbps"),
+        ci90=parsed_ci,
+        s_half_bytes=_nonneg(_get(obj, "s_half_bytes", where, float, default=0.0), f"{where}.s_half_bytes"),
+        inter_node_max_gbps=_get(obj, "inter_node_max_gbps", where, float, default=None),
+    )
+
+
+def _samples(obj: Any, where: str) -> CurveSamples | None:
+    """A curve's `samples` (CurveSamples) after the checks JSON Schema cannot make; None when absent."""
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object")
+    cols = {}
+    for key in ("bytes_per_rank", "n", "median_us", "p10_us", "p90_us", "raw_us"):
+        value = _get(obj, key, where, list)
+        if key == "raw_us":
+            if not all(isinstance(r, list) and r for r in value):
+                raise InputError(f"{where}.raw_us: expected a non-empty list of times per size")
+            cols[key] = tuple(tuple(_positive(_as_float(v, f"{where}.raw_us"), f"{where}.raw_us") for v in r)
+                              for r in value)
+        else:
+            cols[key] = tuple(_positive(_as_float(v, f"{where}.{key}"), f"{where}.{key}") for v in value)
+    k = len(cols["bytes_per_rank"])
+    for key, value in cols.items():
+        if len(value) != k:
+            raise InputError(f"{where}.{key}: {len(value)} entries for {k} sizes")
+    b = cols["bytes_per_rank"]
+    if any(b[i] >= b[i + 1] for i in range(k - 1)):
+        raise InputError(f"{where}.bytes_per_rank: sizes must increase")
+    lo, med, hi = cols["p10_us"], cols["median_us"], cols["p90_us"]
+    if any(not lo[i] <= med[i] <= hi[i] for i in range(k)):
+        i = next(i for i in range(k) if not lo[i] <= med[i] <= hi[i])
+        raise InputError(f"{where}: size {b[i]:g} needs p10_us <= median_us <= p90_us, got {lo[i]:g}, {med[i]:g}, "
+                         f"{hi[i]:g}")
+    n = tuple(int(v) for v in cols["n"])
+    if any(float(v) != int(v) for v in cols["n"]) or any(len(r) > c for r, c in zip(cols["raw_us"], n)):
+        raise InputError(f"{where}.n: whole counts >= the raw samples stored per size")
+    return CurveSamples(bytes_per_rank=b, n=n, median_us=med, p10_us=lo, p90_us=hi, raw_us=cols["raw_us"])
+
+
+def _as_float(value: Any, where: str) -> float:
+    """`value` as a float: any finite non-bool number, else InputError naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
+    """Validate one "collectives" entry (layout in the module doc) and build its `CollectiveCurve`.
+
+    Raises `InputError` naming `where` and the bad field (breakpoints must increase, the last regime is open).
+    """
+    op = _get(obj, "op", where, str)
+    if op not in COLLECTIVE_OPS:
+        raise InputError(f"{where}.op: unknown collective {op!r} (known: {', '.join(COLLECTIVE_OPS)})")
+    world_size = _get(obj, "world_size", where, int, default=None)
+    if world_size is not None and world_size < 1:
+        raise InputError(f"{where}.world_size: must be >= 1")
+    mode = _get(obj, "mode", where, str, default=None)
+    if mode is not None and mode not in MODES:
+        raise InputError(f"{where}.mode: expected graph, eager or null, got {mode!r}")
+    regimes_raw = _get(obj, "regimes", where, list)
+    if not regimes_raw:
+        raise InputError(f"{where}.regimes: needs at least one regime")
+    regimes = tuple(_regime(r, f"{where}.regimes[{i}]") for i, r in enumerate(regimes_raw))
+    select = _get(obj, "select", where, str, default="breakpoints")
+    if select not in CURVE_SELECT:
+        raise InputError(f"{where}.select: expected one of {', '.join(CURVE_SELECT)}, got {select!r}")
+    for i in range(1, len(regimes) if select == "breakpoints" else 0):  # "min": max_bytes only document
+        if regimes[i].max_bytes <= regimes[i - 1].max_bytes:
+            raise InputError(f"{where}.regimes[{i}].max_bytes: breakpoints must increase")
+    if select == "breakpoints" and not math.isinf(regimes[-1].max_bytes):
+        raise InputError(f"{where}.regimes[{len(regimes) - 1}].max_bytes: the last regime must be open (null)")
+    inter = _get(obj, "inter_node_busbw_gbps", where, float, default=None)
+    nodes = _get(obj, "nodes", where, int, default=None)
+    if nodes is not None and nodes < 1:
+        raise InputError(f"{where}.nodes: must be >= 1")
+    impl = _get(obj, "impl", where, str, default="nccl")
+    if impl not in CURVE_IMPLS:
+        raise InputError(f"{where}.impl: expected one of {', '.join(CURVE_IMPLS)}, got {impl!r}")
+    return CollectiveCurve(
+        nodes=nodes, select=select, impl=impl,
+        op=op, world_size=world_size, mode=mode, regimes=regimes,
+        launch_us=_nonneg(_get(obj, "launch_us", where, float, default=0.0), f"{where}.launch_us"),
+        eager_overhead_us=_nonneg(_get(obj, "eager_overhead_us", where, float, default=0.0),
+                                  f"{where}.eager_overhead_us"),
+        inter_node_busbw_gbps=None if inter is None else _positive(inter, f"{where}.inter_node_busbw_gbps"),
+        provenance=_kind(_get(obj, "provenance", where, str, default="derived"), f"{where}.provenance"),
+        samples=_samples(obj.get("samples"), f"{where}.samples"),
+    )
+
+
+def _kind(value: str, where: str) -> str:
+    if value not in PROVENANCE_KINDS:
+        raise InputError(f"{where}: expected one of {', '.join(PROVENANCE_KINDS)}, got {value!r}")
+    return value
+
+
+def _table(obj: Any, where: str) -> KernelTable:
+    op = _get(obj, "op", where, str)
+    if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS and op not in TOPK_KERNEL_OPS:
+        raise InputError(f"{where}.op: unknown kernel op {op!r}")
+    dtype = _get(obj, "dtype", where, str)
+    if dtype not in DTYPES:
+        raise InputError(f"{where}.dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
+    mode = _get(obj, "mode", where, str)
+    if mode not in MODES:
+        raise InputError(f"{where}.mode: expected graph or eager, got {mode!r}")
+    rows = _get(obj, "rows", where, list)
+    cols = _get(obj, "cols", where, list)
+    grid = _get(obj, "median_us", where, list)
+
+    def axis(values: list, name: str) -> tuple[float, ...]:
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            raise InputError(f"{where}.{name}: expected a non-empty list of positive numbers")
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise InputError(f"{where}.{name}: must be strictly increasing")
+        return tuple(float(v) for v in values)
+
+    rows_t, cols_t = axis(rows, "rows"), axis(cols, "cols")
+    if len(grid) != len(rows_t) or any(not isinstance(r, list) or len(r) != len(cols_t) for r in grid):
+        raise InputError(f"{where}.median_us: expected a {len(rows_t)} x {len(cols_t)} grid")
+    for r in grid:
+        for v in r:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InputError(f"{where}.median_us: times must be finite and > 0, got {v!r}")
+    return KernelTable(op=op, dtype=dtype, mode=mode,
+                       world_size=_get(obj, "world_size", where, int, default=1),
+                       rows=rows_t, cols=cols_t,
+                       median_us=tuple(tuple(float(v) for v in r) for r in grid),
+                       source=_get(obj, "source", where, str, default=""),
+                       k=_get(obj, "k", where, int, default=1))
+
+
+@lru_cache(maxsize=1)
+def _profile_schema() -> dict:
+    return profile_json_schema()
+
+
+def check_document(data: Any, source: str = "profile") -> None:
+    """First pass over a whole profile document, bootstrap replicates included: `safe_io.check_tree`
+    (depth, int64 integers, finite floats, UTF-8 strings) then the JSON Schema of costmodel.profiles.schema
+    (data/profiles/schema.json: every field's type and plausible range, checked by `schema.check_schema`).
+    InputError names the first offending field."""
+    safe_io.check_tree(data, source)
+    try:
+        check_schema(data, _profile_schema())
+    except SchemaViolation as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        raise InputError(f"{source}{where}: " + safe_io.one_line(exc.message)) from None
+
+
+def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False) -> Profile:
+    """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
+    `Profile`. document_checked=True skips `check_document` for a document whose parent already passed it
+    (uncertainty builds one profile per bootstrap replicate of a checked profile)."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a profile must be a JSON object")
+    version = data.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}")
+    if not document_checked:  # True: a bootstrap replicate of a profile whose whole document passed
+        check_document(data, source)
+    name = _get(data, "name", source, str)
+    prov = _get(data, "provenance", source, dict)
+    pw = f"{source}.provenance"
+    provenance = Provenance(
+        kind=_kind(_get(prov, "kind", pw, str), f"{pw}.kind"),
+        source=_get(prov, "source", pw, str),
+        gpu=_get(prov, "gpu", pw, str),
+        interconnect=_get(prov, "interconnect", pw, str, default=""),
+        gpus_per_node=_get(prov, "gpus_per_node", pw, int, default=None),
+        nics_per_node=_get(prov, "nics_per_node", pw, int, default=None),
+        nic_gbps=_get(prov, "nic_gbps", pw, float, default=None),
+        software=_get(prov, "software", pw, dict, default={}),
+        date=_get(prov, "date", pw, str, default=""),
+        citations=tuple(_get(prov, "citations", pw, list, default=[])),
+        files=tuple(_get(prov, "files", pw, list, default=[])),
+    )
+    curves_raw = _get(data, "collectives", source, list)
+    all_curves = tuple(curve_from_dict(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))
+    curves = tuple(c for c in all_curves if c.impl == "nccl")
+    kern = _get(data, "kernels", source, dict)
+    kw = f"{source}.kernels"
+    ops_raw = _get(kern, "ops", kw, dict)
+    ops = {}
+    for op, spec in ops_raw.items():
+        where = f"{kw}.ops.{op}"
+        if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
+            raise InputError(f"{where}: unknown kernel op")
+        ops[op] = KernelOp(
+            launches=_nonneg(_get(spec, "launches", where, float, default=1.0), f"{where}.launches"),
+            fixed_us=_nonneg(_get(spec, "fixed_us", where, float, default=0.0), f"{where}.fixed_us"),
+            bw_gbps=_positive(_get(spec, "bw_gbps", where, float), f"{where}.bw_gbps"),
+            provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
+        )
+    tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
+    if data.get("bootstrap"):  # replicates must not contradict the point parameters (one-line error)
+        check_replicates(data, source)
+    return Profile(
+        name=name,
+        title=_get(data, "title", source, str, default=name),
+        provenance=provenance,
+        collectives=curves,
+        impl_curves=tuple(c for c in all_curves if c.impl != "nccl"),
+        graph_kernel_us=_nonneg(_get(kern, "graph_kernel_us", kw, float), f"{kw}.graph_kernel_us"),
+        eager_launch_us=_nonneg(_get(kern, "eager_launch_us", kw, float), f"{kw}.eager_launch_us"),
+        kernel_ops=ops,
+        kernel_tables=tables,
+        fit_report=tuple(_get(data, "fit_report", source, list, default=[])),
+        bootstrap=tuple(_get(data, "bootstrap", source, list, default=[])),
+        raw=data,
+        kernel_model=None if kern.get("model") is None else kernel_params.model_from_dict(kern["model"], f"{kw}.model"),
+        kernel_host=kernel_params.host_from_dict(kern.get("host"), f"{kw}.host"),
+        lm_head=None if kern.get("lm_head") is None else kernel_params.lm_head_from_dict(kern["lm_head"],
+                                                                                      f"{kw}.lm_head"),
+    )
+
+
+def parse_profile(text: str | bytes, *, source: str = "profile") -> Profile:
+    """Parse profile JSON text (an upload, a file's contents)."""
+    safe_io.check_size(len(text), limit_bytes=MAX_PROFILE_BYTES, source=source)
+    return profile_from_dict(safe_io.loads_json(text, source), source=source)

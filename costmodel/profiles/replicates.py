@@ -1,0 +1,84 @@
+"""A profile's bootstrap replicates as complete Profiles, with the physical constraints applied.
+
+Parameter uncertainty. A profile may carry `bootstrap`: a list of replicate parameter sets, each
+an object with `collectives` (a full curve list) and/or `kernels` (a partial kernels object
+merged over the profile's). Each replicate becomes a complete profile after the physical
+constraints (`constrain`): within a curve a later (larger-message) protocol is never slower in
+bandwidth (busbw_i <= min_{j>i} busbw_j, e.g. LL <= LL128 <= Simple), latencies >= 0, and kernel
+bandwidths <= the profile's `kernels.hbm_gbps` where it states one. On load
+(`consistency.check_replicates`) a profile whose replicates contradict its own point parameters - a point
+value outside the [min, max] of its replicates - is refused with one line.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..io.errors import InputError
+from .consistency import _curve_key
+from .parse import profile_from_dict
+from .types import Profile
+
+_CACHE: dict[int, tuple[Profile, tuple[Profile, ...]]] = {}
+
+
+def replicate_profiles(profile: Profile) -> list[Profile]:
+    """One Profile per bootstrap replicate (empty when the profile has none); cached per profile object."""
+    hit = _CACHE.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        if len(_CACHE) >= 16:
+            _CACHE.pop(next(iter(_CACHE)))
+        hit = _CACHE[id(profile)] = (profile, _replicates(profile))
+    return list(hit[1])
+
+
+def _replicates(profile: Profile) -> tuple[Profile, ...]:
+    out = []
+    for i, rep in enumerate(profile.bootstrap):
+        if not isinstance(rep, dict):
+            raise InputError(f"profile {profile.name}: bootstrap[{i}] must be an object")
+        data = {k: v for k, v in profile.raw.items() if k != "bootstrap"}  # profile_from_dict never mutates
+        if "collectives" in rep:  # replicate curves replace the point curves with the same key; others stay
+            theirs = {_curve_key(c) for c in rep["collectives"]}
+            data["collectives"] = [*rep["collectives"],
+                                   *(c for c in data.get("collectives", []) if _curve_key(c) not in theirs)]
+        if "kernels" in rep:
+            data["kernels"] = {**data["kernels"], **rep["kernels"]}
+        # the parent document passed check_document with its replicates; constrain only moves values inward
+        out.append(profile_from_dict(constrain(data), source=f"{profile.name}.bootstrap[{i}]",
+                                     document_checked=True))
+    return tuple(out)
+
+
+def constrain(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a profile document with the physical constraints of the module doc applied.
+
+    Per curve busbw_i <= min over later regimes (a larger-message protocol is never slower in
+    bandwidth: LL <= LL128 <= Simple); latencies clipped at 0; kernel op bandwidths <= kernels.hbm_gbps
+    when the profile states it. Only the parts that change are copied.
+    """
+    curves = []
+    for c in data.get("collectives", []):
+        regimes = [dict(r) for r in c.get("regimes", [])]
+        ceiling = math.inf
+        for r in reversed(regimes):
+            bw = r.get("busbw_gbps")
+            if isinstance(bw, (int, float)) and not isinstance(bw, bool):
+                if bw > ceiling:
+                    r["busbw_gbps"] = ceiling
+                ceiling = min(ceiling, r["busbw_gbps"])
+            for key in ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us"):
+                v = r.get(key)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                    r[key] = 0.0
+        curves.append({**c, "regimes": regimes})
+    out = {**data, "collectives": curves}
+    kern = data.get("kernels")
+    hbm = kern.get("hbm_gbps") if isinstance(kern, dict) else None
+    if isinstance(hbm, (int, float)) and not isinstance(hbm, bool) and hbm > 0 and isinstance(kern.get("ops"), dict):
+        ops = {op: ({**spec, "bw_gbps": min(spec["bw_gbps"], hbm)}
+                    if isinstance(spec, dict) and isinstance(spec.get("bw_gbps"), (int, float)) else spec)
+               for op, spec in kern["ops"].items()}
+        out["kernels"] = {**kern, "ops": ops}
+    return out

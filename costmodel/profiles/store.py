@@ -1,0 +1,91 @@
+"""Where profiles live: the bundled ones in data/profiles/, a user's files, and the default.
+
+`load_profile(name_or_path)` takes a bundled name or a path (bounded read, then `parse_profile`); `save_profile`
+writes a checked document. `tp_placement_problem` says why a TP size / node count does not fit a profile's nodes
+(more GPUs per node than it has). An installed package carries data/ as costmodel/data; a checkout has it at the
+repository root.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..io import safe_io
+from ..io.errors import InputError
+from .parse import MAX_PROFILE_BYTES, parse_profile, profile_from_dict
+from .types import Profile
+
+# an installed package carries data/ as costmodel/data (pyproject.toml); a checkout has it at the repository root
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the costmodel package
+DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data" / "profiles").is_dir() else _PACKAGE_DIR.parent / "data"
+PROFILE_DIR = DATA_DIR / "profiles"
+DEFAULT_PROFILE = "h200-sxm-nvlink"
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the profiles shipped in data/profiles/."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.name != "schema.json")
+
+
+@lru_cache(maxsize=32)
+def _load_path(path: str) -> Profile:
+    p = Path(path)
+    text = safe_io.read_bytes(p, limit_bytes=MAX_PROFILE_BYTES, what="profile")
+    return parse_profile(text, source=p.name)
+
+
+def load_profile(name_or_path: str | Path | None = None) -> Profile:
+    """Load a bundled profile by name, or a JSON file by path (None: the default)."""
+    if name_or_path is None:
+        name_or_path = DEFAULT_PROFILE
+    text = str(name_or_path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("--profile: not UTF-8 encodable") from None
+    if "\x00" in text:
+        raise InputError("--profile: contains a NUL character")
+    candidate = PROFILE_DIR / f"{text}.json"
+    if not text.endswith(".json") and "/" not in text and text != "schema" and candidate.exists():
+        return _load_path(str(candidate))
+    if not Path(text).exists() and not text.endswith(".json"):
+        raise InputError(f"profile {text!r}: not a bundled profile ({', '.join(bundled_profiles())}) or a file")
+    return _load_path(str(Path(text).resolve()))
+
+
+def default_profile() -> Profile:
+    return load_profile(DEFAULT_PROFILE)
+
+
+def save_profile(data: dict[str, Any], path: str | Path) -> Profile:
+    """Validate `data` and write it as JSON; returns the parsed profile."""
+    profile = profile_from_dict(data, source=str(path))
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    return profile
+
+
+def tp_placement_problem(profile: Profile, tp: int, nodes: int = 1) -> str | None:
+    """Why a TP group of `tp` ranks over `nodes` nodes cannot run on `profile`'s machines, or None when it can.
+
+    A node holds `provenance.gpus_per_node` GPUs (one NVLink / PCIe domain; 72 for a GB200 NVL72 rack), so the
+    group needs ceil(tp / nodes) <= gpus_per_node; profiles that do not say how many GPUs a node has accept any tp.
+    """
+    per_node = profile.provenance.gpus_per_node
+    if per_node is None or tp <= 1 or nodes < 1:
+        return None
+    need = -(-int(tp) // int(nodes))
+    if need <= per_node:
+        return None
+    fix = -(-int(tp) // per_node)
+    return (f"tp {tp} on {nodes} node(s) needs {need} GPUs per node, but profile {profile.name} has "
+            f"{per_node} GPUs per node: pass --nodes {fix} (or more)")
+
+
+def check_tp_placement(profile: Profile, tp: int, nodes: int = 1) -> None:
+    """InputError (one line) when `tp_placement_problem` finds one."""
+    problem = tp_placement_problem(profile, tp, nodes)
+    if problem is not None:
+        raise InputError(problem)
