@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared run for a machine with one CUDA GPU (sized for ~8 minutes on an H200):
-#   1. the Triton tests natively (tests/test_triton_kernels.py, tests/test_fused_integration.py),
+#   1. the Triton tests natively (tests/calibration/test_triton_kernels.py, tests/model/test_fused_integration.py),
 #   2. the kernel benchmark - every torch op and, when Triton compiles, its *_fused variant - in CUDA-graph
 #      and eager mode (calibration.kernels; each point is checked before it is timed, rows flushed as measured),
 #   3. the report: achieved bandwidth vs the device's copy bandwidth at large shapes, fused vs torch at batch 1.
@@ -22,7 +22,7 @@ fi
 unset TRITON_INTERPRET
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 status=0
-timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_triton_kernels.py tests/test_fused_integration.py \
+timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/calibration/test_triton_kernels.py tests/model/test_fused_integration.py \
     > "$OUT/tests.log" 2>&1 || { echo "error: Triton tests failed natively; see $OUT/tests.log" >&2; status=1; }
 tail -n 3 "$OUT/tests.log"
 "$PY" -m calibration.kernels --device cuda --out "$OUT" \

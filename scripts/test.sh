@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+# -n auto: one pytest-xdist worker per core (every test writes only under its own tmp_path)
+exec .venv/bin/python -m pytest -n auto "$@"

@@ -14,7 +14,7 @@ costs ~1-2 ms of per-call Python work whatever n is, so M = 100 members cost 100
 and the ordinary pricing code runs once: what depends only on the scenario (launch configurations, table
 interpolation weights, collective groups) is computed once for the n points, and every formula that takes a
 parameter is element-wise in it, so row m of each (M, n) result is, operation for operation, what
-`predict(scenario, members[m], factors=factors[m])` computes (tests/test_members.py checks bit equality).
+`predict(scenario, members[m], factors=factors[m])` computes (tests/model/test_members.py checks bit equality).
 The places that need the member axis explicitly: a measured table's measured/model ratio grid depends on
 the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
 different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by

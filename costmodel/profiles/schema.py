@@ -212,7 +212,7 @@ if __name__ == "__main__":
 # -- a fast checker for the JSON Schema subset above ----------------------------------------------------------
 # jsonschema (pinned in requirements.txt) validates data/profiles/schema.json in the tests; it needs ~1.5 s for
 # a bundled profile with 100 replicates (1 MB), so loading uses this ~10x faster interpreter of the keywords the
-# tables above use. tests/test_fuzz.py checks that both accept and refuse the same documents.
+# tables above use. tests/io/test_fuzz.py checks that both accept and refuse the same documents.
 _JSON_TYPES: dict[str, Any] = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),

@@ -162,7 +162,7 @@ def test_intervals_shrink_with_more_bootstrap_data():
     """Profiles fitted from 8x more measurements give narrower 90% intervals of the saving (widths summed
     over three data sets: one 20-point set's interval width is itself noisy; 1/sqrt(8) = 0.35 expected)."""
     fit = pytest.importorskip("calibration.fitting.fit")
-    from tests.test_fit import collective_rows
+    from tests.calibration.test_fit import collective_rows
 
     regimes = [(None, 12.0, 0.0, 100.0)]
     sc = Scenario(vocab=128256, tp=2, batch=256)

@@ -13,7 +13,7 @@ import torch
 from calibration.reference import strategies as ref
 from calibration.reference import verify
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _torchrun(nproc: int, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:

@@ -201,7 +201,7 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
     from costmodel.answers.compare import compare_table
     from dashboard.compare_panel import profile_label
 
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
     picker = at.selectbox(key="profile")
@@ -220,7 +220,7 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
 
 
 def sidebar_scenario(at):
-    """The scenario the sidebar widgets describe (as tests/test_app.py reads it)."""
+    """The scenario the sidebar widgets describe (as tests/dashboard/test_app.py reads it)."""
     from costmodel.model.scenario import Scenario
 
     w = {k: at.session_state[k] for k in ("vocab", "draft_vocab", "d2t", "hidden", "tp", "nodes", "dtype", "k",

@@ -13,7 +13,7 @@ from calibration.reference import strategies as ref  # noqa: E402
 from calibration.reference import verify  # noqa: E402
 from costmodel import Scenario, load_profile  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _timed(stdout: str) -> dict[str, list[str]]:

@@ -200,7 +200,7 @@ def test_constraints_keep_lower_protocols_below_simple_bandwidth():
 # -- honest intervals ---------------------------------------------------------------------------------------------
 def _synthetic(sizes, reps, sigma, seed):
     """all_gather over 2 ranks from a known two-regime model, log-normal noise of sd `sigma`."""
-    from tests.test_fit import true_time_us
+    from tests.calibration.test_fit import true_time_us
 
     regimes = [(2 ** 20, 10.0, 0.0, 5.0), (None, 150.0, 0.0, 50.0)]
     rng = np.random.default_rng(seed)
@@ -215,7 +215,7 @@ def test_interval_coverage_on_synthetic_data_is_90_percent():
     """Fit a profile on noisy data from a known model, then score its 90% intervals on fresh draws at
     new sizes: pooled over 6 independent fits (seeds 0-5) the coverage is 90% +- 5%."""
     fit = pytest.importorskip("calibration.fitting.fit")
-    from tests.test_fit import BYTES
+    from tests.calibration.test_fit import BYTES
 
     covered = []
     test_sizes = np.unique(np.round(np.geomspace(BYTES[0], BYTES[-1], 60)).astype(np.int64))
@@ -254,7 +254,7 @@ def test_discrepancy_sources_fitted_vs_prior():
 def test_predict_points_intervals_columns(tmp_path):
     """predict-points --intervals on a profile fitted from synthetic data: p05 < predicted < p95 per row."""
     fit = pytest.importorskip("calibration.fitting.fit")
-    from tests.test_fit import BYTES
+    from tests.calibration.test_fit import BYTES
 
     prof_path = tmp_path / "syn.json"
     prof_path.write_text(json.dumps(fit.fit_measurements(_synthetic(BYTES, 4, 0.1, 0), name="syn", bootstrap=50)))
@@ -328,7 +328,7 @@ def predict_points_frame(rows, profile):
 
 def test_fitted_kernels_carry_bootstrap_replicates_around_the_point():
     fit = pytest.importorskip("calibration.fitting.fit")
-    from tests.test_fit import kernel_rows
+    from tests.calibration.test_fit import kernel_rows
 
     data = fit.fit_measurements(kernel_rows(noise=0.05, seed=3), name="kern", bootstrap=40, seed=0)
     prof = profile_from_dict(data)  # loads: the replicates pass the consistency check

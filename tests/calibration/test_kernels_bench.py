@@ -15,7 +15,7 @@ import torch
 from calibration.bench import kernels
 from costmodel.io.measurements import FUSED_KERNEL_OPS, KERNEL_OPS, TOPK_KERNEL_OPS, read_measurements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from calibration.logs.import_nccl_tests import import_logs, main, parse_nccl_tes
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import read_measurements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TYPE_BYTES = {"float": 4, "bfloat16": 2, "half": 2, "int64": 8, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4,
               "uint64": 8, "double": 8, "f8e4m3": 1, "f8e5m2": 1}
 COLUMN_HEADER = (

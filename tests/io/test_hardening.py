@@ -39,7 +39,7 @@ from costmodel.profiles.schema import profile_schema_text
 from costmodel.profiles.store import PROFILE_DIR, load_profile
 from dashboard import tables, uploads
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 H200 = PROFILE_DIR / "h200-sxm-nvlink.json"
 EVIL_NAME = "=cmd|' /C calc'!A0"
 

@@ -12,8 +12,8 @@ import pytest
 
 from costmodel import collective_time_us
 from costmodel.profiles.store import load_profile
+from tests.calibration.test_collectives_bench import _env, torchrun
 from tests.conftest import ROOT
-from tests.test_collectives_bench import _env, torchrun
 
 pytestmark = pytest.mark.torchrun
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PURE_PACKAGES = ("calibration/fitting", "calibration/logs", "costmodel", "dashboard")
 PURE_ENTRY_POINTS = ("calibration.fit", "calibration.import_nccl_tests", "calibration.kernel_report")
 TORCH_MODULES = ("calibration.reference.strategies", "calibration.reference.verify",
@@ -25,7 +25,7 @@ import importlib, json, sys
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("torch", "triton"):
-            raise ImportError(f"blocked by tests/test_layout.py: {name}")
+            raise ImportError(f"blocked by tests/package/test_layout.py: {name}")
         return None
 sys.meta_path.insert(0, NoTorch())
 result = {}
@@ -71,7 +71,8 @@ def test_torch_packages_really_need_torch():
     """The block works and the tree is honest: the engine code and the kernel benchmark fail without torch."""
     out = import_without_torch(list(TORCH_MODULES))
     for name in TORCH_MODULES:
-        assert out["errors"][name] is not None and "blocked by tests/test_layout.py" in out["errors"][name], name
+        error = out["errors"][name]
+        assert error is not None and "blocked by tests/package/test_layout.py" in error, name
 
 
 def test_old_flat_modules_are_only_entry_points():

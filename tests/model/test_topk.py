@@ -26,7 +26,7 @@ from costmodel.model.components import STRATEGIES
 from costmodel.model.verification import decode_step, matrix, verification_scenario
 from costmodel.profiles.presets import preset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOPK_STRATEGIES = [n for n in ref.STRATEGY_FUNCS if n != "packed_allreduce_max"]
 
 

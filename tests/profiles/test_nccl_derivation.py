@@ -112,7 +112,7 @@ def test_every_published_single_node_table_meets_the_target(validated):
     errors = table_errors(validated).set_index("table")
     tables = sorted(validated.loc[validated["file"] == "nccl-tests.csv", "table"].unique())
     # the 6 Hopper / Ampere single-node tables (none used to build a profile); the B200, GB200 NVL72 and
-    # multi-node tables (issue 10) are checked in tests/test_profiles_new.py
+    # multi-node tables (issue 10) are checked in tests/profiles/test_profiles_new.py
     hopper_ampere = [t for t in tables if t.split("-")[0] in ("a100x8", "h100x2", "h100x8")]
     assert len(hopper_ampere) == 6
     for name in hopper_ampere:

@@ -21,7 +21,7 @@ from calibration.logs.results import point_key
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import COLLECTIVE_OPS, MEASUREMENT_COLUMNS, read_measurements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRESET = "qwen2.5-7b-eagle3"  # 16000-id draft vocab: full-logits payloads fit the tiny grid
 GRID = ["--min-bytes", "128", "--max-bytes", "16384", "--points-per-octave", "1", "--max-iters", "12",
         "--point-time-s", "0.1",

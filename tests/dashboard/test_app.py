@@ -31,7 +31,7 @@ from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.verdict import evaluate, provenance_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 FOCUS = "local_argmax_pairs"
 

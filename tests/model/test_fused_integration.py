@@ -28,7 +28,7 @@ from calibration.reference import verify  # noqa: E402
 from costmodel.io.errors import InputError  # noqa: E402
 from costmodel.io.measurements import read_measurements  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 PAIRS_F, KEYS_F = ref.fused_name("local_argmax_pairs"), ref.fused_name("packed_allreduce_max")
 NEG_INF = float("-inf")

@@ -21,7 +21,7 @@ from costmodel.model.kernels import kernel_bytes, roofline_us
 from costmodel.profiles.parse import curve_from_dict, profile_from_dict
 from costmodel.profiles.store import default_profile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BYTES = 2 ** np.arange(8, 28)  # bytes_per_rank 256 B .. 128 MiB, 20 sizes
 
 
