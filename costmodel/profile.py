@@ -28,7 +28,8 @@ it is ever executed. Layout::
                      "provenance": "derived|measured"}},
         "tables": [{"op", "dtype", "mode", "world_size", "rows": [..], "cols": [..],
                     "median_us": [[..]], "source": str}]},
-      "fit_report": [...]?, "bootstrap": [...]?
+      "fit_report": [...]?, "bootstrap": [...]?,   # the ensemble's members, one document each, or compactly:
+      "ensemble": {"method": "uniform-ranges-v1"|"columns-v1", "n": int, ...}?   # (costmodel.replicates)
     }
 
 A curve with `world_size` null applies to every TP size; one with `mode`
@@ -40,12 +41,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import gpu_kernels, safe_io
+from . import gpu_kernels, replicates, safe_io
 from .errors import InputError
 from .schema import (
     COLLECTIVE_OPS,
@@ -171,7 +173,7 @@ class Profile:
     kernel_ops: dict[str, KernelOp]
     kernel_tables: tuple[KernelTable, ...] = ()
     fit_report: tuple[dict[str, Any], ...] = ()
-    bootstrap: tuple[dict[str, Any], ...] = ()
+    bootstrap: Sequence[dict[str, Any]] = ()  # a tuple, or replicates.LazyMembers (built on first use)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # kernels.model / .host / .lm_head (costmodel.gpu_kernels): the mechanistic GPU kernel model, host-side
     # costs of eager torch ops and c10d calls, and the draft lm_head GEMM model (None / {} when absent)
@@ -467,10 +469,13 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
             provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
         )
     tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
-    if data.get("bootstrap"):  # replicates must not contradict the point parameters (one-line error)
+    compact = replicates.has_ensemble(data)
+    if data.get("bootstrap") or compact:  # replicates must not contradict the point parameters (one-line error)
         from .uncertainty import check_replicates  # here: uncertainty imports this module
 
-        check_replicates(data, source)
+        # a compact ensemble: checked without building its members, on its per-parameter extremes
+        check_replicates({**data, "bootstrap": replicates.check_ensemble(data, _profile_schema(), source)}
+                         if compact else data, source)
     return Profile(
         name=name,
         title=_get(data, "title", source, str, default=name),
@@ -482,7 +487,7 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         kernel_ops=ops,
         kernel_tables=tables,
         fit_report=tuple(_get(data, "fit_report", source, list, default=[])),
-        bootstrap=tuple(_get(data, "bootstrap", source, list, default=[])),
+        bootstrap=replicates.LazyMembers(data) if compact else tuple(_get(data, "bootstrap", source, list, default=[])),
         raw=data,
         kernel_model=None if kern.get("model") is None else gpu_kernels.model_from_dict(kern["model"], f"{kw}.model"),
         kernel_host=gpu_kernels.host_from_dict(kern.get("host"), f"{kw}.host"),

@@ -49,7 +49,8 @@ All replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per 
 ~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
 were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
 profile["bootstrap"] = [{"collectives": [curve, ...], "kernels": {"ops": ...}}, ...]: every fitted kernel op's
-roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point.
+roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point. The file
+`main` writes holds them compactly (costmodel.replicates columns-v1: only the numbers that differ per replicate).
 
 Raw samples: every per-p curve stores its measurements per size as `samples` (curve_samples; n rows, median,
 the rows' own p10 / p90, up to MAX_RAW_SAMPLES raw times; costmodel.profile.CurveSamples validates them on
@@ -115,6 +116,7 @@ from costmodel.profile import (
     profile_from_dict,
     save_profile,
 )
+from costmodel.replicates import compact_document
 from costmodel.safe_io import check_rows, loads_json, read_bytes
 from costmodel.schema import (
     COLLECTIVE_OPS,
@@ -1242,7 +1244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.is_dir():
             raise InputError(f"--out {out}: is a directory")
         out.parent.mkdir(parents=True, exist_ok=True)
-        save_profile(profile, out)
+        save_profile(compact_document(profile), out)  # the replicates as columns (costmodel.replicates)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
