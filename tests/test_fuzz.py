@@ -24,13 +24,14 @@ from calibration.logs.import_nccl_tests import parse_nccl_tests_text
 from costmodel import Scenario, cli, predict
 from costmodel.errors import InputError
 from costmodel.profile import PROFILE_DIR, parse_profile, profile_from_dict
+from costmodel.replicates import expand_document
 from costmodel.safe_io import FORMULA_PREFIXES, escape_markdown, loads_json, safe_cell
 from costmodel.schema import SchemaViolation, check_schema, parse_measurement_csv, profile_json_schema
 from dashboard.uploads import parse_upload
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
-H200 = json.loads((PROFILE_DIR / "h200-sxm-nvlink.json").read_text())
+H200 = expand_document(json.loads((PROFILE_DIR / "h200-sxm-nvlink.json").read_text()))  # verbose bootstrap list
 SMALL = {**{k: v for k, v in H200.items() if k != "bootstrap"}, "bootstrap": copy.deepcopy(H200["bootstrap"][:2])}
 
 # adversarial scalars: the audit's cases and their generalisations

@@ -23,6 +23,7 @@ from calibration.logs.provenance import Interrupted, count_rows, interrupted_exi
 from costmodel import cli
 from costmodel.errors import InputError
 from costmodel.profile import PROFILE_DIR, load_profile, parse_profile, profile_from_dict
+from costmodel.replicates import expand_document
 from costmodel.safe_io import (
     MAX_JSON_DEPTH,
     csv_text,
@@ -43,7 +44,7 @@ EVIL_NAME = "=cmd|' /C calc'!A0"
 
 @pytest.fixture(scope="module")
 def h200() -> dict:
-    return json.loads(H200.read_text())
+    return expand_document(json.loads(H200.read_text()))  # the verbose bootstrap list: its replicates mutated below
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

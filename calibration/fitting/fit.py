@@ -907,7 +907,7 @@ def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
     Asks the real lookup (Profile.curve) on the merged curve list, so the ranking rules live in one place.
     """
     base_curves = base.raw["collectives"]
-    merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k != "bootstrap"},
+    merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k not in ("bootstrap", "ensemble")},
                                 "collectives": measured + base_curves}, source="merged profile")
     sizes = {c.world_size for c in merged.collectives if c.world_size is not None}
     node_counts = {1} | {c.nodes for c in merged.collectives if c.nodes is not None}
