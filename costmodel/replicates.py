@@ -434,6 +434,12 @@ def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") ->
                                  f"{', '.join(UNIFORM_RANGES_V1)})")
             if not ranges[k][0] <= ranges[k][1]:
                 raise InputError(f"{where}.ranges.{k}: low {ranges[k][0]!r} above high {ranges[k][1]!r}")
+        if stored is not None:  # the stored part must not overlap what is drawn (both would set the same leaf)
+            extra = stored["template"]
+            clash = [k for k in extra if k != "kernels"] + [f"kernels.{k}" for k in extra.get("kernels", {})
+                                                            if k in (*KERNEL_SCALARS, "ops")]
+            if clash:
+                raise InputError(f"{where}.stored.template.{clash[0]}: drawn by uniform-ranges-v1, not stored")
         if not data["collectives"]:
             raise InputError(f"{where}: uniform-ranges-v1 needs at least one curve in collectives")
         point = {"collectives": data["collectives"], "kernels": {k: v for k, v in data["kernels"].items()

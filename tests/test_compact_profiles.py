@@ -164,6 +164,8 @@ def test_a_compact_ensemble_is_checked_on_load_like_its_members():
         "path not in template": (lambda d: d["ensemble"]["stored"]["columns"][0].update(path=["kernels", "x"]),
                                  "not a leaf of the template"),
         "both forms": (lambda d: d.update(bootstrap=[]), "not both"),
+        "stored overlaps the draws": (lambda d: d["ensemble"]["stored"]["template"]["kernels"].update(ops={}),
+                                      r"template\.kernels\.ops: drawn by uniform-ranges-v1"),
         "method": (lambda d: d["ensemble"].update(method="magic-v9"), "is not one of"),
         "n 0": (lambda d: d["ensemble"].update(n=0), r"ensemble\.n"),
         "value a string": (lambda d: d["ensemble"]["stored"]["columns"][1]["values"].__setitem__(0, "1"),
