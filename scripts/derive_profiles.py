@@ -10,7 +10,6 @@ scripts/derive_profiles_current.py, which imports this module (rerun it after ch
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
 from costmodel.model.collectives import bus_factor  # noqa: E402
+from costmodel.profiles.compact import compact_members  # noqa: E402
 from costmodel.profiles.store import save_profile  # noqa: E402
 
 DATE = "2026-11-30"
@@ -464,38 +464,23 @@ RANGES = {
 }
 
 
-def ensemble(data: dict, hbm_gbps: float, seed: int) -> list[dict]:
-    """Replicates with every uncertain parameter drawn from RANGES (stored as profile["bootstrap"]).
+def ensemble(data: dict, hbm_gbps: float, seed: int) -> dict:
+    """The derived ensemble (stored as profile["ensemble"]): every uncertain parameter drawn from RANGES.
 
-    The GPU kernel model's replicates are refits on bootstrap resamples of the H200 probe tables (carried to
-    H100 / A100 by the same derivation): `kernel_sections`' "replicates"."""
-    rng = np.random.default_rng(seed)
-    reps = []
+    Stored compactly (costmodel.profiles.compact, method uniform-ranges-v1): the seed, the number of members and the
+    ranges, from which loading redraws the members (the draw code lives in costmodel.profiles.compact
+    `uniform_ranges_v1_members`, so profiles and scripts cannot drift apart). The GPU kernel model's replicates
+    are refits on bootstrap resamples of the H200 probe tables (carried to the other GPUs by the same
+    derivation: `kernel_sections`' "replicates"), too slow to redo on load: stored as columns, only the numbers
+    that differ between members. hbm_gbps: unused (the kernel ranges are relative to the point values)."""
     section = KERNEL_SECTIONS.get(data["name"].split("-")[0])
-    for i in range(N_REPLICATES):
-        draw = {k: rng.uniform(*v) for k, v in RANGES.items()}
-        curves = copy.deepcopy(data["collectives"])
-        for c in curves:
-            c["launch_us"] = round(draw["launch_us"], 3)
-            c["eager_overhead_us"] = round(draw["eager_overhead_us"], 3)
-            for r in c["regimes"]:
-                simple = r["name"].endswith("Simple") or r["name"].startswith("NVLS")  # (Tree-Simple, NVLSTree too)
-                scale = draw["simple_busbw_scale"] if simple else draw["ll_busbw_scale"]
-                r["busbw_gbps"] = round(r["busbw_gbps"] * scale, 2)
-                r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * draw["hop_scale"], 4)
-        # kernels: every op's efficiency drawn independently (issue 9), each range relative to the range's middle,
-        # around the profile's own point value (so the replicates bracket the point parameters)
-        ops = {}
-        for op, spec in data["kernels"]["ops"].items():
-            lo, hi = RANGES["copy_eff" if op in ("relayout_copy", "d2t_scatter") else "reduce_eff"]
-            ops[op] = {**spec, "bw_gbps": round(spec["bw_gbps"] * rng.uniform(lo, hi) / ((lo + hi) / 2), 1)}
-        kern = {k: round(data["kernels"][k] * draw[k] / (sum(RANGES[k]) / 2), 3)
-                for k in ("graph_kernel_us", "eager_launch_us")}
-        kern["ops"] = ops
-        if section is not None:
-            kern["model"] = section["replicates"][i % len(section["replicates"])]
-        reps.append({"collectives": curves, "kernels": kern})
-    return reps
+    out = {"method": "uniform-ranges-v1", "n": N_REPLICATES, "seed": seed,
+           "ranges": {k: list(v) for k, v in RANGES.items()}}
+    if section is not None:
+        models = section["replicates"]
+        out["stored"] = compact_members([{"kernels": {"model": models[i % len(models)]}}
+                                         for i in range(N_REPLICATES)])
+    return out
 
 
 def main() -> None:
@@ -542,7 +527,7 @@ def main() -> None:
         data["bootstrap_method"] = ("derived ensemble, not a statistical bootstrap: " + str(N_REPLICATES)
                                     + " uniform draws of the uncertain parameters over the cited ranges "
                                     "(scripts/derive_profiles.py RANGES)")
-        data["bootstrap"] = ensemble(data, hbm, seed)
+        data["ensemble"] = ensemble(data, hbm, seed)
         path = ROOT / "data" / "profiles" / f"{data['name']}.json"
         save_profile(data, path)
         print(f"wrote {path.relative_to(ROOT)}")

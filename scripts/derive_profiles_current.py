@@ -307,7 +307,7 @@ def build() -> list[tuple[dict, float]]:
         data["bootstrap_method"] = ("derived ensemble, not a statistical bootstrap: " + str(dp.N_REPLICATES)
                                     + " uniform draws of the uncertain parameters over the cited ranges "
                                     "(scripts/derive_profiles.py RANGES)")
-        data["bootstrap"] = dp.ensemble(data, GPUS[key][1], seed)
+        data["ensemble"] = dp.ensemble(data, GPUS[key][1], seed)
         out.append((data, GPUS[key][1]))
     return out
 

@@ -49,7 +49,8 @@ All replicates are solved in one vectorized batch, so B = 200 costs ~0.05 s per 
 ~40 distinct sizes get B scaled down (B * k^2 <= BOOTSTRAP_WORK, at least 50) and the report says how many
 were used. ci90 = 5th / 95th percentiles; the first MAX_STORED_REPLICATES replicates are stored as
 profile["bootstrap"] = [{"collectives": [curve, ...], "kernels": {"ops": ...}}, ...]: every fitted kernel op's
-roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point.
+roofline bandwidth gets the same residual bootstrap (one regime), its launch costs stay at the point. The file
+`main` writes holds them compactly (costmodel.profiles.compact columns-v1: only the numbers that differ per replicate).
 
 Raw samples: every per-p curve stores its measurements per size as `samples` (curve_samples; n rows, median,
 the rows' own p10 / p90, up to MAX_RAW_SAMPLES raw times; costmodel.profiles.types.CurveSamples validates them on
@@ -120,6 +121,7 @@ from costmodel.io.safe_io import check_rows, loads_json, read_bytes
 from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.model.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
 from costmodel.model.points import numeric_column
+from costmodel.profiles.compact import compact_document
 from costmodel.profiles.consistency import check_replicates
 from costmodel.profiles.parse import curve_from_dict, profile_from_dict
 from costmodel.profiles.schema import MAX_RAW_SAMPLES
@@ -899,7 +901,7 @@ def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
     Asks the real lookup (Profile.curve) on the merged curve list, so the ranking rules live in one place.
     """
     base_curves = base.raw["collectives"]
-    merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k != "bootstrap"},
+    merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k not in ("bootstrap", "ensemble")},
                                 "collectives": measured + base_curves}, source="merged profile")
     sizes = {c.world_size for c in merged.collectives if c.world_size is not None}
     node_counts = {1} | {c.nodes for c in merged.collectives if c.nodes is not None}
@@ -1236,7 +1238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.is_dir():
             raise InputError(f"--out {out}: is a directory")
         out.parent.mkdir(parents=True, exist_ok=True)
-        save_profile(profile, out)
+        save_profile(compact_document(profile), out)  # the replicates as columns (costmodel.profiles.compact)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

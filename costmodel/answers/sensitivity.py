@@ -64,7 +64,8 @@ def parameters(profile: Profile) -> Iterator[Parameter]:
 
 
 def _scaled(profile: Profile, path: tuple, factor: float) -> Profile:
-    data = copy.deepcopy({k: v for k, v in profile.raw.items() if k != "bootstrap"})  # replicates: not needed
+    data = copy.deepcopy({k: v for k, v in profile.raw.items()
+                          if k not in ("bootstrap", "ensemble")})  # replicates: not needed
     node = data
     for key in path[:-1]:
         node = node[key]

@@ -17,6 +17,7 @@ from ..io import safe_io
 from ..io.errors import InputError
 from ..io.measurements import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 from . import kernel_params
+from .compact import LazyMembers, check_ensemble, has_ensemble
 from .consistency import check_replicates
 from .schema import SchemaViolation, check_schema, profile_json_schema
 from .types import (
@@ -283,8 +284,11 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
             provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
         )
     tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
-    if data.get("bootstrap"):  # replicates must not contradict the point parameters (one-line error)
-        check_replicates(data, source)
+    compact = has_ensemble(data)
+    if data.get("bootstrap") or compact:  # replicates must not contradict the point parameters (one-line error)
+        # a compact ensemble: checked without building its members, on its per-parameter extremes
+        check_replicates({**data, "bootstrap": check_ensemble(data, _profile_schema(), source)}
+                         if compact else data, source)
     return Profile(
         name=name,
         title=_get(data, "title", source, str, default=name),
@@ -296,7 +300,7 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         kernel_ops=ops,
         kernel_tables=tables,
         fit_report=tuple(_get(data, "fit_report", source, list, default=[])),
-        bootstrap=tuple(_get(data, "bootstrap", source, list, default=[])),
+        bootstrap=LazyMembers(data) if compact else tuple(_get(data, "bootstrap", source, list, default=[])),
         raw=data,
         kernel_model=None if kern.get("model") is None else kernel_params.model_from_dict(kern["model"], f"{kw}.model"),
         kernel_host=kernel_params.host_from_dict(kern.get("host"), f"{kw}.host"),

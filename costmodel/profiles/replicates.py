@@ -38,7 +38,8 @@ def _replicates(profile: Profile) -> tuple[Profile, ...]:
     for i, rep in enumerate(profile.bootstrap):
         if not isinstance(rep, dict):
             raise InputError(f"profile {profile.name}: bootstrap[{i}] must be an object")
-        data = {k: v for k, v in profile.raw.items() if k != "bootstrap"}  # profile_from_dict never mutates
+        # profile_from_dict never mutates; "ensemble": the compact form of the bootstrap list (compact.py)
+        data = {k: v for k, v in profile.raw.items() if k not in ("bootstrap", "ensemble")}
         if "collectives" in rep:  # replicate curves replace the point curves with the same key; others stay
             theirs = {_curve_key(c) for c in rep["collectives"]}
             data["collectives"] = [*rep["collectives"],

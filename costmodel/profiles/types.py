@@ -28,7 +28,8 @@ it is ever executed. Layout::
                      "provenance": "derived|measured"}},
         "tables": [{"op", "dtype", "mode", "world_size", "rows": [..], "cols": [..],
                     "median_us": [[..]], "source": str}]},
-      "fit_report": [...]?, "bootstrap": [...]?
+      "fit_report": [...]?, "bootstrap": [...]?,   # the ensemble's members, one document each, or compactly:
+      "ensemble": {"method": "uniform-ranges-v1"|"columns-v1", "n": int, ...}?   # (costmodel.profiles.compact)
     }
 
 A curve with `world_size` null applies to every TP size; one with `mode`
@@ -38,6 +39,7 @@ null is the graph-mode curve and eager adds `eager_overhead_us`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +153,7 @@ class Profile:
     kernel_ops: dict[str, KernelOp]
     kernel_tables: tuple[KernelTable, ...] = ()
     fit_report: tuple[dict[str, Any], ...] = ()
-    bootstrap: tuple[dict[str, Any], ...] = ()
+    bootstrap: Sequence[dict[str, Any]] = ()  # a tuple, or compact.LazyMembers (built on first use)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # kernels.model / .host / .lm_head (costmodel.model.gpu_kernels): the mechanistic GPU kernel model, host-side
     # costs of eager torch ops and c10d calls, and the draft lm_head GEMM model (None / {} when absent)

@@ -242,7 +242,8 @@ def test_recommendation_frame_stands_alone():
 
 
 # -- properties (a profile without replicates keeps them fast) -----------------------------------------------
-POINT_PROFILE = profile_from_dict({k: v for k, v in load_profile(None).raw.items() if k != "bootstrap"},
+POINT_PROFILE = profile_from_dict({k: v for k, v in load_profile(None).raw.items()
+                                   if k not in ("bootstrap", "ensemble")},
                                   source="h200 without replicates")
 MIXES = st.lists(st.tuples(st.integers(1, 4096), st.floats(0.01, 100.0)), min_size=1, max_size=12)
 

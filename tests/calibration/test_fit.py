@@ -18,6 +18,7 @@ from costmodel import collective_time_us, kernel_time_us
 from costmodel.io.errors import InputError
 from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.model.kernels import kernel_bytes, roofline_us
+from costmodel.profiles.compact import expand_document
 from costmodel.profiles.parse import curve_from_dict, profile_from_dict
 from costmodel.profiles.store import default_profile
 
@@ -714,7 +715,7 @@ def test_bundled_cpu_gloo_profile_carries_samples_and_its_bootstrap_method():
         rows = frame[(frame["op"] == c["op"]) & (frame["world_size"] == c["world_size"])]
         assert sum(c["samples"]["n"]) == len(rows)
         assert c["samples"]["bytes_per_rank"] == sorted(int(b) for b in rows["bytes_per_rank"].unique())
-    assert "within each size" in doc["bootstrap_method"] and len(doc["bootstrap"]) >= 50
+    assert "within each size" in doc["bootstrap_method"] and len(expand_document(doc)["bootstrap"]) >= 50
 
 
 def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
@@ -724,7 +725,8 @@ def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
     out = tmp_path / "h200.json"
     assert main([str(H200_KERNELS), "--out", str(out), "--base-profile", "h200-sxm-nvlink", "--bootstrap", "6"]) == 0
     doc = json.loads(out.read_text())
-    models = [rep["kernels"]["model"] for rep in doc["bootstrap"]]
+    assert doc["ensemble"]["method"] == "columns-v1"  # written compactly (costmodel.replicates)
+    models = [rep["kernels"]["model"] for rep in expand_document(doc)["bootstrap"]]
     assert len(models) == 6 and all(m["sm_count"] == 132 for m in models)
     rates = [m["reduce_ops"]["argmax"]["elems_per_us"] for m in models]
     assert len(set(rates)) > 1  # resampled rows, refitted: the replicates differ

@@ -68,7 +68,7 @@ def test_bundled_reference_validates():
 def _jittered_profile(n: int, spread: float, seed: int = 0):
     """A profile whose replicates scale every busbw and latency by 1 +- spread (symmetric)."""
     rng = np.random.default_rng(seed)
-    data = {k: v for k, v in H200.raw.items() if k != "bootstrap"}
+    data = {k: v for k, v in H200.raw.items() if k not in ("bootstrap", "ensemble")}
     reps = []
     for _ in range(n):
         curves = copy.deepcopy(data["collectives"])
@@ -143,7 +143,8 @@ def test_explanations_sum_to_totals(kwargs):
 def test_elasticity_of_graph_kernel_cost_matches_analytic():
     # the roofline kernel path (no GPU kernel model): every launch costs graph_kernel_us
     kernels = {k: v for k, v in H200.raw["kernels"].items() if k not in ("model", "tables")}
-    roof = profile_from_dict({**{k: v for k, v in H200.raw.items() if k != "bootstrap"}, "kernels": kernels})
+    roof = profile_from_dict({**{k: v for k, v in H200.raw.items() if k not in ("bootstrap", "ensemble")},
+                              "kernels": kernels})
     sc = Scenario(vocab=202048, tp=8, batch=64)
     table = elasticities(sc, roof)
     row = table[table["parameter"] == "kernels graph_kernel_us"].iloc[0]

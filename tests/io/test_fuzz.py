@@ -26,6 +26,7 @@ from costmodel.cli import main as cli
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import parse_measurement_csv
 from costmodel.io.safe_io import FORMULA_PREFIXES, escape_markdown, loads_json, safe_cell
+from costmodel.profiles.compact import expand_document
 from costmodel.profiles.parse import parse_profile, profile_from_dict
 from costmodel.profiles.schema import SchemaViolation, check_schema, profile_json_schema
 from costmodel.profiles.store import PROFILE_DIR
@@ -33,7 +34,7 @@ from dashboard.uploads import parse_upload
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
-H200 = json.loads((PROFILE_DIR / "h200-sxm-nvlink.json").read_text())
+H200 = expand_document(json.loads((PROFILE_DIR / "h200-sxm-nvlink.json").read_text()))  # verbose bootstrap list
 SMALL = {**{k: v for k, v in H200.items() if k != "bootstrap"}, "bootstrap": copy.deepcopy(H200["bootstrap"][:2])}
 
 # adversarial scalars: the audit's cases and their generalisations

@@ -34,6 +34,7 @@ from costmodel.io.safe_io import (
     safe_frame,
     write_csv,
 )
+from costmodel.profiles.compact import expand_document
 from costmodel.profiles.parse import parse_profile, profile_from_dict
 from costmodel.profiles.schema import profile_schema_text
 from costmodel.profiles.store import PROFILE_DIR, load_profile
@@ -46,7 +47,7 @@ EVIL_NAME = "=cmd|' /C calc'!A0"
 
 @pytest.fixture(scope="module")
 def h200() -> dict:
-    return json.loads(H200.read_text())
+    return expand_document(json.loads(H200.read_text()))  # the verbose bootstrap list: its replicates mutated below
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -22,7 +22,7 @@ H200 = load_profile("h200-sxm-nvlink")
 def _roofline_profile():
     """H200 without its GPU kernel model and tables, roofline parameters set by hand (graph 2 us, eager 8 us
     per kernel, copies at 3840 GB/s): the path CPU profiles and fused ops take."""
-    data = copy.deepcopy({k: v for k, v in H200.raw.items() if k != "bootstrap"})
+    data = copy.deepcopy({k: v for k, v in H200.raw.items() if k not in ("bootstrap", "ensemble")})
     kern = data["kernels"]
     kern.pop("model", None)
     kern.update(graph_kernel_us=2.0, eager_launch_us=8.0, tables=[])
@@ -281,7 +281,7 @@ def test_bundled_profiles_say_derived():
 
 def test_curve_lookup_ranks_world_size_then_nodes_then_mode():
     data = copy.deepcopy(H200.raw)
-    data.pop("bootstrap")
+    data.pop("ensemble")  # the replicates (compact: costmodel.replicates)
     flat = {"name": "flat", "max_bytes": None, "alpha_base_us": 0.0, "busbw_gbps": 1.0}
     data["collectives"] += [
         {"op": "all_gather", "world_size": 8, "nodes": 2, "mode": None, "regimes": [{**flat, "alpha_base_us": 111.0}]},

@@ -1,0 +1,462 @@
+"""A profile's ensemble members, stored compactly (issue 21 item 2): regenerated from a seed, or stored as columns.
+
+A profile's parameter ensemble (the members `costmodel.evidence.discrepancy` turns into replicate profiles) used to be
+stored member by member: `"bootstrap": [{"collectives": [...], "kernels": {...}}, ...]`, 100 full documents,
+~3-4 MB per derived profile. That verbose list still loads (users have such files). A profile may instead
+carry ONE of the two compact forms below in `"ensemble"` (never both `ensemble` and `bootstrap`):
+
+    "ensemble": {"method": "uniform-ranges-v1", "n": 100, "seed": 0,
+                 "ranges": {name: [low, high], ...},          # the cited ranges, UNIFORM_RANGES_V1 names
+                 "stored": COLUMNS?}                          # what cannot be redrawn (the kernel-model refits)
+    "ensemble": {"method": "columns-v1", "n": 50, "stored": COLUMNS}     # members that must be stored (a fit's
+                                                                          # bootstrap replicates)
+    COLUMNS = {"template": MEMBER, "columns": [{"path": [key | index, ...], "values": [n numbers]}, ...]}
+
+Member i of COLUMNS is `template` with the leaf at each column's path replaced by values[i]: only the numbers
+that differ between members are stored, once per member, as JSON numbers (exact: JSON round-trips every float
+by its shortest repr). `compact_members` encodes a list and refuses (ValueError) any list it would not decode
+to, bit for bit (json.dumps-equal), so nothing about a member can change.
+
+uniform-ranges-v1 is the derived ensemble of scripts/derive_profiles.py (moved here so loading can rerun it;
+the scripts call `uniform_ranges_v1_members` and store only the seed, the ranges and the stored columns).
+With u_i the uniform draws of numpy's Generator(PCG64(seed)) in this order, per member i = 0..n-1: one draw
+d_k ~ U(low_k, high_k) per name of UNIFORM_RANGES_V1 (in that order), then one draw per kernel op of the
+point profile (in its `kernels.ops` order), U over copy_eff for COPY_OPS, else over reduce_eff:
+
+    every curve     launch_us = round(d_launch_us, 3), eager_overhead_us = round(d_eager_overhead_us, 3)
+    every regime    busbw_gbps = round(busbw * s, 2), s = d_simple_busbw_scale for Simple / NVLS regimes
+                    (names ending in "Simple" or starting with "NVLS"), else d_ll_busbw_scale;
+                    alpha_per_peer_us = round(alpha_per_peer_us * d_hop_scale, 4)
+    kernel op       bw_gbps = round(bw_gbps * u_op / mid, 1)           (mid = (low + high) / 2 of its range)
+    kernels         graph_kernel_us / eager_launch_us = round(x * d_x / mid_x, 3)
+
+then the stored member i (the GPU kernel model's refits: 0.05 s each, so stored, not rerun) merged in
+(objects key by key, anything else replaced). The draws are one `rng.random((n, 9 + ops))` matrix, which is
+the same stream as scalar `rng.uniform` calls (low + (high - low) u, one double each).
+
+Cost. Loading checks a compact ensemble without building its members (`check_ensemble`, ~1 ms): every
+column's values against the schema of its leaf (the min and the max suffice for a plain bounded number,
+else every value), the drawn values' extremes likewise (each drawn leaf is monotone in its draw: x >= 0
+times a draw, correctly rounded), and the point-vs-replicates check of `uncertainty.check_replicates` run
+on two pseudo-members holding the per-parameter minima and maxima (`extreme_members`: that check only
+reads the min and max of each parameter, so it accepts and refuses exactly what it would on the full list).
+Members are built on first use (`LazyMembers`, ~10-30 ms), not on load.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..io.errors import InputError
+from .schema import SchemaViolation, check_schema
+
+UNIFORM_RANGES_V1 = ("launch_us", "eager_overhead_us", "simple_busbw_scale", "ll_busbw_scale", "hop_scale",
+                     "copy_eff", "reduce_eff", "graph_kernel_us", "eager_launch_us")
+COPY_OPS = ("relayout_copy", "d2t_scatter")  # kernel ops drawn over copy_eff (the rest over reduce_eff)
+KERNEL_SCALARS = ("graph_kernel_us", "eager_launch_us")
+MAX_MEMBERS = 10_000  # as the verbose list's maxItems
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+
+
+def _copy(obj: Any) -> Any:
+    """A deep copy of a JSON tree (dicts, lists, scalars): ~5x faster than copy.deepcopy."""
+    if isinstance(obj, dict):
+        return {k: _copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy(v) for v in obj]
+    return obj
+
+
+# -- columns: template + the leaves that vary --------------------------------------------------------------------
+def _leaves(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+    """(path, value) of every leaf of a JSON tree; an empty container is a leaf (its structure is fixed)."""
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(obj, list) and obj:
+        for i, v in enumerate(obj):
+            yield from _leaves(v, (*path, i))
+    else:
+        yield path, obj
+
+
+def _shape(obj: Any) -> Any:
+    """The container structure of a JSON tree (key order and list lengths), leaves replaced by None."""
+    if isinstance(obj, dict):
+        return [(k, _shape(v)) for k, v in obj.items()]
+    if isinstance(obj, list):
+        return [_shape(v) for v in obj]
+    return None
+
+
+def compact_members(members: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """COLUMNS (module doc) of `members`: template = members[0], one column per numeric leaf that differs.
+
+    ValueError when the members differ in structure or in a non-numeric leaf, or when decoding would not give
+    every member back json.dumps-equal (int and float kept apart); callers then keep the verbose list."""
+    if not members:
+        raise ValueError("no members")
+    first = members[0]
+    shape = _shape(first)
+    cols: dict[tuple, list] = {path: [v] for path, v in _leaves(first)}
+    for m in members[1:]:
+        if _shape(m) != shape:
+            raise ValueError("members differ in structure")
+        for path, v in _leaves(m):
+            cols[path].append(v)
+    columns = []
+    for path, values in cols.items():
+        texts = {_dumps(v) for v in values}
+        if len(texts) == 1:
+            continue
+        if not all(_is_num(v) for v in values):
+            raise ValueError(f"members differ in a non-numeric leaf {list(path)}")
+        columns.append({"path": list(path), "values": list(values)})
+    out = {"template": _copy(first), "columns": columns}
+    if [_dumps(m) for m in expand_columns(out, len(members))] != [_dumps(m) for m in members]:
+        raise ValueError("the columns do not decode to the members")
+    return out
+
+
+def _set_leaf(doc: Any, path: Sequence, value: Any) -> None:
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
+def expand_columns(stored: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The n member documents of COLUMNS `stored` (fresh objects each)."""
+    out = []
+    for i in range(n):
+        doc = _copy(stored["template"])
+        for col in stored["columns"]:
+            _set_leaf(doc, col["path"], col["values"][i])
+        out.append(doc)
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` merged in: objects key by key (recursively), anything else replaced."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+# -- uniform-ranges-v1: the derived ensemble ---------------------------------------------------------------------
+def _is_simple(regime_name: Any) -> bool:
+    name = str(regime_name)
+    return name.endswith("Simple") or name.startswith("NVLS")  # (Tree-Simple, NVLSTree too)
+
+
+def _op_range(ranges: dict[str, Sequence[float]], op: str) -> tuple[float, float]:
+    lo, hi = ranges["copy_eff" if op in COPY_OPS else "reduce_eff"]
+    return float(lo), float(hi)
+
+
+def _draws(point: dict[str, Any], ranges: dict[str, Sequence[float]], seed: int, n: int
+           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """({name: (n,) draws d_name}, {op: (n,) draws u_op}) of uniform-ranges-v1 (module doc)."""
+    ops = list(point["kernels"]["ops"])
+    u = np.random.Generator(np.random.PCG64(seed)).random((n, len(UNIFORM_RANGES_V1) + len(ops)))
+    named = {}
+    for j, k in enumerate(UNIFORM_RANGES_V1):
+        lo, hi = float(ranges[k][0]), float(ranges[k][1])
+        named[k] = lo + (hi - lo) * u[:, j]
+    per_op = {}
+    for j, op in enumerate(ops, start=len(UNIFORM_RANGES_V1)):
+        lo, hi = _op_range(ranges, op)
+        per_op[op] = lo + (hi - lo) * u[:, j]
+    return named, per_op
+
+
+def _mid(lo: Any, hi: Any) -> float:
+    return sum((lo, hi)) / 2  # as scripts/derive_profiles.py computed it: sum(RANGES[k]) / 2
+
+
+def uniform_ranges_v1_members(point: dict[str, Any], ranges: dict[str, Sequence[float]], seed: int, n: int,
+                              stored: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The n members of a uniform-ranges-v1 ensemble of profile document `point` (formulas in the module doc)."""
+    named, per_op = _draws(point, ranges, seed, n)
+    extra = expand_columns(stored, n) if stored else [{}] * n
+    kern0 = point["kernels"]
+    out = []
+    for i in range(n):
+        d = {k: float(v[i]) for k, v in named.items()}
+        curves = _copy(point["collectives"])
+        for c in curves:
+            c["launch_us"] = round(d["launch_us"], 3)
+            c["eager_overhead_us"] = round(d["eager_overhead_us"], 3)
+            for r in c["regimes"]:
+                scale = d["simple_busbw_scale"] if _is_simple(r.get("name")) else d["ll_busbw_scale"]
+                r["busbw_gbps"] = round(r["busbw_gbps"] * scale, 2)
+                if "alpha_per_peer_us" in r:  # (every derived regime states it; the schema does not require it)
+                    r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * d["hop_scale"], 4)
+        ops = {}
+        for op, spec in kern0["ops"].items():
+            lo, hi = _op_range(ranges, op)
+            ops[op] = {**spec, "bw_gbps": round(spec["bw_gbps"] * float(per_op[op][i]) / ((lo + hi) / 2), 1)}
+        kern: dict[str, Any] = {k: round(kern0[k] * d[k] / _mid(*ranges[k]), 3) for k in KERNEL_SCALARS}
+        kern["ops"] = ops
+        out.append(_merge({"collectives": curves, "kernels": kern}, extra[i]))
+    return out
+
+
+def _drawn_extremes(point: dict[str, Any], ranges: dict[str, Sequence[float]], seed: int, n: int
+                    ) -> dict[tuple, tuple[float, float]]:
+    """{member path: (min, max) over the members} of every drawn leaf, without building the members.
+
+    Each drawn leaf is f(d) = round(x * d / c, k) with x >= 0, c > 0 (schema-checked point values, ranges > 0):
+    non-decreasing in the draw d, so its extremes are f(min d) and f(max d)."""
+    named, per_op = _draws(point, ranges, seed, n)
+    lo = {k: float(v.min()) for k, v in named.items()}
+    hi = {k: float(v.max()) for k, v in named.items()}
+    out: dict[tuple, tuple[float, float]] = {}
+
+    def put(path: tuple, f, key: str | None = None, lo_d: float | None = None, hi_d: float | None = None) -> None:
+        a, b = f(lo[key] if key else lo_d), f(hi[key] if key else hi_d)
+        out[path] = (min(a, b), max(a, b))
+
+    for ci, c in enumerate(point["collectives"]):
+        put(("collectives", ci, "launch_us"), lambda d: round(d, 3), "launch_us")
+        put(("collectives", ci, "eager_overhead_us"), lambda d: round(d, 3), "eager_overhead_us")
+        for ri, r in enumerate(c["regimes"]):
+            scale = "simple_busbw_scale" if _is_simple(r.get("name")) else "ll_busbw_scale"
+            put(("collectives", ci, "regimes", ri, "busbw_gbps"), lambda d, bw=r["busbw_gbps"]: round(bw * d, 2),
+                scale)
+            if "alpha_per_peer_us" in r:
+                put(("collectives", ci, "regimes", ri, "alpha_per_peer_us"),
+                    lambda d, p=r["alpha_per_peer_us"]: round(p * d, 4), "hop_scale")
+    kern = point["kernels"]
+    for k in KERNEL_SCALARS:
+        mid = _mid(*ranges[k])
+        put(("kernels", k), lambda d, x=kern[k], m=mid: round(x * d / m, 3), k)
+    for op, spec in kern["ops"].items():
+        a, b = _op_range(ranges, op)
+        put(("kernels", "ops", op, "bw_gbps"), lambda d, bw=spec["bw_gbps"], m=(a + b) / 2: round(bw * d / m, 1),
+            lo_d=float(per_op[op].min()), hi_d=float(per_op[op].max()))
+    return out
+
+
+# -- the document's ensemble --------------------------------------------------------------------------------------
+def has_ensemble(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("ensemble"), dict)
+
+
+def members(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The member documents of profile document `data`'s ensemble: its compact `ensemble` expanded, else its
+    verbose `bootstrap` list (as stored)."""
+    ens = data.get("ensemble")
+    if not isinstance(ens, dict):
+        return list(data.get("bootstrap") or [])
+    if ens["method"] == "uniform-ranges-v1":
+        return uniform_ranges_v1_members(data, ens["ranges"], ens["seed"], ens["n"], ens.get("stored"))
+    return expand_columns(ens["stored"], ens["n"])
+
+
+def expand_document(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` in the verbose form: `ensemble` replaced by the `bootstrap` list it stands for (same place)."""
+    if not has_ensemble(data):
+        return data
+    reps = members(data)
+    return {("bootstrap" if k == "ensemble" else k): (reps if k == "ensemble" else v) for k, v in data.items()}
+
+
+def compact_document(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with a verbose `bootstrap` list stored as a columns-v1 `ensemble` (same place); unchanged when it
+    has none or its members do not share one structure (`compact_members` refuses them)."""
+    reps = data.get("bootstrap")
+    if not isinstance(reps, list) or not reps or "ensemble" in data:
+        return data
+    try:
+        ens = {"method": "columns-v1", "n": len(reps), "stored": compact_members(reps)}
+    except ValueError:
+        return data
+    return {("ensemble" if k == "bootstrap" else k): (ens if k == "bootstrap" else v) for k, v in data.items()}
+
+
+class LazyMembers(Sequence):
+    """Profile.bootstrap of a compact profile: its n member documents, built on first access (len() is free)."""
+
+    def __init__(self, data: dict[str, Any]):
+        self._data, self._n = data, int(data["ensemble"]["n"])
+        self._items: tuple[dict[str, Any], ...] | None = None
+        self._lock = threading.Lock()
+
+    def _expanded(self) -> tuple[dict[str, Any], ...]:
+        if self._items is None:
+            with self._lock:
+                if self._items is None:
+                    self._items = tuple(members(self._data))
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._expanded()[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._expanded())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return f"LazyMembers({self._data['ensemble']['method']}, n={self._n})"
+
+
+# -- load-time checks ---------------------------------------------------------------------------------------------
+def _resolve(schema: dict, root: dict, want: type | None = None) -> dict:
+    """`schema` with a $ref followed and an anyOf narrowed to its option for a `want` (dict / list) value."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    if "anyOf" in schema and want is not None:
+        kind = "object" if want is dict else "array"
+        schema = next((o for o in schema["anyOf"] if o.get("type") == kind), {})
+    return schema
+
+
+def _leaf_schema(schema: dict, root: dict, path: Sequence) -> dict:
+    """The schema of the value at `path` below a value of `schema` ({} where the schema says nothing)."""
+    for key in path:
+        schema = _resolve(schema, root, list if isinstance(key, int) else dict)
+        if isinstance(key, int):
+            schema = schema.get("items", {})
+        else:
+            props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+            schema = props[key] if key in props else extra if isinstance(extra, dict) else {}
+    return _resolve(schema, root)
+
+
+_PLAIN_NUMBER = {"type", "minimum", "maximum", "exclusiveMinimum"}
+
+
+def _check_values(values: Sequence[Any], node: dict, root: dict, path: tuple) -> None:
+    """Every value against its leaf schema `node`: the min and the max for a plain bounded number, else each."""
+    kind = node.get("type")
+    if set(node) <= _PLAIN_NUMBER and kind in ("number", ["number"], ["number", "null"]) and values:
+        values = (min(values), max(values))
+    for v in values:
+        check_schema(v, node, root, path)
+
+
+def _where(path: Sequence) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _get_leaf(doc: Any, path: Sequence) -> Any:
+    for key in path:
+        if isinstance(key, int) and isinstance(doc, list) and 0 <= key < len(doc):
+            doc = doc[key]
+        elif isinstance(key, str) and isinstance(doc, dict) and key in doc:
+            doc = doc[key]
+        else:
+            raise KeyError(key)
+    return doc
+
+
+def _with_leaves(doc: Any, leaves: dict[tuple, Any]) -> Any:
+    """A copy of `doc` with the leaf at each path set (only the containers along the paths are copied)."""
+    out = _copy(doc)
+    for path, v in leaves.items():
+        _set_leaf(out, path, v)
+    return out
+
+
+def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") -> list[dict[str, Any]]:
+    """The checks a compact `ensemble` needs beyond the JSON Schema (module doc); InputError with one line naming
+    the field. Returns the two extreme pseudo-members (`extreme_members`) for `uncertainty.check_replicates`.
+
+    `root`: the profile JSON Schema (costmodel.profiles.schema.profile_json_schema); the document passed it already."""
+    ens = data["ensemble"]
+    where = f"{source}.ensemble"
+    if "bootstrap" in data:
+        raise InputError(f"{source}: give the replicates as `bootstrap` or as `ensemble`, not both")
+    member_schema = root["$defs"]["member"]
+    n = ens["n"]
+    method = ens["method"]
+    stored = ens.get("stored")
+    if method == "columns-v1" and stored is None:
+        raise InputError(f"{where}.stored: missing (columns-v1 stores its members)")
+    lo_leaves: dict[tuple, Any] = {}
+    hi_leaves: dict[tuple, Any] = {}
+    if stored is not None:
+        template = stored["template"]
+        try:
+            check_schema(template, member_schema, root, ("ensemble", "stored", "template"))
+        except SchemaViolation as exc:
+            raise InputError(f"{source}{_where(exc.path)}: {exc.message}") from None
+        seen = set()
+        for j, col in enumerate(stored["columns"]):
+            cw = f"{where}.stored.columns[{j}]"
+            path, values = tuple(col["path"]), col["values"]
+            if path in seen:
+                raise InputError(f"{cw}.path: {list(path)} given twice")
+            seen.add(path)
+            if len(values) != n:
+                raise InputError(f"{cw}.values: {len(values)} values for n = {n} members")
+            try:
+                leaf = _get_leaf(template, path)
+            except KeyError:
+                raise InputError(f"{cw}.path: {list(path)} is not a leaf of the template") from None
+            if not _is_num(leaf):
+                raise InputError(f"{cw}.path: {list(path)} is not a number in the template")
+            try:
+                _check_values(values, _leaf_schema(member_schema, root, path), root, path)
+            except SchemaViolation as exc:
+                raise InputError(f"{cw}.values (member{_where(exc.path)}): {exc.message}") from None
+            lo_leaves[path], hi_leaves[path] = min(values), max(values)
+    if method == "uniform-ranges-v1":
+        for key in ("seed", "ranges"):
+            if key not in ens:
+                raise InputError(f"{where}.{key}: missing (uniform-ranges-v1)")
+        ranges = ens["ranges"]
+        unknown = [k for k in ranges if k not in UNIFORM_RANGES_V1]
+        if unknown:
+            raise InputError(f"{where}.ranges.{unknown[0]}: not a uniform-ranges-v1 parameter "
+                             f"({', '.join(UNIFORM_RANGES_V1)})")
+        for k in UNIFORM_RANGES_V1:
+            if k not in ranges:
+                raise InputError(f"{where}.ranges.{k}: missing (uniform-ranges-v1 draws "
+                                 f"{', '.join(UNIFORM_RANGES_V1)})")
+            if not ranges[k][0] <= ranges[k][1]:
+                raise InputError(f"{where}.ranges.{k}: low {ranges[k][0]!r} above high {ranges[k][1]!r}")
+        if stored is not None:  # the stored part must not overlap what is drawn (both would set the same leaf)
+            extra = stored["template"]
+            clash = [k for k in extra if k != "kernels"] + [f"kernels.{k}" for k in extra.get("kernels", {})
+                                                            if k in (*KERNEL_SCALARS, "ops")]
+            if clash:
+                raise InputError(f"{where}.stored.template.{clash[0]}: drawn by uniform-ranges-v1, not stored")
+        if not data["collectives"]:
+            raise InputError(f"{where}: uniform-ranges-v1 needs at least one curve in collectives")
+        point = {"collectives": data["collectives"], "kernels": {k: v for k, v in data["kernels"].items()
+                                                                 if k in (*KERNEL_SCALARS, "ops")}}
+        for path, (a, b) in _drawn_extremes(data, ranges, ens["seed"], n).items():
+            try:
+                _check_values((a, b), _leaf_schema(member_schema, root, path), root, path)
+            except SchemaViolation as exc:
+                raise InputError(f"{where} (drawn member{_where(exc.path)}): {exc.message}") from None
+            lo_leaves[path], hi_leaves[path] = a, b
+        base = _merge(point, stored["template"]) if stored is not None else point
+    else:
+        base = stored["template"]
+    return extreme_members(base, lo_leaves, hi_leaves)
+
+
+def extreme_members(base: dict[str, Any], lo: dict[tuple, Any], hi: dict[tuple, Any]) -> list[dict[str, Any]]:
+    """Two pseudo-members shaped as `base`: every varying leaf at its minimum over the members, then at its
+    maximum (what uncertainty.check_replicates reads of the members: each parameter's min and max)."""
+    return [_with_leaves(base, lo), _with_leaves(base, hi)]
