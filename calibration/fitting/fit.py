@@ -117,6 +117,7 @@ from costmodel.io.measurements import (
     read_measurements,
     validate_measurements,
 )
+from costmodel.io.outputs import check_output
 from costmodel.io.safe_io import check_rows, loads_json, read_bytes
 from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.model.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
@@ -1228,17 +1229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         out_arg = args.out
         frame, files = load_inputs(args.inputs)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        inputs = [*files, *args.inputs, args.base_profile if args.base_profile and Path(args.base_profile).exists()
+                  else None]
+        check_output(args.out, inputs, what="--out")  # before the fit: never over an input, never a FIFO
         impl_frames = impl_dirs(args.inputs)  # DIR/oneshot/, DIR/multimem/: the same profile, tagged curves
         base = load_profile(args.base_profile) if args.base_profile else None
         name = args.name or Path(args.out).stem
         profile = fit_measurements(frame, name=name, base_profile=base, bootstrap=args.bootstrap,
                                    max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title,
                                    impl_frames=impl_frames)
-        out = Path(args.out)
-        if out.is_dir():
-            raise InputError(f"--out {out}: is a directory")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        save_profile(compact_document(profile), out)  # the replicates as columns (costmodel.profiles.compact)
+        # the replicates as columns (costmodel.profiles.compact); written atomically
+        save_profile(compact_document(profile), args.out, inputs)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -74,6 +74,7 @@ import pandas as pd
 
 from costmodel.io.errors import InputError, OneLineParser
 from costmodel.io.measurements import ELEM_BYTES, MEASUREMENT_COLUMNS, VALIDATION_ONLY_OPS, validate_measurements
+from costmodel.io.outputs import check_output
 from costmodel.io.safe_io import read_bytes, write_csv
 
 PROGRAMS: dict[str, str] = {"all_gather": "all_gather", "all_reduce": "all_reduce", "gather": "gather",
@@ -473,7 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("logs", nargs="*", metavar="LOG", help="nccl-tests stdout files")
     parser.add_argument("--manifest", type=Path, help="reference manifest CSV (instead of LOGs): write "
                         "data/reference rows with provenance (module doc)")
-    parser.add_argument("--out", required=True, type=Path, help="CSV to write (overwritten)")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="CSV to write (replaced atomically; never one of the inputs)")
     parser.add_argument("--op", choices=tuple(PROGRAMS), default=None,
                         help="the collective, for a log that names no program (checked against one that does)")
     parser.add_argument("--world-size", type=int, default=None,
@@ -491,9 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if value is not None and not 1 <= value <= 2**20:
                 raise InputError(f"--{flag.replace('_', '-')}: expected an integer in 1..{2**20}, got {value}")
         hints = Hints(op=args.op, world_size=args.world_size, nodes=args.nodes, gpu=args.gpu)
-        frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs, hints)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_csv(frame, args.out)  # formula-safe; InputError naming the path when it cannot be written
+        inputs = [*args.logs, args.manifest]
+        check_output(args.out, inputs, what="--out")  # before reading: never over a log, never a FIFO
+        frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs, hints)
+        write_csv(frame, args.out, inputs=inputs)  # formula-safe and atomic; InputError naming the path
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

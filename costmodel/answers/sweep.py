@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..io.errors import InputError
+from ..io.outputs import atomic_path
 from ..io.safe_io import safe_cell
 from ..model.components import STRATEGIES
 from ..model.predict import predict
@@ -180,8 +182,9 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
     return pa.table(table)
 
 
-def write_sweep(table: pa.Table, out: str | Path | None, fmt: str = "csv") -> None:
-    """CSV (header + one row per line) or Parquet to `out`; None or '-' writes to stdout."""
+def write_sweep(table: pa.Table, out: str | Path | None, fmt: str = "csv", inputs: Iterable[Any] = ()) -> None:
+    """CSV (header + one row per line) or Parquet to `out`; None or '-' writes to stdout. A file is written
+    atomically and never over one of `inputs` (`costmodel.io.outputs.atomic_path`)."""
     if fmt not in FORMATS:
         raise ValueError(fmt)
     to_stdout = out in (None, "-")
@@ -197,13 +200,15 @@ def write_sweep(table: pa.Table, out: str | Path | None, fmt: str = "csv") -> No
             binary.write(buf.getvalue())
             binary.flush()
         else:
-            pq.write_table(table, str(out))
+            with atomic_path(out, inputs, what="--out") as tmp:
+                pq.write_table(table, str(tmp))
         return
     import pyarrow.csv as pcsv
 
     options = pcsv.WriteOptions(include_header=True, quoting_style="needed")
     if not to_stdout:
-        pcsv.write_csv(table, str(out), write_options=options)
+        with atomic_path(out, inputs, what="--out") as tmp:
+            pcsv.write_csv(table, str(tmp), write_options=options)
         return
     sys.stdout.flush()
     if binary is not None:

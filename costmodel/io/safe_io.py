@@ -26,12 +26,14 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from .errors import InputError
+from .outputs import atomic_path
 
 MAX_JSON_DEPTH = 64  # objects / arrays nested deeper than this are refused (profiles need 6)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -232,21 +234,17 @@ def csv_text(frame: pd.DataFrame, **kwargs: Any) -> str:
     return safe.to_csv(**_csv_kwargs(safe, kwargs))
 
 
-def write_csv(frame: pd.DataFrame, target: str | Path | io.TextIOBase, **kwargs: Any) -> None:
-    """Write `frame` as formula-safe CSV to a path or an open text stream; InputError naming the path when
-    it cannot be written."""
+def write_csv(frame: pd.DataFrame, target: str | Path | io.TextIOBase, *, inputs: Iterable[Any] = (),
+              **kwargs: Any) -> None:
+    """Write `frame` as formula-safe CSV to an open text stream, or to a path atomically and never over one of
+    `inputs` (`costmodel.io.outputs.atomic_path`); InputError naming the path when it cannot be written."""
     safe = safe_frame(frame)
     kwargs = _csv_kwargs(safe, kwargs)
     if not isinstance(target, (str, Path)):
         safe.to_csv(target, **kwargs)
         return
-    path = Path(target)
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory")
-    try:
-        safe.to_csv(path, **kwargs)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with atomic_path(target, inputs) as tmp:
+        safe.to_csv(tmp, **kwargs)
 
 
 # -- plain text in Markdown ------------------------------------------------------------------------------

@@ -9,12 +9,14 @@ repository root.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..io import safe_io
 from ..io.errors import InputError
+from ..io.outputs import write_text
 from .parse import MAX_PROFILE_BYTES, parse_profile, profile_from_dict
 from .types import Profile
 
@@ -60,10 +62,11 @@ def default_profile() -> Profile:
     return load_profile(DEFAULT_PROFILE)
 
 
-def save_profile(data: dict[str, Any], path: str | Path) -> Profile:
-    """Validate `data` and write it as JSON; returns the parsed profile."""
+def save_profile(data: dict[str, Any], path: str | Path, inputs: Iterable[str | Path | None] = ()) -> Profile:
+    """Validate `data` and write it as JSON, atomically and never over one of `inputs`
+    (`costmodel.io.outputs.write_text`); returns the parsed profile."""
     profile = profile_from_dict(data, source=str(path))
-    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    write_text(path, json.dumps(data, indent=1, sort_keys=False) + "\n", inputs, what="profile")
     return profile
 
 
