@@ -4,12 +4,15 @@ A crash or a timeout therefore keeps everything measured so far. A crash in
 the middle of a row can still leave a torn last line (no trailing newline):
 `existing_keys` - which every tool calls before it appends - first drops it
 with `drop_torn_tail`, so the torn point is neither counted as measured nor
-glued to the next row; `--resume` then skips exactly the complete rows.
+glued to the next row, and `drop_bad_rows` removes complete lines that cannot be a measured point (a wrong
+field count, a time that is not a finite number > 0: a torn row that a later append completed, garbage), naming
+their line numbers; `--resume` then skips exactly the good rows and measures the dropped points again.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import stat
 import sys
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import MEASUREMENT_COLUMNS
+from costmodel.io.outputs import atomic_path
 
 KEY_COLUMNS = ("op", "backend", "device", "dtype", "mode", "world_size", "nodes", "bytes_per_rank", "rows", "cols",
                "k")  # k: top-k kernel rows only (empty elsewhere)
@@ -100,14 +104,64 @@ def _regular(path: Path) -> None:
         raise InputError(f"{path}: not a regular file (a directory, FIFO or device cannot hold results)")
 
 
+def _row_problem(header: list[str], fields: list[str]) -> str | None:
+    """Why a data row of a results CSV cannot be a measured point (None when it can)."""
+    if len(fields) != len(header):
+        return f"{len(fields)} fields, the header has {len(header)}"
+    row = dict(zip(header, fields, strict=True))
+    median = row.get("median_us")
+    if median in (None, ""):
+        return None  # a planned point without a time (kept; not counted as measured)
+    try:
+        value = float(median)
+    except ValueError:
+        return f"median_us {median[:20]!r} is not a number"
+    if not math.isfinite(value) or value <= 0:
+        return f"median_us {median[:20]!r} is not a finite time > 0"
+    for column in ("world_size", "nodes", "bytes_per_rank", "rows", "cols", "k"):
+        text = row.get(column) or ""
+        if text and not text.lstrip("-").isdigit():
+            return f"{column} {text[:20]!r} is not an integer"
+    return None
+
+
+def drop_bad_rows(path: str | Path) -> list[int]:
+    """Remove the rows of `path` that cannot be measured points (torn, garbage: `_row_problem`); returns their
+    line numbers. The file is rewritten atomically (costmodel.io.outputs) only when there is one."""
+    path = Path(path)
+    with open(path, newline="") as fh:
+        lines = list(csv.reader(fh))
+    if not lines:
+        return []
+    header, bad = lines[0], []
+    keep = [header]
+    for number, fields in enumerate(lines[1:], start=2):
+        if fields and _row_problem(header, fields) is not None:
+            bad.append(number)
+        elif fields:
+            keep.append(fields)
+    if bad:
+        with atomic_path(path, what="results") as tmp, open(tmp, "w", newline="") as fh:
+            csv.writer(fh).writerows(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return bad
+
+
 def existing_keys(path: str | Path) -> set[tuple[str, ...]]:
-    """Keys of the complete rows already in `path`, after `drop_torn_tail` (call it before appending)."""
+    """Keys of the complete rows already in `path`, after `drop_torn_tail` and `drop_bad_rows` (each says what
+    it dropped, naming the lines, on stderr; call this before appending)."""
     path = Path(path)
     if drop_torn_tail(path):
         print(f"note: dropped a torn last line of {path}", file=sys.stderr)
     if not path.exists():
         return set()
     _regular(path)
+    bad = drop_bad_rows(path)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+        print(f"note: dropped {len(bad)} torn or garbage row(s) of {path} (line {shown}); they are measured again",
+              file=sys.stderr)
     keys = set()
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):

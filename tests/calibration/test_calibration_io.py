@@ -141,3 +141,22 @@ def test_results_path_that_is_a_fifo_is_refused_not_read(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="not a regular file"):
         existing_keys(fifo)
+
+
+def test_resume_drops_garbage_and_torn_rows_naming_their_lines(tmp_path, capsys):
+    path = tmp_path / "collectives.csv"
+    with RowWriter(path) as w:
+        for b in (1024, 2048, 4096):
+            w.write({"op": "all_gather", "backend": "gloo", "device": "cpu", "dtype": "bf16", "mode": "eager",
+                     "world_size": 2, "nodes": 1, "bytes_per_rank": b, "median_us": 10.0 + b / 1024})
+    lines = path.read_text().splitlines(keepends=True)
+    torn = lines[2][: len(lines[2]) // 2] + "\n"  # a row cut mid-way that a later append completed with a newline
+    garbage = lines[3].replace("14.0", "nan")
+    path.write_text(lines[0] + lines[1] + torn + garbage + "all_gather,\x00junk\n")
+    keys = existing_keys(path)
+    err = capsys.readouterr().err
+    assert "dropped 3 torn or garbage row(s)" in err and "line 3, 4, 5" in err
+    assert keys == {point_key({"op": "all_gather", "backend": "gloo", "device": "cpu", "dtype": "bf16",
+                               "mode": "eager", "world_size": "2", "nodes": "1", "bytes_per_rank": "1024"})}
+    assert path.read_text() == lines[0] + lines[1]  # only the good rows are kept; the others are measured again
+    assert existing_keys(path) == keys and capsys.readouterr().err == ""  # nothing more to drop
