@@ -1001,8 +1001,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
     fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
     """
-    if not 0 <= bootstrap <= 10_000:
-        raise InputError(f"--bootstrap must be in 0..10000, got {bootstrap}")
+    if not (bootstrap == 0 or 2 <= bootstrap <= 10_000):  # one replicate is no interval (loading refuses it)
+        raise InputError(f"--bootstrap must be 0 (none) or in 2..10000, got {bootstrap}")
     if not 1 <= max_regimes <= 16:
         raise InputError(f"--max-regimes must be in 1..16, got {max_regimes}")
     if not 0 <= seed <= 2**63 - 1:

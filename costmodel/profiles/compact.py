@@ -80,14 +80,14 @@ def _copy(obj: Any) -> Any:
 
 
 # -- columns: template + the leaves that vary --------------------------------------------------------------------
-def _leaves(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+def json_leaves(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
     """(path, value) of every leaf of a JSON tree; an empty container is a leaf (its structure is fixed)."""
     if isinstance(obj, dict) and obj:
         for k, v in obj.items():
-            yield from _leaves(v, (*path, k))
+            yield from json_leaves(v, (*path, k))
     elif isinstance(obj, list) and obj:
         for i, v in enumerate(obj):
-            yield from _leaves(v, (*path, i))
+            yield from json_leaves(v, (*path, i))
     else:
         yield path, obj
 
@@ -110,11 +110,11 @@ def compact_members(members: Sequence[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError("no members")
     first = members[0]
     shape = _shape(first)
-    cols: dict[tuple, list] = {path: [v] for path, v in _leaves(first)}
+    cols: dict[tuple, list] = {path: [v] for path, v in json_leaves(first)}
     for m in members[1:]:
         if _shape(m) != shape:
             raise ValueError("members differ in structure")
-        for path, v in _leaves(m):
+        for path, v in json_leaves(m):
             cols[path].append(v)
     columns = []
     for path, values in cols.items():

@@ -1,23 +1,30 @@
-"""On-load check that a profile's bootstrap replicates bracket its own point parameters.
+"""On-load check that a profile's bootstrap replicates agree with its own point parameters, every one the model prices.
 
-For every point parameter (a curve regime's alpha / busbw, a kernel scalar, a kernel op's launches / fixed_us /
-bw_gbps) that at least 2 replicates also carry, the point value must lie inside the replicates' [min, max], give or
-take EDGE_TOLERANCE of the range: a profile whose intervals could not contain its own point prediction is refused
-with one line. Pure functions of the JSON document (no Profile), so `costmodel.profiles.parse` can run it.
+Replicates replace parts of the point document (a curve with the same (op, world_size, mode, nodes, impl) key; a
+`kernels` section such as `model`, `lm_head` or `host`, merged shallowly over the point's). For every priced
+number of the point document that at least 2 replicates also carry - each regime's latencies, bandwidth,
+`s_half_bytes`, inter-node terms and breakpoint, each curve's launch / eager / inter-node terms, the kernel
+scalars, every kernel op's launches / fixed_us / bw_gbps, every number of the GPU kernel model, the lm_head
+model and the host costs (the c10d table included) - the point value must lie inside the replicates' [min, max],
+give or take EDGE_TOLERANCE of the range or `rel_tol` of the value; and every replicate curve must have the
+point curve's shape (the same regime count, protocol names and breakpoints). A profile with exactly one
+replicate is refused (an interval needs at least 2). Otherwise a profile could print a saving far outside its
+own 90% interval. Evidence that is not priced (`ci90`, `samples`, `model_cv`, measured `tables`, text) is not
+compared. Pure functions of the JSON document (no Profile), so `costmodel.profiles.parse` can run it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from ..io.errors import InputError
+from .compact import json_leaves
 
-# -- point vs replicate consistency (run on load by profile.profile_from_dict) ------------------------------------
 EDGE_TOLERANCE = 0.05  # of the replicates' range: N = 100 uniform draws up to the point leave a gap > 5% with p = 0.6%
-_REGIME_PARAMS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busbw_gbps")
-_OP_PARAMS = ("launches", "fixed_us", "bw_gbps")
-_KERNEL_SCALARS = ("graph_kernel_us", "eager_launch_us")
+_CURVE_UNPRICED = ("samples", "ci90", "regimes", "world_size", "nodes")  # keys, shape or evidence, not parameters
+_KERNEL_UNPRICED = ("tables", "model_cv")  # measured tables are the point's own evidence; model_cv is evidence
 
 
 def _curve_key(c: Any) -> tuple:
@@ -30,47 +37,69 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _numbers(node: Any, path: tuple, skip: tuple[str, ...] = ()) -> Iterator[tuple[tuple, float]]:
+    """(path, value) of every finite number below `node` (dict keys and list indices), `skip` keys of `node` left
+    out."""
+    if isinstance(node, dict):
+        node = {k: v for k, v in node.items() if k not in skip}
+    return ((p, float(v)) for p, v in json_leaves(node, path) if _is_num(v))
+
+
+def _shape(curve: dict) -> tuple:
+    """A curve's shape: its regimes' protocol names and breakpoints, in order."""
+    regimes = curve.get("regimes") if isinstance(curve.get("regimes"), list) else []
+    return tuple((r.get("name"), r.get("max_bytes")) if isinstance(r, dict) else None for r in regimes)
+
+
 def _point_params(data: dict[str, Any]) -> dict[tuple, float]:
-    """{(path...): value} of every point parameter a replicate may also carry."""
+    """{(path...): value} of every priced point parameter a replicate may also carry."""
     out: dict[tuple, float] = {}
     for c in data.get("collectives") or []:
-        key = _curve_key(c)
-        for j, r in enumerate(c.get("regimes") or [] if isinstance(c, dict) else []):
-            for p in _REGIME_PARAMS:
-                if isinstance(r, dict) and _is_num(r.get(p)):
-                    out[("collectives", key, len(c["regimes"]), j, p)] = float(r[p])
+        if not isinstance(c, dict):
+            continue
+        key = ("collectives", _curve_key(c))
+        out.update(_numbers(c, key, _CURVE_UNPRICED))
+        for j, r in enumerate(c.get("regimes") if isinstance(c.get("regimes"), list) else []):
+            out.update(_numbers(r, (*key, "regimes", j), ("ci90",)))
     kern = data.get("kernels") if isinstance(data.get("kernels"), dict) else {}
-    for p in _KERNEL_SCALARS:
-        if _is_num(kern.get(p)):
-            out[("kernels", p)] = float(kern[p])
-    for op, spec in (kern.get("ops") or {}).items() if isinstance(kern.get("ops"), dict) else ():
-        for p in _OP_PARAMS:
-            if isinstance(spec, dict) and _is_num(spec.get(p)):
-                out[("ops", op, p)] = float(spec[p])
+    out.update(_numbers(kern, ("kernels",), _KERNEL_UNPRICED))
     return out
 
 
 def _label(path: tuple) -> str:
     if path[0] == "collectives":
-        (op, ws, mode, nodes), _, j, p = path[1][:4], path[2], path[3], path[4]
+        (op, ws, mode, nodes, impl), rest = path[1], path[2:]
         scope = f"p={ws}" if ws is not None else "any p"
-        return f"{op} [{scope}, {mode or 'graph+eager'}{'' if nodes is None else f', {nodes} node(s)'}] regime {j} {p}"
-    if path[0] == "kernels":
-        return f"kernels.{path[1]}"
-    return f"kernels.ops.{path[1]}.{path[2]}"
+        where = f"{op}{'' if impl == 'nccl' else f' ({impl})'} [{scope}, {mode or 'graph+eager'}" + \
+            f"{'' if nodes is None else f', {nodes} node(s)'}]"
+        tail = f"regime {rest[1]} {'.'.join(map(str, rest[2:]))}" if rest[:1] == ("regimes",) else \
+            ".".join(map(str, rest))
+        return f"{where} {tail}"
+    return ".".join(map(str, path))
+
+
+def _check_shapes(data: dict[str, Any], reps: list, source: str) -> None:
+    point = {_curve_key(c): _shape(c) for c in data.get("collectives") or [] if isinstance(c, dict)}
+    for i, rep in enumerate(reps):
+        for c in rep.get("collectives") or [] if isinstance(rep, dict) else []:
+            key = _curve_key(c) if isinstance(c, dict) else ()
+            if key in point and _shape(c) != point[key]:
+                raise InputError(f"{source}: bootstrap[{i}] curve {_label(('collectives', key))} has regimes "
+                                 f"{[n for n, _ in _shape(c)]} with breakpoints {[b for _, b in _shape(c)]}, "
+                                 f"the point curve {[n for n, _ in point[key]]} / {[b for _, b in point[key]]}")
 
 
 def check_replicates(data: dict[str, Any], source: str = "profile", *, rel_tol: float = 1e-6) -> None:
-    """Refuse (InputError, one line) a profile whose bootstrap replicates contradict its point parameters.
-
-    For every point parameter that at least 2 replicates also carry (curves matched by (op,
-    world_size, mode, nodes) and the same number of regimes), the point value must lie inside the
-    replicates' [min, max], give or take EDGE_TOLERANCE of the range (a derived ensemble drawn
-    uniformly up to its point value touches the edge) or `rel_tol` of the value.
-    """
+    """Refuse (InputError, one line) a profile whose bootstrap replicates contradict its point parameters
+    (the module doc: every priced number, every curve's shape, at least 2 replicates)."""
     reps = data.get("bootstrap") or []
+    ensemble = data.get("ensemble")
+    n = ensemble.get("n") if isinstance(ensemble, dict) else len(reps)
+    if len(reps) == 1 or n == 1:
+        raise InputError(f"{source}: 1 bootstrap replicate; an interval needs at least 2 (or drop the replicate)")
     if len(reps) < 2:
         return
+    _check_shapes(data, reps, source)
     point = _point_params(data)
     values: dict[tuple, list[float]] = {}
     for rep in reps:

@@ -1,0 +1,140 @@
+"""Replicates checked completely (costmodel/profiles/consistency.py): every priced number, every curve's shape.
+
+Each test moves one point parameter of a bundled profile outside what its replicates carry and expects the
+one-line refusal naming that parameter; unpriced evidence (ci90, samples) may change freely.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+
+import pytest
+
+from costmodel.io.errors import InputError
+from costmodel.profiles.compact import expand_document
+from costmodel.profiles.consistency import check_replicates
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.store import PROFILE_DIR
+
+
+@cache
+def _doc(name: str) -> str:
+    return json.dumps(expand_document(json.loads((PROFILE_DIR / f"{name}.json").read_text())))
+
+
+def verbose(name: str) -> dict:
+    """A bundled profile with its replicates as the verbose `bootstrap` list."""
+    return json.loads(_doc(name))
+
+
+def compact(name: str) -> dict:
+    return json.loads((PROFILE_DIR / f"{name}.json").read_text())
+
+
+def _curve(doc: dict, op: str, world_size=None, nodes=None) -> dict:
+    return next(c for c in doc["collectives"] if c["op"] == op and c.get("world_size") == world_size
+                and c.get("nodes") == nodes and (c.get("impl") or "nccl") == "nccl")
+
+
+def refused(doc: dict, *words: str) -> str:
+    with pytest.raises(InputError) as info:
+        check_replicates(doc, "p.json")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("p.json: ")
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def test_bundled_profiles_pass_and_their_point_is_inside_every_range():
+    for name in ("h200-sxm-nvlink", "cpu-gloo", "gb200-nvl72"):
+        check_replicates(verbose(name), name)
+
+
+@pytest.mark.parametrize("field", ["busbw_gbps", "alpha_base_us", "s_half_bytes"])
+def test_a_regime_parameter_outside_its_replicates_is_refused(field):
+    doc = verbose("h200-sxm-nvlink")
+    regime = next(r for r in _curve(doc, "all_gather")["regimes"] if r.get(field))
+    regime[field] *= 3
+    refused(doc, "all_gather [any p, graph+eager] regime", field, "outside the replicates' range")
+
+
+@pytest.mark.parametrize("field", ["launch_us", "eager_overhead_us"])
+def test_a_curve_parameter_outside_its_replicates_is_refused(field):
+    doc = verbose("h200-sxm-nvlink")
+    _curve(doc, "all_reduce")[field] = 50.0
+    refused(doc, "all_reduce [any p", field)
+
+
+def test_a_fitted_curve_parameter_outside_its_bootstrap_is_refused():
+    doc = verbose("cpu-gloo")
+    curve = next(c for c in doc["collectives"] if c["op"] == "all_gather" and c.get("world_size") == 4)
+    fitted = [next(x for x in rep["collectives"] if x["op"] == "all_gather" and x.get("world_size") == 4)
+              for rep in doc["bootstrap"]]
+    curve["regimes"][0]["alpha_base_us"] = 2 * max(c["regimes"][0]["alpha_base_us"] for c in fitted) + 1
+    refused(doc, "all_gather [p=4", "regime 0 alpha_base_us")
+
+
+@pytest.mark.parametrize("path", [("reduce_gbps",), ("copy_gbps", "bf16"), ("reduce_ops", "argmax", "floor_us"),
+                                  ("torch_op_us",), ("sm_count",)])
+def test_a_gpu_kernel_model_parameter_outside_its_replicates_is_refused(path):
+    doc = verbose("h200-sxm-nvlink")
+    node = doc["kernels"]["model"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] *= 2
+    refused(doc, "kernels.model." + ".".join(path))
+
+
+def test_the_compact_form_is_checked_as_completely():
+    doc = compact("h200-sxm-nvlink")
+    doc["kernels"]["model"]["reduce_gbps"] *= 2
+    with pytest.raises(InputError, match=r"kernels\.model\.reduce_gbps = .* outside the replicates' range"):
+        profile_from_dict(doc, source="p.json")
+    # what a uniform-ranges-v1 ensemble does not draw, its members take from the point itself: no contradiction
+    doc = compact("h200-sxm-nvlink")
+    _curve(doc, "all_gather")["regimes"][0]["s_half_bytes"] = 1e9
+    assert profile_from_dict(doc, source="p.json").collectives
+
+
+def test_lm_head_and_host_costs_are_compared_when_replicates_carry_them():
+    doc = verbose("h200-sxm-nvlink")
+    for i, rep in enumerate(doc["bootstrap"]):
+        rep["kernels"]["lm_head"] = {**doc["kernels"]["lm_head"], "floor_us": 3.0 + i / 100}
+        rep["kernels"]["host"] = {**copy.deepcopy(doc["kernels"]["host"]), "c10d_call_us": 40.0 + i / 10}
+    check_replicates(doc, "p.json")  # the point (3.789, 44.52) lies inside both ranges
+    moved = copy.deepcopy(doc)
+    moved["kernels"]["lm_head"]["floor_us"] = 9.0
+    refused(moved, "kernels.lm_head.floor_us = 9")
+    moved = copy.deepcopy(doc)
+    moved["kernels"]["host"]["c10d_table"]["median_us"][0] = 1000.0
+    refused(moved, "kernels.host.c10d_table.median_us.0")
+
+
+def test_a_replicate_curve_with_another_shape_is_refused():
+    doc = verbose("h200-sxm-nvlink")
+    point = _curve(doc, "all_gather")
+    point["regimes"] = point["regimes"][1:]  # the point curve lost its first protocol regime
+    refused(doc, "bootstrap[0] curve all_gather", "the point curve")
+    doc = verbose("h200-sxm-nvlink")
+    _curve(doc, "all_gather")["regimes"][0]["max_bytes"] *= 2
+    refused(doc, "breakpoints")
+
+
+def test_one_replicate_is_refused_and_none_is_fine():
+    doc = verbose("cpu-gloo")
+    doc["bootstrap"] = doc["bootstrap"][:1]
+    refused(doc, "1 bootstrap replicate; an interval needs at least 2")
+    doc["bootstrap"] = []
+    check_replicates(doc, "p.json")
+
+
+def test_unpriced_evidence_may_differ():
+    doc = verbose("cpu-gloo")
+    curve = next(c for c in doc["collectives"] if c.get("samples"))
+    curve["samples"]["median_us"] = [v * 5 for v in curve["samples"]["median_us"]]
+    for regime in curve["regimes"]:
+        regime["ci90"] = {"busbw_gbps": [1.0, 2.0]}
+    check_replicates(doc, "p.json")
