@@ -33,14 +33,13 @@ decode steps run at `batch[i]` (weights are normalised to sum to 1). Three input
 
 from __future__ import annotations
 
-import io
+import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
@@ -85,6 +84,10 @@ class Workload:
         if uniq.size > MAX_DISTINCT_BATCHES:
             raise InputError(f"workload {self.name}: {uniq.size} distinct batch sizes, more than "
                              f"{MAX_DISTINCT_BATCHES} (bin them)")
+        with np.errstate(over="ignore"):
+            overflow = not np.isfinite(w.sum())
+        if overflow:  # huge but finite weights (1e308): rescale before summing, the same shares
+            w = w / w.max()
         summed = np.bincount(inverse, weights=w, minlength=uniq.size)
         keep = summed > 0
         object.__setattr__(self, "batch", uniq[keep])
@@ -109,24 +112,55 @@ class Workload:
 
 
 # -- CSV ---------------------------------------------------------------------------------------------
+MAX_CSV_COLUMNS = 64  # a workload table has two; the header is checked before any row is parsed
+MAX_LINE_CHARS = 4096
+
+
+def _csv_lines(text: str) -> list[str]:
+    """The non-blank lines of `text` with `#` comments (to the end of the line) removed."""
+    return [line for line in (raw.split("#", 1)[0].strip() for raw in text.splitlines()) if line]
+
+
 def parse_csv(text: str, name: str = "workload.csv") -> Workload:
-    """`batch,weight` rows (header required; other columns ignored; `#` starts a comment)."""
-    try:
-        frame = pd.read_csv(io.StringIO(text), comment="#", skip_blank_lines=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"workload {name}: not a CSV ({str(exc).splitlines()[0] if str(exc) else 'empty'})") from None
-    frame.columns = [str(c).strip().lower() for c in frame.columns]
-    missing = [c for c in ("batch", "weight") if c not in frame.columns]
+    """`batch,weight` rows (header required; other columns ignored; `#` starts a comment).
+
+    The header is checked before any row is read (at most MAX_CSV_COLUMNS columns, MAX_LINE_CHARS characters a
+    line, no column named twice ignoring case); every row must have as many fields as the header (a longer row
+    is refused, not shifted: `8,1,3,4` under `batch,weight` is an error, not batch 3)."""
+    lines = _csv_lines(text)
+    if not lines:
+        raise InputError(f"workload {name}: not a CSV (no header)")
+    long = next((i for i, line in enumerate(lines) if len(line) > MAX_LINE_CHARS), None)
+    if long is not None:
+        raise InputError(f"workload {name}: a line longer than {MAX_LINE_CHARS} characters")
+    header = [c.strip().lower() for c in next(csv.reader([lines[0]]))]
+    if len(header) > MAX_CSV_COLUMNS:
+        raise InputError(f"workload {name}: {len(header)} columns, more than {MAX_CSV_COLUMNS}")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise InputError(f"workload {name}: column {twice[0]!r} given twice (column names ignore case)")
+    missing = [c for c in ("batch", "weight") if c not in header]
     if missing:
         raise InputError(f"workload {name}: needs columns batch,weight (missing {', '.join(missing)})")
-    batch = pd.to_numeric(frame["batch"], errors="coerce").to_numpy(float)
-    weight = pd.to_numeric(frame["weight"], errors="coerce").to_numpy(float)
-    bad = ~np.isfinite(batch) | (batch != np.round(batch)) | ~np.isfinite(weight)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"workload {name}: row {i + 2}: batch must be an integer and weight a number, "
-                         f"got {frame['batch'].iloc[i]!r},{frame['weight'].iloc[i]!r}")
-    return Workload(batch.astype(np.int64), weight, "csv", name, "batch,weight table", int(batch.size))
+    ib, iw = header.index("batch"), header.index("weight")
+    batch, weight = [], []
+    for number, fields in enumerate(csv.reader(lines[1:]), start=2):
+        if len(fields) != len(header):
+            raise InputError(f"workload {name}: row {number}: {len(fields)} fields, the header has {len(header)}")
+        b, w = fields[ib].strip(), fields[iw].strip()
+        try:
+            bv, wv = float(b), float(w)
+        except ValueError:
+            bv = wv = math.nan
+        if not (math.isfinite(bv) and bv == round(bv) and math.isfinite(wv)):
+            raise InputError(f"workload {name}: row {number}: batch must be an integer and weight a number, "
+                             f"got {b[:40]!r},{w[:40]!r}")
+        batch.append(bv)
+        weight.append(wv)
+    if not batch:
+        raise InputError(f"workload {name}: no rows under the header")
+    return Workload(np.asarray(batch).astype(np.int64), np.asarray(weight), "csv", name, "batch,weight table",
+                    len(batch))
 
 
 # -- vLLM /metrics -------------------------------------------------------------------------------------
@@ -140,8 +174,9 @@ def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
             for sample in family.samples:
                 if sample.name == RUNNING_GAUGE:
                     values.append(float(sample.value))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
-        raise InputError(f"workload {name}: not Prometheus text format ({str(exc).splitlines()[0]})") from None
+    except Exception as exc:  # noqa: BLE001 - any parser failure on untrusted text is the file's problem
+        detail = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+        raise InputError(f"workload {name}: not Prometheus text format ({detail})") from None
     if not values:
         raise InputError(f"workload {name}: no {RUNNING_GAUGE} samples (is this a vLLM /metrics scrape?)")
     arr = np.asarray(values)
@@ -156,38 +191,50 @@ def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
 
 
 # -- vllm bench serve JSON ----------------------------------------------------------------------------
-def _number(data: dict[str, Any], key: str, name: str) -> float | None:
+MAX_TOKENS = 1e9  # per request; output lengths and token totals above it are refused as implausible
+MAX_SECONDS = 1e7  # a gap or a run longer than ~4 months
+
+
+def _number(data: dict[str, Any], key: str, name: str, *, positive: bool = False) -> float | None:
+    """data[key] as a finite float >= 0 (> 0 when `positive`), None when absent; InputError otherwise."""
     value = data.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(f"workload {name}: {key} must be a finite number")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 \
+            or (positive and value == 0):
+        raise InputError(f"workload {name}: {key} must be a finite number {'> 0' if positive else '>= 0'}")
     return float(value)
+
+
+def _numbers(values: Any, key: str, name: str, limit: float) -> np.ndarray:
+    """A JSON list of finite numbers in [0, limit] as an array; InputError naming `key` otherwise."""
+    if not isinstance(values, list) or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                                               for v in values):
+        raise InputError(f"workload {name}: {key} must be a list of numbers")
+    arr = np.asarray(values, dtype=float)
+    if not np.isfinite(arr).all() or (arr < 0).any() or (arr > limit).any():
+        raise InputError(f"workload {name}: {key} must hold finite numbers in 0..{limit:g}")
+    return arr
 
 
 def parse_bench(data: Any, name: str = "bench.json") -> Workload:
     """Mean decode batch of a `vllm bench serve` run by Little's law (see the module docstring)."""
     if not isinstance(data, dict):
         raise InputError(f"workload {name}: a vllm bench serve result is a JSON object")
-    duration = _number(data, "duration", name)
-    if duration is None or duration <= 0:
+    duration = _number(data, "duration", name, positive=True)
+    if duration is None:
         raise InputError(f"workload {name}: needs a positive duration (s) - is this a vllm bench serve result?")
     out_lens = data.get("output_lens")
     itls = data.get("itls")
-    tpot = _number(data, "mean_tpot_ms", name)
+    tpot = _number(data, "mean_tpot_ms", name, positive=True)
     chunks = None
+    lens = None if out_lens is None else _numbers(out_lens, "output_lens", name, MAX_TOKENS)
     if isinstance(itls, list) and itls and all(isinstance(x, list) for x in itls):
-        try:
-            gaps = np.asarray([float(g) for req in itls for g in req], dtype=float)
-        except (TypeError, ValueError):
-            raise InputError(f"workload {name}: itls must be lists of numbers (s)") from None
-        if not np.isfinite(gaps).all() or (gaps < 0).any():
-            raise InputError(f"workload {name}: itls must be finite and >= 0")
+        gaps = np.concatenate([_numbers(req, "itls", name, MAX_SECONDS) for req in itls])
         decode_s = float(gaps.sum())
         chunks = gaps.size
         how = "sum of itls"
-    elif isinstance(out_lens, list) and out_lens and tpot is not None:
-        lens = np.asarray(out_lens, dtype=float)
+    elif lens is not None and lens.size and tpot is not None:
         decode_s = float(np.clip(lens - 1, 0, None).sum() * tpot / 1000.0)
         how = "(output_len - 1) x mean_tpot_ms"
     else:
@@ -198,6 +245,8 @@ def parse_bench(data: Any, name: str = "bench.json") -> Workload:
         decode_s = max(total_out - completed, 0.0) * tpot / 1000.0
         how = "(total_output_tokens - completed) x mean_tpot_ms"
     mean_b = decode_s / duration
+    if not math.isfinite(mean_b):
+        raise InputError(f"workload {name}: the decode time {how} is not a finite number")
     cap = _number(data, "max_concurrency", name)
     capped = cap is not None and cap >= 1 and mean_b > cap
     if capped:
@@ -212,8 +261,8 @@ def parse_bench(data: Any, name: str = "bench.json") -> Workload:
     itl = _number(data, "mean_itl_ms", name)
     if itl is not None and itl > 0:
         hints["itl_ms"] = itl
-    if chunks and isinstance(out_lens, list) and out_lens:
-        tokens = float(np.clip(np.asarray(out_lens, dtype=float) - 1, 0, None).sum())
+    if chunks and lens is not None and lens.size:
+        tokens = float(np.clip(lens - 1, 0, None).sum())
         if tokens > 0:
             hints["acceptance_length"] = tokens / chunks
     method = (f"Little's law: decode time ({how}) / duration {duration:.1f} s = mean batch {decode_s / duration:.2f}"
@@ -255,11 +304,11 @@ def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto"
 
 
 def example_path(path: str | Path) -> Path:
-    """`path` itself, or - when no such file exists - the bundled example of that name
-    (data/examples/, also inside an installed package), so `--workload data/examples/chat-diurnal.csv`
-    works from any directory."""
+    """`path` itself, or - when no such file exists and `path` is a bare name or data/examples/NAME - the
+    bundled example of that name (data/examples/, also inside an installed package), so `--workload
+    data/examples/chat-diurnal.csv` works from any directory; any other missing path stays missing."""
     p = Path(path)
-    if not p.exists():
+    if not p.exists() and p.parent in (Path("."), Path("data") / "examples", Path("examples")):
         bundled = EXAMPLES_DIR / p.name
         if p.name and bundled.is_file():
             return bundled
