@@ -78,7 +78,7 @@ class Workload:
         if not np.isfinite(raw).all() or (raw != np.round(raw)).any() or (raw < 1).any() or (raw > MAX_BATCH).any():
             raise InputError(f"workload {self.name}: batch must be an integer in 1..{MAX_BATCH}")
         b = raw.astype(np.int64)
-        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+        if not np.isfinite(w).all() or (w < 0).any() or not (w > 0).any():
             raise InputError(f"workload {self.name}: weights must be finite, >= 0 and not all 0")
         uniq, inverse = np.unique(b, return_inverse=True)
         if uniq.size > MAX_DISTINCT_BATCHES:
