@@ -8,7 +8,6 @@ import hashlib
 import importlib.util
 import json
 import math
-import time
 from pathlib import Path
 
 import jsonschema
@@ -197,14 +196,11 @@ def test_bundled_compact_profiles_pass_the_published_json_schema():
     assert not validator.is_valid(bad)
 
 
-def test_loading_a_bundled_profile_is_fast():
-    """load + validation of every bundled profile, text already read: well under the verbose lists' ~0.4 s (the
-    issue's target, 50 ms cold in a fresh process, is measured by hand: see the README)."""
+def test_loading_a_compact_profile_builds_no_member():
+    """Why load + validation is fast (the 50 ms target is measured by scripts/bench_profile_load.py, reported in
+    docs/performance.md, not timed here): parsing checks a compact ensemble without building its members."""
     for name in bundled_profiles():
-        text = (PROFILE_DIR / f"{name}.json").read_bytes()
-        times = []
-        for _ in range(3):
-            t = time.perf_counter()
-            parse_profile(text, source=name)
-            times.append(time.perf_counter() - t)
-        assert sorted(times)[1] < 0.15, name
+        profile = parse_profile((PROFILE_DIR / f"{name}.json").read_bytes(), source=name)
+        assert isinstance(profile.bootstrap, LazyMembers) and profile.bootstrap._items is None, name
+        assert len(profile.bootstrap) == profile.raw["ensemble"]["n"] and profile.bootstrap._items is None, name
+        assert profile.bootstrap[0] and profile.bootstrap._items is not None, name
