@@ -92,6 +92,9 @@ MAX_MEASUREMENT_ROWS = 2_000_000
 MAX_TIME_US = 1e8  # a measured call above 100 s is refused as implausible
 MAX_WORLD_SIZE = 1 << 20
 INT64_MAX = 2**63 - 1
+MAX_INT = 2**53  # integer columns are parsed through float64: every integer up to 2^53 is exact, none above
+MAX_COLUMNS = 256  # the schema has ~20 columns (+ a few extra); checked on the header line before any parse
+MAX_HEADER_CHARS = 65536
 _INT_LIMITS = {"world_size": MAX_WORLD_SIZE, "nodes": MAX_WORLD_SIZE, "k": MAX_TOPK}
 _TEXT_COLUMNS = ("op", "backend", "device", "gpu", "dtype", "mode")
 
@@ -102,6 +105,7 @@ def parse_measurement_csv(data: str | bytes, source: str, *, require_times: bool
     import io
     import warnings
 
+    _check_header(data, source)
     buffer = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else io.StringIO(data)
     try:
         with warnings.catch_warnings():
@@ -112,6 +116,19 @@ def parse_measurement_csv(data: str | bytes, source: str, *, require_times: bool
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{source}: not a readable CSV ({first_line(exc)})") from None
     return validate_measurements(frame, source=source, require_times=require_times)
+
+
+def _check_header(data: str | bytes, source: str) -> None:
+    """Refuse a CSV whose header line is longer than MAX_HEADER_CHARS or has more than MAX_COLUMNS columns, before
+    pandas allocates a column per field (a 20 MB header of 2M columns would take gigabytes)."""
+    head = data[: MAX_HEADER_CHARS + 1]
+    newline = b"\n" if isinstance(head, (bytes, bytearray)) else "\n"
+    line = head.split(newline, 1)[0]
+    if len(line) > MAX_HEADER_CHARS:
+        raise InputError(f"{source}: header line longer than {MAX_HEADER_CHARS} characters")
+    comma = b"," if isinstance(line, (bytes, bytearray)) else ","
+    if line.count(comma) + 1 > MAX_COLUMNS:
+        raise InputError(f"{source}: {line.count(comma) + 1} columns in the header, more than {MAX_COLUMNS}")
 
 
 def read_measurements(path: str | Path, *, require_times: bool = True) -> pd.DataFrame:
@@ -139,8 +156,9 @@ def validate_measurements(
 ) -> pd.DataFrame:
     """Validate an in-memory measurement table (see `read_measurements`).
 
-    At most MAX_MEASUREMENT_ROWS rows; integer columns are non-negative integers below 2^63 (world_size
-    and nodes <= 2^20); times finite, > 0 (median_us) and <= MAX_TIME_US; text cells UTF-8 strings.
+    At most MAX_MEASUREMENT_ROWS rows; integer columns are non-negative integers up to MAX_INT = 2^53 (world_size
+    and nodes <= 2^20; nodes >= 1 and dividing world_size); times finite, > 0 (median_us) and <= MAX_TIME_US; text
+    cells UTF-8 strings.
     """
     check_rows(len(frame), limit_rows=MAX_MEASUREMENT_ROWS, source=source)
     required = _REQUIRED if require_times else _REQUIRED[:-1]
@@ -175,7 +193,7 @@ def validate_measurements(
     frame["k"] = pd.to_numeric(frame["k"], errors="coerce").fillna(1) if "k" in frame.columns else 1
     for column in _INT_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce").astype(float)
-        limit = _INT_LIMITS.get(column, INT64_MAX)
+        limit = _INT_LIMITS.get(column, MAX_INT)
         v = values.to_numpy()
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(v) | (v < 0) | (v != np.floor(v)) | (v > limit)
@@ -184,6 +202,11 @@ def validate_measurements(
         frame[column] = values.astype(np.int64)
     if (frame["world_size"] < 1).any():
         raise InputError(f"{source}: column world_size must be >= 1")
+    if (frame["nodes"] < 1).any():
+        raise InputError(f"{source}: column nodes must be >= 1")
+    uneven = (frame["world_size"] % frame["nodes"]) != 0
+    if uneven.any():
+        raise _bad_row(source, "nodes", frame, uneven.to_numpy(), "nodes must divide world_size (GPUs per node)")
     if (frame["k"] < 1).any():
         raise InputError(f"{source}: column k must be >= 1")
     is_coll = frame["op"].isin(COLLECTIVE_OPS + tuple(extra_collectives))

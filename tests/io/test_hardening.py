@@ -302,7 +302,12 @@ def test_published_schema_is_current_and_accepts_the_bundled_profiles():
 CSV_CASES = {
     "op,mode,world_size,median_us\nall_gather,graph,2,5,1\n": "more fields than the header",
     "op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,2,99999999999999999999,1\n":
-        "expected an integer in 0..9223372036854775807",
+        "expected an integer in 0..9007199254740992",
+    "op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,2,9223372036854775807,1\n":
+        "expected an integer in 0..9007199254740992",  # 2^63 - 1: refused, not wrapped to -2^63
+    "op,mode,world_size,nodes,bytes_per_rank,median_us\nall_gather,graph,8,0,64,1\n": "nodes must be >= 1",
+    "op,mode,world_size,nodes,bytes_per_rank,median_us\nall_gather,graph,8,3,64,1\n": "nodes must divide world_size",
+    ",".join(f"c{i}" for i in range(300)) + "\n": "300 columns in the header, more than 256",
     "op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,2,inf,1\n": "expected an integer",
     "op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,eight,64,1\n": "column world_size",
     f"op,mode,world_size,bytes_per_rank,median_us\nall_gather,graph,2,64,{MAX_TIME_US * 10:g}\n": "times must be",
