@@ -8,6 +8,11 @@ bandwidth (busbw_i <= min_{j>i} busbw_j, e.g. LL <= LL128 <= Simple), latencies 
 bandwidths <= the profile's `kernels.hbm_gbps` where it states one. On load
 (`consistency.check_replicates`) a profile whose replicates contradict its own point parameters - a point
 value outside the [min, max] of its replicates - is refused with one line.
+
+Work is bounded by MAX_INTERVAL_MEMBERS: a profile with more replicates is priced from that many, evenly spaced
+over its list (`member_indices`: round(i (n - 1) / (N - 1)), i = 0..N-1, the first and last included), so a
+20 MiB profile of thousands of small replicates costs what 200 do at every prediction. The bundled and fitted
+profiles carry at most 100 (calibration.fit MAX_STORED_REPLICATES) and are priced from all of them.
 """
 
 from __future__ import annotations
@@ -21,10 +26,19 @@ from .parse import profile_from_dict
 from .types import Profile
 
 _CACHE: dict[int, tuple[Profile, tuple[Profile, ...]]] = {}
+MAX_INTERVAL_MEMBERS = 200
+
+
+def member_indices(n: int, limit: int = MAX_INTERVAL_MEMBERS) -> list[int]:
+    """The replicates an interval prices: all n, or `limit` of them evenly spaced (module doc)."""
+    if n <= limit:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
 
 
 def replicate_profiles(profile: Profile) -> list[Profile]:
-    """One Profile per bootstrap replicate (empty when the profile has none); cached per profile object."""
+    """One Profile per bootstrap replicate priced (`member_indices`; empty when the profile has none); cached per
+    profile object."""
     hit = _CACHE.get(id(profile))
     if hit is None or hit[0] is not profile:
         if len(_CACHE) >= 16:
@@ -35,7 +49,8 @@ def replicate_profiles(profile: Profile) -> list[Profile]:
 
 def _replicates(profile: Profile) -> tuple[Profile, ...]:
     out = []
-    for i, rep in enumerate(profile.bootstrap):
+    for i in member_indices(len(profile.bootstrap)):
+        rep = profile.bootstrap[i]
         if not isinstance(rep, dict):
             raise InputError(f"profile {profile.name}: bootstrap[{i}] must be an object")
         # profile_from_dict never mutates; "ensemble": the compact form of the bootstrap list (compact.py)

@@ -16,6 +16,7 @@ from costmodel.io.errors import InputError
 from costmodel.profiles.compact import expand_document
 from costmodel.profiles.consistency import check_replicates
 from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.replicates import MAX_INTERVAL_MEMBERS, member_indices, replicate_profiles
 from costmodel.profiles.store import PROFILE_DIR
 
 
@@ -138,3 +139,15 @@ def test_unpriced_evidence_may_differ():
     for regime in curve["regimes"]:
         regime["ci90"] = {"busbw_gbps": [1.0, 2.0]}
     check_replicates(doc, "p.json")
+
+
+def test_intervals_price_at_most_max_interval_members_evenly_spaced():
+    assert member_indices(100) == list(range(100))
+    picked = member_indices(3145)
+    assert len(picked) == MAX_INTERVAL_MEMBERS and picked[0] == 0 and picked[-1] == 3144
+    assert all(0 < b - a <= 16 for a, b in zip(picked, picked[1:]))
+    doc = verbose("cpu-gloo")
+    doc["bootstrap"] = doc["bootstrap"] * 10  # 500 replicates
+    doc["name"] = "many"
+    reps = replicate_profiles(profile_from_dict(doc, source="many.json"))
+    assert len(reps) == MAX_INTERVAL_MEMBERS
