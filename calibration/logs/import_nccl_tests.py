@@ -101,6 +101,15 @@ _PROGRAM = re.compile(r"(?<![A-Za-z0-9])(all_gather|all_reduce|gather|broadcast|
 _FLAG = re.compile(r"(?:^|\s)(-[tg]|--nthreads|--ngpus)[ =](\d+)")
 _INT = re.compile(r"^\d+$")
 _NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
+MAX_DIGITS = 18  # every integer of a log (sizes, counts, ranks, iterations) fits in int64 with 18 digits
+
+
+def _int(text: str, where: str, what: str) -> int:
+    """A log's decimal integer, refused (one line) above MAX_DIGITS digits before int() sees it (Python refuses
+    strings over 4,300 digits with a ValueError; anything over 18 is not an nccl-tests number anyway)."""
+    if len(text) > MAX_DIGITS:
+        raise InputError(f"{where}: {what} has {len(text)} digits (at most {MAX_DIGITS})")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -125,10 +134,10 @@ def _program_op(name: str, where: str) -> str:
                      f"(supported: {', '.join(p + '_perf' for p in PROGRAMS)})")
 
 
-def _param(rest: str, name: str, default: int) -> int:
+def _param(rest: str, name: str, default: int, where: str = "log") -> int:
     """`name: N` from the parameter line ("iters" is not "warmup iters" / "agg iters")."""
     match = re.search(rf"(?<!warmup )(?<!agg )(?<![A-Za-z_]){re.escape(name)}:\s*(\d+)", rest)
-    return int(match.group(1)) if match else default
+    return _int(match.group(1), where, name) if match else default
 
 
 @dataclass
@@ -169,7 +178,7 @@ def _check_interleaved(run: _Run, source: str, header_tail: int) -> None:
         if not _INT.match(tokens[0]):
             continue
         key = tuple(tokens[2:max(3, len(tokens) - header_tail)])  # type [redop root]: the columns before time
-        size = int(tokens[0])
+        size = _int(tokens[0], f"{source}:{lineno}", "size")
         if size == 0:  # nccl-tests prints size-0 rows while minBytes < nranks x type size
             continue
         if key in last and size <= last[key][0]:
@@ -246,7 +255,7 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
         at = f"{source}:{lineno}"
         if len(tokens) < tail + 3:
             raise InputError(f"{at}: result row has {len(tokens)} columns, expected at least {tail + 3}")
-        size, type_name = int(tokens[0]), tokens[2]
+        size, type_name = _int(tokens[0], at, "size"), tokens[2]
         dtype = TYPE_NAMES.get(type_name)
         if dtype is None:
             raise InputError(f"{at}: data type {type_name!r} is not an nccl-tests type "
@@ -258,7 +267,7 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
         if not (time_us > 0 and time_us != float("inf")):
             raise InputError(f"{at}: out-of-place time {tokens[-tail]!r} must be finite and > 0")
         wrong = tokens[-tail + 3] if tail >= 4 else "0"
-        if _INT.match(wrong) and int(wrong) != 0:
+        if _INT.match(wrong) and _int(wrong, at, "#wrong") != 0:
             raise InputError(f"{at}: nccl-tests reported {wrong} wrong elements (a failed validation); not imported")
         if op in ("all_gather", "gather", "reduce_scatter"):
             if size % nranks:
@@ -336,16 +345,16 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
             if run.op is None and echoed is not None:
                 run.op = _program_op(echoed, at)
             rest = params.group(3)
-            run.threads, run.gpus = int(params.group(1)), int(params.group(2))
-            run.iters = _param(rest, "iters", 0)
-            run.agg_iters = _param(rest, "agg iters", 1)
-            run.graph = _param(rest, "graph", 0)
+            run.threads, run.gpus = _int(params.group(1), at, "nThread"), _int(params.group(2), at, "nGpus")
+            run.iters = _param(rest, "iters", 0, at)
+            run.agg_iters = _param(rest, "agg iters", 1, at)
+            run.graph = _param(rest, "graph", 0, at)
             continue
         rank = _RANK.match(stripped)
         if rank:
             # a Rank line without "on HOST" (older nccl-tests, or edited): one host
-            run.ranks[int(rank.group(1))] = (rank.group(2) or "0", rank.group(3), rank.group(4) or "(host not "
-                                             "printed)", rank.group(5))
+            run.ranks[_int(rank.group(1), at, "Rank")] = (rank.group(2) or "0", rank.group(3),
+                                                          rank.group(4) or "(host not printed)", rank.group(5))
             continue
         header = _header_tokens(stripped)
         if header is not None:
@@ -368,7 +377,7 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
         program = _PROGRAM.search(stripped)
         if program and not stripped.startswith(("NCCL", "[")):
             echoed = program.group(0)
-            flags = dict((k.lstrip("-")[0], int(v)) for k, v in _FLAG.findall(stripped))
+            flags = dict((k.lstrip("-")[0], _int(v, at, k)) for k, v in _FLAG.findall(stripped))
             echoed_flags = (flags.get("t", 1), flags.get("g", 1))
             if run.started and run.rows:
                 finish(run)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calibration.logs.import_nccl_tests import import_logs, main, parse_nccl_tests_text
 from costmodel.io.errors import InputError
@@ -434,3 +436,47 @@ def test_nodes_hint_groups_hosts_into_nvlink_domains():
         parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=4))
     with pytest.raises(InputError, match="name 18 host.s. but --nodes says 36"):
         parse_nccl_tests_text(log, "nvl72.log", Hints(nodes=36))
+
+
+# -- number fields of a log: a result or one line, never a traceback (issue 22) --------------------------------
+_HEADER = ("# nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+           "validation: 1 graph: 0\n"
+           "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+           "busbw #wrong\n")
+
+
+def _row(size: str, count: str = "2", time_us: str = "10.0", wrong: str = "0") -> str:
+    return f"{size} {count} float sum -1 {time_us} 0.00 0.00 {wrong} {time_us} 0.00 0.00 {wrong}\n"
+
+
+@pytest.mark.parametrize("row, needle", [
+    (_row("9" * 5000), r"size has 5000 digits \(at most 18\)"),
+    (_row("1024", wrong="9" * 40), "#wrong has 40 digits"),
+    (_row("1024", time_us="1e999"), "must be finite and > 0"),
+    (_row("1024", time_us="nan"), "must be finite and > 0"),
+])
+def test_absurd_numbers_in_a_log_are_one_line_errors(row, needle):
+    with pytest.raises(InputError, match=needle):
+        parse_nccl_tests_text(_HEADER + row, "run.log", Hints(op="all_reduce"))
+
+
+def test_absurd_numbers_in_the_parameter_line_are_one_line_errors():
+    text = _HEADER.replace("iters: 20", "iters: " + "7" * 5000) + _row("1024")
+    with pytest.raises(InputError, match="iters has 5000 digits"):
+        parse_nccl_tests_text(text, "run.log", Hints(op="all_reduce"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["size", "count", "time", "wrong"]),
+       st.one_of(st.integers(-10**30, 10**60).map(str), st.floats(allow_nan=True).map(repr),
+                 st.text(alphabet="0123456789.eE+-", min_size=1, max_size=30),
+                 st.integers(1, 6000).map(lambda n: "9" * n)))
+def test_any_number_token_gives_rows_or_one_line(field, token):
+    fields = {"size": "1024", "count": "256", "time_us": "10.0", "wrong": "0"}
+    fields["time_us" if field == "time" else field] = token
+    try:
+        rows = parse_nccl_tests_text(_HEADER + _row(**fields), "run.log", Hints(op="all_reduce"))
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert (rows["median_us"] > 0).all()
