@@ -52,7 +52,10 @@ def _str(*, enum: tuple[str, ...] | None = None, nullable: bool = False, max_len
 
 
 def _obj(props: dict, required: tuple[str, ...] = (), **extra) -> dict:
-    return {"type": "object", "properties": props, "required": list(required), **extra}
+    """A closed object: only `props` (a misspelled key such as `busbw_gpbs` is refused, not silently ignored);
+    `additionalProperties=...` in `extra` opens it."""
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False,
+            **extra}
 
 
 def _arr(items: dict, **extra) -> dict:
@@ -318,3 +321,5 @@ def check_schema(value: Any, schema: dict, root: dict | None = None, path: tuple
                 check_schema(item, props[key], root, path + (key,))
             elif isinstance(extra, dict):
                 check_schema(item, extra, root, path + (key,))
+            elif extra is False:
+                _fail(path + (key,), "is not a known field (misspelled?)")

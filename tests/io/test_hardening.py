@@ -496,3 +496,13 @@ def test_a_fifo_results_file_is_refused_by_the_row_writer(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="not a regular file"):
         RowWriter(fifo)
+
+
+@pytest.mark.parametrize("where", ["regime", "curve", "kernels", "model", "top"])
+def test_a_misspelled_profile_key_is_refused_naming_it(where):
+    doc = json.loads((PROFILE_DIR / "h200-sxm-nvlink.json").read_text())
+    node = {"regime": doc["collectives"][0]["regimes"][0], "curve": doc["collectives"][0],
+            "kernels": doc["kernels"], "model": doc["kernels"]["model"], "top": doc}[where]
+    node["busbw_gpbs"] = 5.0
+    with pytest.raises(InputError, match=r"busbw_gpbs: is not a known field \(misspelled\?\)"):
+        profile_from_dict(doc, source="p.json")
