@@ -12,7 +12,7 @@ import numpy as np
 from ..answers.recommend import impact_change
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
-from ..model.engines import PLANS, host_costs
+from ..model.engines import HOST_SOURCE, PLANS, host_costs
 from ..model.kernels import kernel_context
 from ..model.predict import Prediction, crossover
 from .options import HEADLINE
@@ -211,6 +211,8 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     if ctx.get("lm_head_us") is not None:
         lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft step "
                      f"at hidden {result['scenario']['hidden']} ({ctx['lm_head_source']})")
+    elif result["scenario"].get("hidden") is not None:
+        lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")
     return lines
 
 
@@ -220,7 +222,8 @@ def _engine_line(result: dict[str, Any]) -> str:
         return f"mode {result['scenario']['mode']}"
     who = "engine none" if eng["name"] == "none" else f"engine {eng['name']} ({eng['source']})"
     return (f"{who}: {eng['execution']}; host per torch op {eng['host_torch_op_us']:g} us, "
-            f"per c10d call {eng['host_c10d_call_us']:g} us")
+            f"per c10d call {eng['host_c10d_call_us']:g} us"
+            + (" (defaults: no kernels.host in the profile)" if eng.get("host_source") == HOST_SOURCE else ""))
 
 
 def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float) -> None:
