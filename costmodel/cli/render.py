@@ -15,6 +15,7 @@ from ..model.components import BASELINE, DESCRIPTIONS
 from ..model.engines import HOST_SOURCE, PLANS, host_costs
 from ..model.kernels import kernel_context
 from ..model.predict import Prediction, crossover
+from ..model.sources import sources_dict
 from .options import HEADLINE
 
 
@@ -56,6 +57,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "crossover_batch": strategies[HEADLINE]["crossover_batch"],
         "strategies": strategies,
         **_collective_provenance(pred),
+        **sources_dict(prof, sc),
     }
 
 
@@ -99,6 +101,7 @@ def _format_table(result: dict[str, Any]) -> str:
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
         _engine_line(result),
         *_kernel_lines(result),
+        *_source_lines(result),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
     ]
@@ -214,6 +217,16 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     elif result["scenario"].get("hidden") is not None:
         lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")
     return lines
+
+
+def _source_lines(result: dict[str, Any]) -> list[str]:
+    """Per component "measured (file)" / "from base (name)" / "derived" / "default", then the warnings."""
+    src = result.get("component_sources") or {}
+    by_label: dict[str, list[str]] = {}
+    for component, label in src.items():
+        by_label.setdefault(label, []).append(component)
+    lines = ["sources: " + "; ".join(f"{', '.join(c)} {label}" for label, c in by_label.items())] if src else []
+    return lines + [f"warning: {w}" for w in result.get("warnings") or []]
 
 
 def _engine_line(result: dict[str, Any]) -> str:
