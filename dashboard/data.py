@@ -130,7 +130,8 @@ def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ..
     """costmodel.model.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
     found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
     return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
-                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots)} for name, c in found.items()])
+                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots), "text": c.text}
+                         for name, c in found.items()])
 
 
 @st.cache_data(**_CACHE)

@@ -107,7 +107,8 @@ def _format_table(result: dict[str, Any]) -> str:
     ]
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
-        cross_txt = "-" if name == result["baseline"] else ("none" if cross is None else f"{cross:.1f}")
+        cross_txt = "-" if name == result["baseline"] else (
+            s["crossover"]["text"] if "crossover" in s else ("none" if cross is None else f"{cross:.1f}"))
         flag = "" if s["valid"] else ("  (invalid: packed keys are exact at top-k 1 only)"
                                       if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
                                       else "  (invalid: ids not exact in fp32)")

@@ -245,7 +245,7 @@ def test_fused_panel_shows_both_crossovers():
     after = frame_with(at, "crossover_batch_fused").set_index("strategy")
     pd.testing.assert_frame_equal(after, panel)
     cross = crossover(sc.with_(impl="fused"), FOCUS, profile)
-    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else format_batch(cross.batch))
+    assert metric(at, "Crossover batch") == (cross.text if cross.batch is None else format_batch(cross.batch))
 
 
 def test_query_params_restore_the_view():
