@@ -108,10 +108,12 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
 
 
 def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
-    """The spec without its hidden size (informational only) and, when drafting is serial, with K = 1: a draft
-    call then prices B rows whatever K is, so the per-draft-step saving - and its crossover batch - do not
-    depend on K, and K or hidden-size edits reuse the cache."""
-    spec = spec.with_(hidden=None)  # informational only: never changes a price
+    """The spec without its hidden size (except for vLLM, whose head start is the lm_head GEMM of that hidden size:
+    it moves the crossover, issue 18) and, when drafting is serial, with K = 1: a draft call then prices B rows
+    whatever K is, so the per-draft-step saving - and its crossover batch - do not depend on K, and K or
+    hidden-size edits reuse the cache."""
+    if spec.engine != "vllm":
+        spec = spec.with_(hidden=None)  # prices only vLLM's head start (costmodel.model.strategies.lm_head_us)
     return spec.with_(num_spec_tokens=1) if spec.drafting == "serial" else spec
 
 
@@ -128,7 +130,8 @@ def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ..
     """costmodel.model.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
     found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
     return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
-                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots)} for name, c in found.items()])
+                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots), "text": c.text}
+                         for name, c in found.items()])
 
 
 @st.cache_data(**_CACHE)

@@ -15,6 +15,7 @@ import pandas as pd
 from costmodel import BASELINE, InputError, Profile
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
+from costmodel.model.predict import crossover_words
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
 from .state import Inputs
@@ -40,6 +41,7 @@ class Verdict:
     crossover_status: str
     crossover_direction: str | None
     interval: StrategyUncertainty | None = None  # FOCUS saving / crossover intervals (profile bootstrap)
+    crossover_words: str = ""  # costmodel.model.predict.crossover_words: the CLI's and JSON's words
 
     @property
     def uncertain(self) -> bool:
@@ -81,13 +83,18 @@ class Verdict:
         return draft, decode, cross
 
     def crossover_value(self) -> str:
-        """The crossover tile's value: the batch, or 'none' (no sign change in batch 1-65,536)."""
-        return "none" if self.crossover_batch is None else format_batch(self.crossover_batch)
+        """The crossover tile's value: the batch, or the CLI's words where there is none in range
+        ("wins at every batch in range", "never wins in range", "identical at TP 1 (nothing to gather)")."""
+        if self.crossover_batch is None:
+            return self.crossover_words or crossover_words(self.crossover_status)
+        return format_batch(self.crossover_batch)
 
     def crossover_text(self) -> str:
-        """Short enough for a tile: where FOCUS wins."""
+        """Short enough for a tile: where FOCUS wins (several sign changes: every one, as the CLI lists them)."""
         if self.crossover_batch is None:
-            return "wins at every batch" if self.crossover_status == "wins_everywhere" else "loses at every batch"
+            return self.crossover_words or crossover_words(self.crossover_status)
+        if self.crossover_words.startswith("sign changes"):
+            return self.crossover_words
         side = "above" if self.crossover_direction == "wins_above" else "below"
         return f"wins {side} batch {format_batch(self.crossover_batch)}"
 
@@ -110,7 +117,7 @@ def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: Strate
         crossover_batch=None if batch is None or (isinstance(batch, float) and math.isnan(batch)) else float(batch),
         crossover_status=str(cross["status"]),
         crossover_direction=None if not isinstance(cross["direction"], str) else cross["direction"],
-        interval=interval,
+        interval=interval, crossover_words=str(cross.get("text", "")),
     )
 
 

@@ -114,6 +114,8 @@ def context_caption(ev: Evaluation) -> None:
     if ctx["lm_head_us"] is not None:
         text += (f" lm_head GEMM (context, common to every strategy): {format_us(ctx['lm_head_us'])} per draft call "
                  f"at hidden {ev.inputs.hidden} ({ctx['lm_head_source']}).")
+    elif ev.inputs.hidden is not None:
+        text += f" lm_head GEMM: {ctx['lm_head_source']}."
     st.caption(plain(text))
 
 # -- header ---------------------------------------------------------------------------------------------

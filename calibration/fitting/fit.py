@@ -129,6 +129,8 @@ from costmodel.profiles.schema import MAX_RAW_SAMPLES
 from costmodel.profiles.store import default_profile, load_profile, save_profile
 from costmodel.profiles.types import SCHEMA_VERSION, Profile
 
+from .base_parts import base_rows as kept_rows
+from .base_parts import eager_prices_graph, keep_base_kernels
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
 BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
@@ -881,21 +883,6 @@ def _table_dict(t) -> dict:
 
 
 # -- base profile ----------------------------------------------------------------------------------------
-def _eager_prices_graph(curves: list[dict], reps: list[list[dict]], reports: list[dict]) -> None:
-    """No graph-mode collective rows at all (e.g. a CPU/gloo run): the eager curves price graph mode too.
-
-    Their mode becomes null (eager_overhead_us stays 0), so a graph-mode query uses this cluster's own
-    eager measurement instead of a base profile's graph curve from other hardware.
-    """
-    for curve in curves + [c for group in reps for c in group]:
-        if curve["mode"] == "eager":
-            curve["mode"] = None
-    for row in reports:
-        if row.get("kind") == "collective" and row.get("mode") == "eager":
-            row["note"] = ((row.get("note") or "") + "; no graph-mode rows: this eager curve also prices graph mode"
-                           ).lstrip("; ")
-
-
 def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
     """Base curves that Profile.curve still selects for some (op, world size, nodes, mode) beside the measured ones.
 
@@ -903,7 +890,8 @@ def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
     """
     base_curves = base.raw["collectives"]
     merged = profile_from_dict({**{k: v for k, v in base.raw.items() if k not in ("bootstrap", "ensemble")},
-                                "collectives": measured + base_curves}, source="merged profile")
+                                "collectives": measured + [{**c, "from_base": c.get("from_base") or base.name}
+                                                           for c in base_curves]}, source="merged profile")
     sizes = {c.world_size for c in merged.collectives if c.world_size is not None}
     node_counts = {1} | {c.nodes for c in merged.collectives if c.nodes is not None}
     reached = set()
@@ -916,8 +904,8 @@ def _reachable_base_curves(base: Profile, measured: list[dict]) -> list[dict]:
         index = next(i for i, c in enumerate(merged.collectives) if c is chosen)
         if index >= len(measured):
             reached.add(index - len(measured))
-    return [{**base_curves[i], "provenance": merged.collectives[len(measured) + i].provenance}
-            for i in sorted(reached)]
+    return [{**base_curves[i], "provenance": merged.collectives[len(measured) + i].provenance,
+             "from_base": base_curves[i].get("from_base") or base.name} for i in sorted(reached)]
 
 
 # -- inputs and provenance -------------------------------------------------------------------------------
@@ -1018,11 +1006,12 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     files = list(files)
 
     curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed)
-    if not (frame["op"].isin(COLLECTIVE_OPS) & (frame["mode"] == "graph")).any():
-        _eager_prices_graph(curves, reps, coll_reports)
+    eager_prices_graph(curves, reps, coll_reports)  # per (op, p) measured only eagerly (base_parts module doc)
     kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
     model_reports, model_reps = _fit_kernel_model(frame, kernels, gpu, base, files,
                                                   n_replicates=min(bootstrap, MAX_STORED_REPLICATES), seed=seed)
+    measured_kernels = bool(frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS) + list(TOPK_KERNEL_OPS)).any())
+    kept = keep_base_kernels(kernels, base, measured_kernels=measured_kernels, measured_ops=set(kern_fits))
     impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
                                                             bootstrap=bootstrap, seed=seed)
     reps = reps + impl_reps
@@ -1032,7 +1021,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         raise InputError("nothing fittable: " + (reasons[0] if reasons else "no collective or kernel rows"))
     base_curves = _reachable_base_curves(base, curves)
     base_ops = [op for op, spec in kernels["ops"].items() if spec.get("provenance") != "measured"]
-    measured = not base_curves and not base_ops and not n_base_tables and bool(kern_fits)
+    measured = (not base_curves and not base_ops and not n_base_tables and bool(kern_fits)
+                and not any(part in kept for part in ("model", "lm_head", "host")))
     found = _provenance_files(files) if software is None else {}
     source = f"fitted by calibration.fit from {', '.join(files) if files else 'uploaded measurements'}"
     if not measured:
@@ -1045,6 +1035,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
             "kind": "measured" if measured else "mixed", "source": source, "gpu": gpu,
             "software": software if software is not None else _software(found),
             "date": datetime.date.today().isoformat(), "citations": [], "files": files,
+            **({} if measured else {"base": base.name, "base_gpu": base.provenance.gpu}),
         },
         "collectives": curves + base_curves + impl_curves,
         "kernels": kernels,
@@ -1064,7 +1055,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
                   "note": ""} for c in base_curves]
     profile["fit_report"] = (coll_reports + impl_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports
-                             + model_reports + base_rows)
+                             + model_reports + base_rows + kept_rows(base, kept, gpu, REPORT_COLUMNS))
     profile_from_dict(profile, source=f"fitted profile {name}")
     return profile
 
@@ -1163,8 +1154,9 @@ def format_fit_report(profile: dict[str, Any]) -> str:
     """The fit report for people: one aligned row per fitted / skipped group (errors in %, breakpoints in
     KiB/MiB, '-' for not applicable) and one line per op for the curves taken from the base profile."""
     rows = profile.get("fit_report") or []
-    fitted = [r for r in rows if r.get("kind") != "base"]
-    base = [r for r in rows if r.get("kind") == "base"]
+    fitted = [r for r in rows if r.get("kind") not in ("base", "warning")]
+    base = [r for r in rows if r.get("kind") == "base" and str(r.get("op")) in COLLECTIVE_OPS]
+    kept = [r for r in rows if r.get("kind") == "base" and str(r.get("op")) not in COLLECTIVE_OPS]
 
     def cell(value: Any, fmt: str = "{}") -> str:
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -1206,6 +1198,9 @@ def format_fit_report(profile: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"not measured, {source}: " + "; ".join(f"{op} ({', '.join(dict.fromkeys(ps))})"
                                                              for op, ps in by_op.items()))
+    if kept:
+        lines.append(f"not measured, {kept[0]['status']}: " + "; ".join(str(r["op"]) for r in kept))
+    lines += [f"warning: {r['status']}" for r in rows if r.get("kind") == "warning"]
     return "\n".join(lines)
 
 

@@ -12,9 +12,10 @@ import numpy as np
 from ..answers.recommend import impact_change
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
-from ..model.engines import PLANS, host_costs
+from ..model.engines import HOST_SOURCE, PLANS, host_costs
 from ..model.kernels import kernel_context
 from ..model.predict import Prediction, crossover
+from ..model.sources import sources_dict
 from .options import HEADLINE
 
 
@@ -56,6 +57,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "crossover_batch": strategies[HEADLINE]["crossover_batch"],
         "strategies": strategies,
         **_collective_provenance(pred),
+        **sources_dict(prof, sc),
     }
 
 
@@ -99,12 +101,14 @@ def _format_table(result: dict[str, Any]) -> str:
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
         _engine_line(result),
         *_kernel_lines(result),
+        *_source_lines(result),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
     ]
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
-        cross_txt = "-" if name == result["baseline"] else ("none" if cross is None else f"{cross:.1f}")
+        cross_txt = "-" if name == result["baseline"] else (
+            s["crossover"]["text"] if "crossover" in s else ("none" if cross is None else f"{cross:.1f}"))
         flag = "" if s["valid"] else ("  (invalid: packed keys are exact at top-k 1 only)"
                                       if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
                                       else "  (invalid: ids not exact in fp32)")
@@ -211,7 +215,19 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     if ctx.get("lm_head_us") is not None:
         lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft step "
                      f"at hidden {result['scenario']['hidden']} ({ctx['lm_head_source']})")
+    elif result["scenario"].get("hidden") is not None:
+        lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")
     return lines
+
+
+def _source_lines(result: dict[str, Any]) -> list[str]:
+    """Per component "measured (file)" / "from base (name)" / "derived" / "default", then the warnings."""
+    src = result.get("component_sources") or {}
+    by_label: dict[str, list[str]] = {}
+    for component, label in src.items():
+        by_label.setdefault(label, []).append(component)
+    lines = ["sources: " + "; ".join(f"{', '.join(c)} {label}" for label, c in by_label.items())] if src else []
+    return lines + [f"warning: {w}" for w in result.get("warnings") or []]
 
 
 def _engine_line(result: dict[str, Any]) -> str:
@@ -220,7 +236,8 @@ def _engine_line(result: dict[str, Any]) -> str:
         return f"mode {result['scenario']['mode']}"
     who = "engine none" if eng["name"] == "none" else f"engine {eng['name']} ({eng['source']})"
     return (f"{who}: {eng['execution']}; host per torch op {eng['host_torch_op_us']:g} us, "
-            f"per c10d call {eng['host_c10d_call_us']:g} us")
+            f"per c10d call {eng['host_c10d_call_us']:g} us"
+            + (" (defaults: no kernels.host in the profile)" if eng.get("host_source") == HOST_SOURCE else ""))
 
 
 def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float) -> None:

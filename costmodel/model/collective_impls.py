@@ -120,6 +120,12 @@ def _max_busbw(profile: Profile, op: str | None = None) -> float:
     return float(max(bws)) if bws else float("inf")
 
 
+def cpu_profile(profile: Profile) -> bool:
+    """A profile measured on CPUs (gloo): no NVLink peer loads, no NVSwitch multicast - only NCCL's curve (the
+    profile's own) prices its collectives, whatever a base profile it was fitted onto offers."""
+    return (profile.provenance.gpu or "").strip().lower().startswith("cpu")
+
+
 def nvlink_node(profile: Profile) -> bool:
     """One-shot needs peer-to-peer loads between every GPU pair: an NVLink fabric (profile interconnect)."""
     fabric = (profile.provenance.interconnect or "").lower()
@@ -149,7 +155,7 @@ def available(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, 
                                   np.asarray(nodes))
     if impl == "nccl":
         return np.ones(b.shape, dtype=bool)
-    if op not in IMPL_OPS:
+    if op not in IMPL_OPS or cpu_profile(profile):
         return np.zeros(b.shape, dtype=bool)
     ok = (n == 1) & (p > 1)
     measured = measured_mask(profile, impl, op, p, n)  # a measured curve shows the implementation runs there

@@ -69,8 +69,8 @@ import numpy as np
 ENGINES: tuple[str, ...] = ("none", "vllm", "sglang", "trtllm")
 
 DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "view_op_us": 3.4, "c10d_call_us": 44.4}
-HOST_SOURCE = ("defaults from the H200 run of 2026-11-30: c10d_call_us = median of nccl_world1_eager.csv; "
-               "torch_op_us from its eager-minus-graph kernel timings")
+HOST_SOURCE = ("no kernels.host in the profile: defaults from the H200 run of 2026-11-30 (c10d_call_us = median of "
+               "nccl_world1_eager.csv; torch_op_us from its eager-minus-graph kernel timings)")
 
 
 @dataclass(frozen=True)

@@ -414,6 +414,10 @@ def kernel_time_us(profile: Profile, op: str, *, rows, cols, world_size=1, dtype
     return KernelEstimate(time, extrapolated)
 
 
+LM_HEAD_DEFAULT = ("no kernels.lm_head in the profile: default - vLLM's head start (the lm_head GEMM queued before the "
+                   "argmax chain) is 0 us, so its host launches count fully exposed")
+
+
 def lm_head_time_us(profile: Profile, rows, hidden, shard) -> np.ndarray | None:
     """The draft step's lm_head GEMM [rows, hidden] x [hidden, shard] per call (us), from the profile's
     `kernels.lm_head` model (costmodel.profiles.kernel_params.LmHeadModel); None when the profile has none.
@@ -443,4 +447,4 @@ def kernel_context(profile: Profile, scenario) -> dict:
     hidden = None if s.hidden is None else int(s.hidden)
     lm = lm_head_time_us(profile, float(s.rows), hidden, int(s.shard))
     return {"kernels": kernels, "lm_head_us": None if lm is None else float(lm),
-            "lm_head_source": "" if profile.lm_head is None else profile.lm_head.source}
+            "lm_head_source": LM_HEAD_DEFAULT if profile.lm_head is None else profile.lm_head.source}

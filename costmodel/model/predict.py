@@ -167,7 +167,42 @@ class Crossover:
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "crossover_batch": self.batch, "direction": self.direction,
-                "roots": list(self.roots), "batch_range": list(self.batch_range), "status": self.status}
+                "roots": list(self.roots), "batch_range": list(self.batch_range), "status": self.status,
+                "text": self.text}
+
+    @property
+    def text(self) -> str:
+        """The words every output uses (`crossover_words`)."""
+        return crossover_words(self.status, self.roots, self.direction, self.extra.get("tp"))
+
+
+def crossover_words(status: str, roots=(), direction: str | None = None, tp: int | None = None) -> str:
+    """What a crossover says, in the same words in the CLI, JSON, CSV and dashboard (issue 18):
+
+    identical                 "identical at TP 1 (nothing to gather)" (any other p: "identical at every batch in range")
+    wins_everywhere           "wins at every batch in range"
+    loses_everywhere          "never wins in range"
+    crossover, one root       "35.5 (wins above)"
+    crossover, several roots  "sign changes at 3.1, 40.2, 977 (wins above 3.1)" - every root, ascending
+    """
+    if status == "identical":
+        return "identical at TP 1 (nothing to gather)" if tp == 1 else "identical at every batch in range"
+    if status == "wins_everywhere":
+        return "wins at every batch in range"
+    if status == "loses_everywhere" or not roots:
+        return "never wins in range"
+    side = "above" if direction == "wins_above" else "below"
+    if len(roots) == 1:
+        return f"{roots[0]:.1f} (wins {side})"
+    return f"sign changes at {', '.join(f'{r:.4g}' for r in roots)} (wins {side} {roots[0]:.4g})"
+
+
+def _without_roots(strategy: str, values: np.ndarray, batch_range: tuple[float, float], tp: int) -> Crossover:
+    """The Crossover of a saving with no sign change on the grid: identical (every value 0: nothing to gather at
+    TP 1), wins everywhere or never wins."""
+    if not np.any(values):
+        return Crossover(strategy, None, None, (), batch_range, "identical", {"tp": tp})
+    return Crossover(strategy, None, None, (), batch_range, "wins_everywhere" if values[0] > 0 else "loses_everywhere")
 
 
 def grid_roots(grid: np.ndarray, values: np.ndarray, refine: Callable[[float], float] | None = None,
@@ -205,7 +240,10 @@ def crossover(scenario: Scenario, strategy: str, profile: Profile | None = None,
         return pred.saving_us(strategy, baseline)
 
     grid = np.geomspace(lo, hi, grid_points)
-    return _crossover_on_grid(strategy, grid, saving(grid), saving, (lo, hi), xtol, refine)
+    values = saving(grid)
+    if not np.any(values) or int(base.tp) == 1:
+        return _without_roots(strategy, values * (int(base.tp) != 1), (lo, hi), int(base.tp))
+    return _crossover_on_grid(strategy, grid, values, saving, (lo, hi), xtol, refine)
 
 
 
@@ -252,8 +290,12 @@ def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile
 
     roots: dict[str, set[float]] = {}
     solvers: list[tuple[str, Any]] = []
+    if int(base.tp) == 1:  # nothing to gather: every strategy is the baseline's one argmax
+        values = {name: np.zeros_like(v) for name, v in values.items()}
     for name in strategies:
         v = values[name]
+        if not np.any(v):
+            continue
         roots[name] = {float(g) for g, x in zip(grid, v) if x == 0.0}
         for i in np.flatnonzero(np.sign(v[:-1]) * np.sign(v[1:]) < 0):
             if refine:
@@ -276,10 +318,9 @@ def crossovers(scenario: Scenario, strategies: tuple[str, ...], profile: Profile
     firsts = [(name, min(min(r) * 1.01 + 0.01, hi)) for name, r in roots.items() if r]
     after = dict(zip((name for name, _ in firsts), savings(firsts) if firsts else []))
     for name in strategies:
-        found_roots = sorted(roots[name])
+        found_roots = sorted(roots.get(name, ()))
         if not found_roots:
-            status = "wins_everywhere" if values[name][0] > 0 else "loses_everywhere"
-            out[name] = Crossover(name, None, None, (), (lo, hi), status)
+            out[name] = _without_roots(name, values[name], (lo, hi), int(base.tp))
             continue
         direction = "wins_above" if after[name] > 0 else "wins_below"
         out[name] = Crossover(name, found_roots[0], direction, tuple(found_roots), (lo, hi), "crossover")

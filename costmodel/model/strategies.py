@@ -217,11 +217,13 @@ def lm_head_us(profile: Profile, scenario: Scenario) -> np.ndarray | float:
     """GPU time of the draft lm_head GEMM queued right before the chain (vLLM's head start), or 0.
 
     Uses the profile's lm_head model (`costmodel.model.kernels.lm_head_time_us`) when it has one and the
-    scenario knows the hidden size; otherwise 0 (no head start: the host's launches are fully exposed).
+    scenario knows the hidden size; otherwise 0 (no head start: the host's launches are fully exposed) - the
+    documented default for a profile without `kernels.lm_head` (`costmodel.model.kernels.LM_HEAD_DEFAULT`).
     """
     if scenario.hidden is None:
         return 0.0
     try:
-        return np.asarray(lm_head_time_us(profile, scenario.rows, scenario.hidden, scenario.shard), dtype=float)
+        head = lm_head_time_us(profile, scenario.rows, scenario.hidden, scenario.shard)
     except (InputError, KeyError, ValueError, TypeError):
         return 0.0
+    return 0.0 if head is None else np.asarray(head, dtype=float)

@@ -176,6 +176,7 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
         inter_node_busbw_gbps=None if inter is None else _positive(inter, f"{where}.inter_node_busbw_gbps"),
         provenance=_kind(_get(obj, "provenance", where, str, default="derived"), f"{where}.provenance"),
         samples=_samples(obj.get("samples"), f"{where}.samples"),
+        from_base=_get(obj, "from_base", where, str, default=""),
     )
 
 
@@ -265,6 +266,8 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         date=_get(prov, "date", pw, str, default=""),
         citations=tuple(_get(prov, "citations", pw, list, default=[])),
         files=tuple(_get(prov, "files", pw, list, default=[])),
+        base=_get(prov, "base", pw, str, default=""),
+        base_gpu=_get(prov, "base_gpu", pw, str, default=""),
     )
     curves_raw = _get(data, "collectives", source, list)
     all_curves = tuple(curve_from_dict(c, f"{source}.collectives[{i}]") for i, c in enumerate(curves_raw))

@@ -100,6 +100,7 @@ CURVE_FIELDS: dict[str, dict] = {
     "impl": _str(enum=("nccl", "oneshot", "multimem")),
     "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
     "samples": _obj(SAMPLES_FIELDS, tuple(SAMPLES_FIELDS)),
+    "from_base": _str(max_length=200),  # calibration.fit: the base profile this curve was kept from
 }
 KERNEL_OP_FIELDS: dict[str, dict] = {
     "launches": _num(0, 1e4),
@@ -154,6 +155,7 @@ KERNELS_FIELDS: dict[str, dict] = {
     "host": {"anyOf": [{"type": "null"}, _obj(KERNEL_HOST_FIELDS)]},
     "lm_head": {"anyOf": [{"type": "null"}, _obj(LM_HEAD_FIELDS, ("floor_us", "weight_gbps", "tflops"))]},
     "model_cv": _arr(_obj(MODEL_CV_FIELDS, tuple(MODEL_CV_FIELDS)), maxItems=10_000),
+    "from_base": _arr(_str(max_length=200), maxItems=10_000),  # calibration.fit: parts kept from the base profile
 }
 PROVENANCE_FIELDS: dict[str, dict] = {
     "kind": _str(enum=("derived", "measured", "mixed")),
@@ -167,6 +169,8 @@ PROVENANCE_FIELDS: dict[str, dict] = {
     "date": _str(max_length=64),
     "citations": _arr(_str(), maxItems=10_000),
     "files": _arr(_str(max_length=4096), maxItems=100_000),
+    "base": _str(max_length=200),  # calibration.fit: the base profile's name and GPU
+    "base_gpu": _str(max_length=1000),
 }
 REPLICATE_FIELDS: dict[str, dict] = {
     "collectives": _arr({"$ref": "#/$defs/curve"}, minItems=1),

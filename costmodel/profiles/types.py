@@ -35,6 +35,11 @@ it is ever executed. Layout::
 A curve with `world_size` null applies to every TP size; one with `mode`
 null is the graph-mode curve and eager adds `eager_overhead_us`.
 `curve_from_dict` validates a single curve object (calibration.fit uses it).
+
+Fitted profiles (calibration.fit): the base profile with the measured parts replaced. `provenance.base` /
+`base_gpu` name the base; a curve kept from it carries `from_base` (its name) and `kernels.from_base` lists the
+kernel parts kept ("model", "tables", "lm_head", "host", "ops.<op>"), so nothing kept from the base is shown as
+measured (costmodel.model.sources).
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ class CollectiveCurve:
     select: str = "breakpoints"  # "min": the fastest regime at (S, p) as NCCL picks; "breakpoints": max_bytes
     impl: str = "nccl"  # CURVE_IMPLS: "oneshot" / "multimem" curves are measured by calibration.collectives --impl
     samples: CurveSamples | None = field(default=None, compare=False, repr=False)  # fitted curves' measurements
+    from_base: str = ""  # calibration.fit kept this curve from that base profile (module doc, "Fitted profiles")
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,8 @@ class Provenance:
     date: str = ""
     citations: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    base: str = ""  # calibration.fit: the base profile whose unmeasured parts this profile keeps
+    base_gpu: str = ""
 
     @property
     def measured(self) -> bool:
@@ -167,14 +175,17 @@ class Profile:
     def curve(self, op: str, world_size: int, mode: str, nodes: int = 1) -> CollectiveCurve:
         """Most specific curve for (op, world_size, mode, nodes); InputError when none.
 
-        Specificity ranks a matching world size above a matching node count above a matching mode.
+        The profile's own curves rank above the curves a fit kept from its base profile (`from_base`: a fitted
+        generic any-p curve prices an unmeasured p before another fabric's per-p curve does); then specificity
+        ranks a matching world size above a matching node count above a matching mode.
         """
         best, best_rank = None, -1
         for c in self.collectives:
             if (c.impl != "nccl" or c.op != op or c.world_size not in (None, world_size) or c.mode not in (None, mode)
                     or c.nodes not in (None, nodes)):
                 continue
-            rank = 4 * (c.world_size is not None) + 2 * (c.nodes is not None) + (c.mode is not None)
+            rank = 8 * (not c.from_base) + 4 * (c.world_size is not None) + 2 * (c.nodes is not None) + (
+                c.mode is not None)
             if rank > best_rank:
                 best, best_rank = c, rank
         if best is None:

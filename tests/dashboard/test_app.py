@@ -245,7 +245,7 @@ def test_fused_panel_shows_both_crossovers():
     after = frame_with(at, "crossover_batch_fused").set_index("strategy")
     pd.testing.assert_frame_equal(after, panel)
     cross = crossover(sc.with_(impl="fused"), FOCUS, profile)
-    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else format_batch(cross.batch))
+    assert metric(at, "Crossover batch") == (cross.text if cross.batch is None else format_batch(cross.batch))
 
 
 def test_query_params_restore_the_view():
@@ -426,6 +426,19 @@ def test_cache_keys_ignore_what_never_changes_a_per_draft_step_price():
     assert data.per_draft_step(spec) == data.per_draft_step(spec.with_(hidden=8192, num_spec_tokens=2))
     parallel = spec.with_(drafting="parallel")
     assert data.per_draft_step(parallel).num_spec_tokens == 5  # parallel: B*K rows per call
+    vllm = spec.with_(engine="vllm")  # the hidden size prices vLLM's head start (the lm_head GEMM)
+    assert data.per_draft_step(vllm).hidden == 5120
+
+
+def test_dashboard_vllm_crossover_is_the_clis():
+    """Before: the dashboard dropped the hidden size, so vLLM's head start was 0 there (crossover 48.0) and the
+    lm_head GEMM in the CLI (35.5 at hidden 5120, h200-sxm-nvlink, TP 8)."""
+    inputs = state.Inputs(engine="vllm", hidden=5120)
+    frame = data.crossover_frame(data.profile_text(inputs.profile, {}), inputs.spec)
+    got = float(frame.set_index("strategy").loc[data.FOCUS, "crossover_batch"])
+    cli = crossover(inputs.spec.scenario(1.0).with_(num_spec_tokens=3), data.FOCUS, data.profile_from_text(
+        data.profile_text(inputs.profile, {})), batch_range=data.CROSSOVER_RANGE)
+    assert got == pytest.approx(cli.batch, rel=1e-9)
 
 
 def test_preset_params_fill_the_model_numbers():

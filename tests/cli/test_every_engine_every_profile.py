@@ -1,0 +1,91 @@
+"""Every engine x every bundled profile x freshly fitted profiles: finite numbers and per-component sources through
+predict, recommend and their JSON (issue 18 item 3; before, --engine vllm gave NaN without kernels.lm_head)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calibration.fitting.fit import fit_measurements
+from costmodel.cli.main import main
+from costmodel.model.engines import ENGINES
+from costmodel.profiles.store import bundled_profiles, load_profile, save_profile
+from tests.calibration.test_fit import ONE, collective_rows
+
+WORKLOAD = str(Path(__file__).resolve().parents[2] / "data" / "examples" / "chat-diurnal.csv")
+COMPONENTS = ("all_gather", "all_reduce", "gather", "broadcast", "kernels", "lm_head", "host")
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> dict[str, str]:
+    """A small synthetic all_gather + all_reduce calibration (p = 2, 4) fitted onto an H100 base and onto no base."""
+    out = tmp_path_factory.mktemp("fitted")
+    frame = pd.concat([collective_rows(op, p, "eager", ONE, gpu=gpu, seed=p)
+                       for op in ("all_gather", "all_reduce") for p in (2, 4)
+                       for gpu in ["NVIDIA H100 80GB HBM3"]], ignore_index=True)
+    paths = {}
+    for label, base in (("onto-h100", "h100-sxm-nvlink"), ("no-base", None)):
+        doc = fit_measurements(frame, name=label, bootstrap=20,
+                               base_profile=None if base is None else load_profile(base))
+        save_profile(doc, out / f"{label}.json")
+        paths[label] = str(out / f"{label}.json")
+    return paths
+
+
+def _finite(value, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _finite(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite(v, f"{where}[{i}]")
+    elif isinstance(value, float):
+        assert math.isfinite(value), where
+
+
+def _profiles(fitted: dict[str, str]) -> list[str]:
+    return bundled_profiles() + list(fitted.values())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_predict_is_finite_with_sources_on_every_profile(engine, fitted, capsys):
+    for profile in _profiles(fitted):
+        flags = ["--engine", engine] if engine != "none" else []
+        args = ["predict", "--profile", profile, "--tp", "4", "--batch", "16", "--no-intervals", *flags]
+        assert main([*args, "--json"]) == 0, profile
+        result = json.loads(capsys.readouterr().out)
+        for name, s in result["strategies"].items():
+            assert math.isfinite(s["total_us"]) and math.isfinite(s["saving_per_decode_step_us"]), (profile, name)
+            _finite(s["components"], f"{profile} {name}")
+        assert set(result["component_sources"]) == set(COMPONENTS), profile
+        assert main(args) == 0
+        text = capsys.readouterr().out
+        assert "nan" not in text.lower().replace("nanoseconds", ""), profile
+        assert "sources: " in text
+
+
+def test_fitted_sources_are_measured_or_from_base(fitted, capsys):
+    for label, base in (("onto-h100", "h100-sxm-nvlink"), ("no-base", load_profile(fitted["no-base"]).provenance.base)):
+        assert main(["predict", "--profile", fitted[label], "--tp", "4", "--batch", "16", "--no-intervals",
+                     "--engine", "vllm", "--json"]) == 0
+        src = json.loads(capsys.readouterr().out)["component_sources"]
+        assert src["all_gather"].startswith("measured (") and src["all_reduce"].startswith("measured (")
+        assert src["gather"] == f"from base ({base})" and src["broadcast"] == f"from base ({base})"
+        for part in ("kernels", "lm_head", "host"):
+            assert src[part] == f"from base ({base})", (label, part)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_recommend_is_finite_on_every_profile(engine, fitted, capsys):
+    for profile in _profiles(fitted):
+        flags = ["--engine", engine] if engine != "none" else []
+        args = ["recommend", "--profile", profile, "--tp", "4", "--workload", WORKLOAD, *flags]
+        assert main(args) == 0, profile
+        text = capsys.readouterr().out
+        assert "nan" not in text.lower(), (profile, engine)
+        assert main([*args, "--json"]) == 0
+        _finite(json.loads(capsys.readouterr().out), f"recommend {profile} {engine}")
