@@ -15,7 +15,7 @@ from typing import Any
 
 from ..io import safe_io
 from ..io.errors import InputError
-from ..io.measurements import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
+from ..io.schema_names import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 from . import kernel_params
 from .compact import LazyMembers, check_ensemble, has_ensemble
 from .consistency import check_replicates
