@@ -41,13 +41,13 @@ def stages() -> None:
     sys.path.insert(0, str(ROOT))
     from costmodel.answers.sweep import sweep_table, write_sweep
     from costmodel.cli import main as cli
-    from costmodel.cli import options
+    from costmodel.cli import scenario_args
     from costmodel.profiles.store import load_profile
 
     args = cli.build_parser().parse_args(["sweep", *GRID])
     profile = load_profile(args.profile)
     t0 = time.perf_counter()
-    table = sweep_table(options._model_fields(args), options._grid(args), profile)
+    table = sweep_table(scenario_args._model_fields(args), scenario_args._grid(args), profile)
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         write_sweep(table, Path(tmp) / "s.csv", "csv")

@@ -2,7 +2,7 @@
 versus full_all_gather and the crossover batch (`predict.crossover`). Used by `python -m costmodel compare` and the
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
-Profiles are grouped by GPU family (`gpu_family`) for listings and pickers.
+Profiles are grouped by GPU family (`gpu_family`, from `costmodel.profiles.families`) for listings and pickers.
 """
 
 from __future__ import annotations
@@ -15,23 +15,10 @@ from ..io import safe_io
 from ..model.components import BASELINE
 from ..model.predict import crossover, predict
 from ..model.scenario import Scenario
+from ..profiles.families import FAMILIES, gpu_family
 from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
-
-FAMILIES = ("Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU")
-_FAMILY_KEYS = (("Blackwell", ("B200", "B300", "GB200", "GB300", "RTX PRO 6000", "BLACKWELL")),
-                ("Hopper", ("H100", "H200", "H20", "H800", "GH200")), ("Ampere", ("A100", "A800", "A10")),
-                ("Ada", ("L40", "L4", "4090")), ("CPU", ("CPU",)))
-
-
-def gpu_family(gpu: str) -> str:
-    """GPU family of a provenance GPU name: Blackwell, Hopper, Ampere, Ada, CPU, else "other"."""
-    g = gpu.upper()
-    for family, keys in _FAMILY_KEYS:
-        if any(k in g for k in keys):
-            return family
-    return "other"
 
 
 @lru_cache(maxsize=64)

@@ -1,39 +1,59 @@
 """Sensitivity: which profile parameter moves a strategy's saving most.
 
-For every numeric parameter theta of the profile's collective curves and kernel
-roofline (not the measured tables), the elasticity of the saving S (us per
-draft step, strategy vs the baseline) is the central difference
+For every numeric parameter theta of the profile's collective curves, kernel roofline, host launch costs, GPU
+kernel model (`kernels.model`: reduction rates and floors, the relayout copy rate, pair-reduce costs, ...) and
+lm_head GEMM model (not the measured tables, nor the SM count and threads per SM - integer hardware facts), the
+elasticity of the saving S (us per draft step, strategy vs the baseline) is the central difference
 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)),   h = 1%
 
-i.e. the % change of the saving per 1% change of the parameter. Parameters
-that are 0, or that the scenario never touches, have E = 0 and are dropped.
+i.e. the % change of the saving per 1% change of the parameter. Parameters that are 0, or that the scenario never
+touches, have E = 0 and are dropped.
+
+Priced as one ensemble: the 2 P perturbed profiles (each the point profile with one part re-parsed - the curve,
+kernel op or model object the parameter lives in, checked as a whole document would be: a perturbation the
+profile checks refuse, e.g. a breakpoint pushed past its neighbour, drops the parameter) are stacked as (2 P, 1)
+parameters and priced in one evaluation (`costmodel.model.members.predict_members`, bit-identical to one
+`predict` per profile). Perturbations the stack cannot hold (host costs, a fitted curve's breakpoints) are priced
+one by one.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..io.errors import InputError
 from ..model.components import BASELINE
+from ..model.members import predict_members
 from ..model.predict import predict
 from ..model.scenario import Scenario
-from ..profiles.parse import profile_from_dict
+from ..profiles import kernel_params
+from ..profiles.parse import curve_from_dict, kernel_op_from_dict, profile_from_dict
+from ..profiles.schema import SchemaViolation, check_schema, profile_json_schema
 from ..profiles.types import Profile
 
 _REGIME_KEYS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busbw_gbps", "s_half_bytes", "max_bytes")
 _CURVE_KEYS = ("launch_us", "eager_overhead_us", "inter_node_busbw_gbps")
 _OP_KEYS = ("launches", "fixed_us", "bw_gbps")
+_LM_HEAD_KEYS = ("floor_us", "weight_gbps", "tflops")
 
 
 @dataclass(frozen=True)
 class Parameter:
     label: str
     path: tuple  # keys into the profile JSON
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(value)
 
 
 def parameters(profile: Profile) -> Iterator[Parameter]:
@@ -55,22 +75,149 @@ def parameters(profile: Profile) -> Iterator[Parameter]:
             yield Parameter(f"kernels {key}", ("kernels", key))
     host = raw["kernels"].get("host") or {}
     for key in ("torch_op_us", "view_op_us", "c10d_call_us"):  # host launch costs (engines.host_costs)
-        if isinstance(host.get(key), (int, float)) and not isinstance(host.get(key), bool) and host[key]:
+        if _number(host.get(key)):
             yield Parameter(f"host {key}", ("kernels", "host", key))
     for op, spec in raw["kernels"]["ops"].items():
         for key in _OP_KEYS:
             if spec.get(key):
                 yield Parameter(f"{op} {key}", ("kernels", "ops", op, key))
+    yield from _model_parameters(raw["kernels"])
 
 
-def _scaled(profile: Profile, path: tuple, factor: float) -> Profile:
-    data = copy.deepcopy({k: v for k, v in profile.raw.items()
-                          if k not in ("bootstrap", "ensemble")})  # replicates: not needed
+def _model_parameters(kernels: dict[str, Any]) -> Iterator[Parameter]:
+    """The GPU kernel model's rates, floors and costs (kernel_params.GpuKernelModel) and the lm_head model's."""
+    model = kernels.get("model")
+    if isinstance(model, dict):
+        for key in kernel_params._FLOAT_FIELDS:
+            if _number(model.get(key)):
+                yield Parameter(f"kernel model {key}", ("kernels", "model", key))
+        for name, spec in (model.get("reduce_ops") or {}).items():
+            for key in ("floor_us", "elems_per_us"):
+                if isinstance(spec, dict) and _number(spec.get(key)):
+                    yield Parameter(f"kernel model reduce_ops.{name}.{key}", ("kernels", "model", "reduce_ops", name,
+                                                                             key))
+        for dtype, value in (model.get("copy_gbps") or {}).items():
+            if _number(value):
+                yield Parameter(f"kernel model copy_gbps.{dtype}", ("kernels", "model", "copy_gbps", dtype))
+    lm_head = kernels.get("lm_head")
+    if isinstance(lm_head, dict):
+        for key in _LM_HEAD_KEYS:
+            if _number(lm_head.get(key)):
+                yield Parameter(f"lm_head {key}", ("kernels", "lm_head", key))
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict:
+    return profile_json_schema()
+
+
+def _leaf_schema(path: tuple) -> dict | None:
+    """The JSON schema of the value at `path` (None: not found - the caller then checks the whole document)."""
+    root = node = _schema()
+    for key in path:
+        if "$ref" in node:
+            node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        if "anyOf" in node:  # e.g. an object or null: the object
+            options = [o for o in node["anyOf"] if o.get("type") != "null"]
+            if len(options) != 1:
+                return None
+            node = options[0]
+            if "$ref" in node:
+                node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        if isinstance(key, int):
+            node = node.get("items")
+        else:
+            node = (node.get("properties") or {}).get(key) or node.get("additionalProperties")
+        if not isinstance(node, dict):
+            return None
+    return node
+
+
+def _scaled_document(profile: Profile, path: tuple, factor: float) -> dict[str, Any]:
+    """The profile's document (replicates dropped: not needed) with the value at `path` times `factor`; only the
+    containers on the path are copied."""
+    data = {k: v for k, v in profile.raw.items() if k not in ("bootstrap", "ensemble")}
     node = data
     for key in path[:-1]:
-        node = node[key]
+        child = node[key]
+        node[key] = child = list(child) if isinstance(child, list) else dict(child)
+        node = child
     node[path[-1]] = node[path[-1]] * factor
-    return profile_from_dict(data, source=profile.name)
+    return data
+
+
+def _perturbed(profile: Profile, path: tuple, factor: float) -> Profile:
+    """`profile` with the parameter at `path` times `factor`: the same Profile as parsing the whole scaled document
+    (InputError where that refuses it), re-parsing only the part that holds the parameter."""
+    data = _scaled_document(profile, path, factor)
+    node: Any = data
+    for key in path:
+        node = node[key]
+    schema = _leaf_schema(path)
+    if schema is None or not math.isfinite(node):
+        return profile_from_dict(data, source=profile.name)  # the whole check, as before
+    try:
+        check_schema(node, schema, _schema(), path)
+    except SchemaViolation as exc:
+        raise InputError(f"{profile.name}: {exc.message}") from None
+    source, kern = profile.name, data["kernels"]
+    changes: dict[str, Any]
+    if path[0] == "collectives":
+        i = path[1]
+        field, k = _curve_slot(profile, i)
+        curves = list(getattr(profile, field))
+        curves[k] = curve_from_dict(data["collectives"][i], f"{source}.collectives[{i}]")
+        changes = {field: tuple(curves)}
+    elif path[:2] == ("kernels", "ops"):
+        op = path[2]
+        changes = {"kernel_ops": {**profile.kernel_ops,
+                                  op: kernel_op_from_dict(op, kern["ops"][op], f"{source}.kernels.ops.{op}")}}
+    elif path[:2] == ("kernels", "model"):
+        changes = {"kernel_model": kernel_params.model_from_dict(kern["model"], f"{source}.kernels.model")}
+    elif path[:2] == ("kernels", "lm_head"):
+        changes = {"lm_head": kernel_params.lm_head_from_dict(kern["lm_head"], f"{source}.kernels.lm_head")}
+    elif path[:2] == ("kernels", "host"):
+        changes = {"kernel_host": kernel_params.host_from_dict(kern["host"], f"{source}.kernels.host")}
+    else:
+        return profile_from_dict(data, source=source, document_checked=True)
+    return dataclasses.replace(profile, raw=data, bootstrap=(), **changes)
+
+
+def _curve_slot(profile: Profile, i: int) -> tuple[str, int]:
+    """Where the document's collectives[i] lives in the Profile: ("collectives" | "impl_curves", index), as
+    `profile_from_dict` splits them (NCCL curves apart from the one-shot / multimem ones)."""
+    nccl = [c.get("impl", "nccl") == "nccl" for c in profile.raw["collectives"]]  # parse's default impl
+    return ("collectives", sum(nccl[:i])) if nccl[i] else ("impl_curves", i - sum(nccl[:i]))
+
+
+def _stackable(profile: Profile, path: tuple) -> bool:
+    """Whether the perturbation can join the stacked ensemble (costmodel.model.members.stack_profiles needs shared
+    host costs and shared breakpoints of fitted curves)."""
+    if path[:2] == ("kernels", "host"):
+        return False
+    if path[0] == "collectives" and path[-1] == "max_bytes":
+        field, k = _curve_slot(profile, path[1])
+        return getattr(profile, field)[k].select == "min"
+    return True
+
+
+def _saving(scenario: Scenario, profile: Profile, strategy: str) -> float:
+    """The saving (us per draft step) of one profile, NaN where pricing refuses the profile."""
+    try:
+        return float(predict(scenario, profile, (BASELINE, strategy)).saving_us(strategy))
+    except InputError:
+        return math.nan
+
+
+def _savings(scenario: Scenario, members: list[Profile], strategy: str, *, stack: bool) -> np.ndarray:
+    """Each member's saving: one stacked evaluation (stack=True) where pricing takes it, else one by one."""
+    if stack and len(members) > 1:
+        try:
+            priced = predict_members(scenario.item(0), members, (BASELINE, strategy))
+            return np.asarray(priced.saving_us(strategy), dtype=float).reshape(len(members))
+        except InputError:
+            pass
+    return np.array([_saving(scenario, m, strategy) for m in members], dtype=float)
 
 
 def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_argmax_pairs", *,
@@ -78,16 +225,24 @@ def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_ar
     """Table of parameters sorted by |elasticity| of the saving (see module doc)."""
     if scenario.size != 1:
         raise InputError("sensitivity needs a single scenario")
-    strategies = (BASELINE, strategy)
-    base = float(predict(scenario, profile, strategies).saving_us(strategy))
+    base = float(predict(scenario, profile, (BASELINE, strategy)).saving_us(strategy))
     if base == 0:
         raise InputError("sensitivity: the saving is exactly 0 here, elasticities are undefined")
-    rows = []
+    kept: list[tuple[Parameter, bool, int]] = []  # (parameter, stacked, index of its +h member in its group)
+    groups: dict[bool, list[Profile]] = {True: [], False: []}
     for param in parameters(profile):
         try:
-            up = float(predict(scenario, _scaled(profile, param.path, 1 + step), strategies).saving_us(strategy))
-            down = float(predict(scenario, _scaled(profile, param.path, 1 - step), strategies).saving_us(strategy))
+            pair = [_perturbed(profile, param.path, 1 + step), _perturbed(profile, param.path, 1 - step)]
         except InputError:  # e.g. a breakpoint pushed past its neighbour
+            continue
+        stack = _stackable(profile, param.path)
+        kept.append((param, stack, len(groups[stack])))
+        groups[stack] += pair
+    savings = {stack: _savings(scenario, members, strategy, stack=stack) for stack, members in groups.items()}
+    rows = []
+    for param, stack, k in kept:
+        up, down = float(savings[stack][k]), float(savings[stack][k + 1])
+        if math.isnan(up) or math.isnan(down):  # pricing refused a perturbed profile
             continue
         e = (up - down) / (2 * step * base)
         if abs(e) > 1e-6:

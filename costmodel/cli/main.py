@@ -9,6 +9,7 @@ stderr and exits 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import runpy
 import sys
@@ -16,19 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..io.errors import InputError, OneLineParser, first_line
-from ..io.measurements import DTYPES
-from ..profiles.store import DEFAULT_PROFILE
-from .commands import (
-    cmd_compare,
-    cmd_predict,
-    cmd_predict_points,
-    cmd_presets,
-    cmd_profiles,
-    cmd_recommend,
-    cmd_sweep,
-    cmd_validate,
-)
+from ..io.schema_names import DTYPES
+from ..profiles.paths import DEFAULT_PROFILE
 from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, bounded_float
+
+
+def command_module(command: str) -> str:
+    """The module that runs a parsed command: costmodel.cli.cmd_<command> (dashes as underscores), each with
+    `run(args) -> exit code`. Imported only when its command runs, so `--help` and `profiles` load no model."""
+    return f"{__package__}.cmd_{command.replace('-', '_')}"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return importlib.import_module(command_module(args.command)).run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --verify: the target logits' dtype (default: --dtype)")
     p.add_argument("--matrix-csv", default=None,
                    help="write the strategy x collective matrix (with each crossover batch) as CSV")
-    p.set_defaults(func=cmd_predict)
 
     r = sub.add_parser("recommend", formatter_class=Formatter,
                        help="on or off for a workload's batch mix: expected saving, interval, config to paste")
@@ -80,13 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --verify: the target logits' dtype (default: --dtype)")
     r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
     r.add_argument("--json", action="store_true", help="print one JSON object")
-    r.set_defaults(func=cmd_recommend)
 
     s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
     _add_scenario_args(s, lists=True)
     s.add_argument("--out", default=None, help="output path (default stdout)")
     s.add_argument("--format", default="csv", choices=("csv", "parquet"), help="output format")
-    s.set_defaults(func=cmd_sweep)
 
     pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows", formatter_class=Formatter)
     pp.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
@@ -99,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--intervals", action="store_true",
                     help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
                          "per-op model discrepancy; costmodel/evidence/discrepancy.py)")
-    pp.set_defaults(func=cmd_predict_points)
 
     v = sub.add_parser("validate", help="predict published/measured reference points and report the error",
                        formatter_class=Formatter)
@@ -111,12 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
     v.add_argument("--no-coverage", action="store_true", help="skip the 90%% interval coverage (faster)")
     v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
-    v.set_defaults(func=cmd_validate)
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true", help="print a JSON list")
     pr.add_argument("--citations", action="store_true", help="print each profile's source and citations")
-    pr.set_defaults(func=cmd_profiles)
 
     cp = sub.add_parser("compare", help="the same scenario on two profiles side by side (savings, crossover)",
                         formatter_class=Formatter)
@@ -126,10 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
                     help="upper end of the crossover search, rows")
     cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
-    cp.set_defaults(func=cmd_compare)
 
-    ps = sub.add_parser("presets", help="list model presets")
-    ps.set_defaults(func=cmd_presets)
+    sub.add_parser("presets", help="list model presets")
     for name, (_, _, text) in LAUNCHERS.items():  # dispatched by main() before parsing; listed for --help
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -198,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] in LAUNCHERS:
             return launch(argv[0], argv[1:])
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        return run_command(args)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

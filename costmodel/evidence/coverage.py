@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model.points import floor_priced, numeric_column
+from ..model.points import floor_priced, numeric_column, predict_points
+from ..profiles.replicates import replicate_profiles
 from ..profiles.store import load_profile
-from .discrepancy import bundled_pool, discrepancy, residual_pool
+from .discrepancy import bundled_pool, discrepancy, replicate_us, residual_pool
 from .intervals import point_intervals
 from .reference import reference_files, reference_set
 
@@ -32,8 +33,19 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9, pool=None) -> pd.
     """
     out = table.copy()
     out["ref_set"] = reference_set(out)
+    # each profile's point and replicate predictions of all its rows, priced once (a row's prediction depends on
+    # that row alone) and sliced for the pool and for each reference set
+    point = np.full(len(out), np.nan)
+    replicates: dict[str, np.ndarray] = {}
+    for name in out["profile_used"].unique():
+        prof = load_profile(name)
+        mine = (out["profile_used"] == name).to_numpy()
+        rows = out[mine]
+        point[mine] = predict_points(rows, prof)["predicted_us"].to_numpy(float)
+        replicates[name] = np.full((len(replicate_profiles(prof)), len(out)), np.nan)
+        replicates[name][:, mine] = replicate_us(rows, prof)
     if pool is None:
-        pool = residual_pool(out)
+        pool = residual_pool(out, replicates)
         files = set(out["file"].astype(str)) if "file" in out.columns else set()
         if not {path.name for path in reference_files()} <= files:
             pool = pool + bundled_pool().without_sets(set(out["ref_set"].astype(str)))
@@ -51,7 +63,8 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9, pool=None) -> pd.
             sig[sel] = [disc.sigma(op, int(n)) for op, n in zip(rows["op"].astype(str), nodes, strict=True)]
             floor = numeric_column(rows, "host_floor_us") if "host_floor_us" in rows.columns else None
             lo[sel], hi[sel] = point_intervals(rows, prof, level=level, disc=disc, floor_us=floor,
-                                               predicted_us=rows["predicted_us"].to_numpy(float))
+                                               predicted_us=rows["predicted_us"].to_numpy(float),
+                                               priced=(point[sel], replicates[name][:, sel]))
     out["predicted_p05_us"], out["predicted_p95_us"] = lo, hi
     out["discrepancy_sigma"] = sig  # the log sigma the row's interval drew its model discrepancy with
     out["covered"] = (out["median_us"] >= lo) & (out["median_us"] <= hi)

@@ -21,31 +21,33 @@ from ..model.members import predict_members
 from ..model.points import numeric_column, predict_points
 from ..model.predict import grid_roots
 from ..model.scenario import Scenario
-from ..profiles.replicates import replicate_profiles
 from ..profiles.types import Profile
-from .discrepancy import INTER, Discrepancy, discrepancy
+from .discrepancy import INTER, Discrepancy, discrepancy, replicate_us
 from .ensemble import _z_draws, ensemble
 
 
 def point_intervals(frame: pd.DataFrame, profile: Profile, *, level: float = 0.9,
                     predicted_us: np.ndarray | None = None, disc: Discrepancy | None = None,
-                    floor_us: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    floor_us: np.ndarray | None = None,
+                    priced: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) central `level` prediction interval of every measurement row (see the module doc).
 
     Draws: log(max(floor, predicted * t_replicate / t_point)) + sigma_op z over replicates x
     discrepancy quantiles; predicted_us defaults to the profile's point prediction; floor_us (e.g.
     a host floor, NaN = none) bounds every member's prediction from below before the discrepancy.
+    priced: (t_point (n,), t_replicate (R, n) - `discrepancy.replicate_us`) of the rows, when the caller has
+    them already (each row's prediction depends on that row alone).
     """
-    point = predict_points(frame, profile)["predicted_us"].to_numpy(float)
+    if priced is None:
+        priced = predict_points(frame, profile)["predicted_us"].to_numpy(float), replicate_us(frame, profile)
+    point, replicates = priced
     base = point if predicted_us is None else np.asarray(predicted_us, dtype=float)
     disc = disc or discrepancy(profile)
     nodes = numeric_column(frame, "nodes", 1.0)
     ops = frame["op"].astype(str).to_numpy()
     combos, inverse = np.unique(np.char.add(ops, np.where(nodes > 1, INTER, "")), return_inverse=True)
     sig = np.array([disc.sigma(c.removesuffix(INTER), 2 if c.endswith(INTER) else 1) for c in combos])[inverse]
-    reps = replicate_profiles(profile)
-    shifts = [np.log(predict_points(frame, rep)["predicted_us"].to_numpy(float) / point) for rep in reps] or \
-        [np.zeros(len(frame))]
+    shifts = [np.log(rep / point) for rep in replicates] or [np.zeros(len(frame))]
     rel = np.nan_to_num(np.stack(shifts), nan=0.0, posinf=0.0, neginf=0.0)  # (R, n)
     z = _z_draws()
     tail = (1 - level) / 2 * 100

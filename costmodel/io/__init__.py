@@ -3,5 +3,6 @@
 Nothing here knows the model. `errors` is the one exception type every user-facing problem raises; `safe_io` is
 the one place a file is read or a CSV written (size checked before a byte is read, cells that a spreadsheet would
 run neutralised); `measurements` is the schema of a measured row shared by every calibration tool and
-`predict-points`; `formatting` turns model outputs into display text. Every other layer may import this one.
+`predict-points` (its names - ops, dtypes, modes - in `schema_names`, free of numpy / pandas); `formatting` turns
+model outputs into display text. Every other layer may import this one.
 """

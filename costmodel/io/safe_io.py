@@ -28,12 +28,13 @@ import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .outputs import atomic_path
+
+if TYPE_CHECKING:  # the frame writers get their frame from a caller that has pandas loaded already
+    import pandas as pd
 
 MAX_JSON_DEPTH = 64  # objects / arrays nested deeper than this are refused (profiles need 6)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -210,9 +211,11 @@ def safe_cell(value: Any) -> Any:
 
 def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of `frame` with every text cell (and column name) passed through `safe_cell`."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype  # here, not at the top: reading needs no pandas
+
     out = frame.copy()
     for column in out.columns:
-        if not (pd.api.types.is_numeric_dtype(out[column]) or pd.api.types.is_bool_dtype(out[column])):
+        if not (is_numeric_dtype(out[column]) or is_bool_dtype(out[column])):
             out[column] = out[column].map(safe_cell)
     out.columns = [safe_cell(str(c)) if isinstance(c, str) else c for c in out.columns]
     return out
@@ -221,8 +224,10 @@ def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def _csv_kwargs(frame: pd.DataFrame, kwargs: dict[str, Any]) -> dict[str, Any]:
     """index off; every text cell quoted when one holds a CR (the csv module would not quote it, and a
     reader would split the row there)."""
+    from pandas.api.types import is_string_dtype  # here, not at the top: reading needs no pandas
+
     kwargs.setdefault("index", False)
-    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c])]
+    text = [c for c in frame.columns if frame[c].dtype == object or is_string_dtype(frame[c])]
     if "quoting" not in kwargs and any(frame[c].astype(str).str.contains("\r", regex=False).any() for c in text):
         kwargs["quoting"] = csv.QUOTE_NONNUMERIC
     return kwargs

@@ -49,8 +49,17 @@ class _Mismatch(Exception):
 def _stack_values(values: list[Any]) -> Any:
     """One value for M members' values of the same field: shared when all equal, else an (M, 1) array
     (numbers); dataclasses, tuples and dicts stack field by field; anything else must be equal."""
+    distinct: dict[int, Any] = {}
+    index = [distinct.setdefault(id(v), (len(distinct), v))[0] for v in values]
+    return _stack_distinct([v for _, v in distinct.values()], index)
+
+
+def _stack_distinct(values: list[Any], index: list[int]) -> Any:
+    """`_stack_values` of the members' values given as the distinct objects `values` (by identity) and, per
+    member, the position of its value in them: every check runs once per distinct object (perturbed copies of
+    one profile share most of their parts), and the (M, 1) arrays are built in member order."""
     first = values[0]
-    if all(v is first for v in values):
+    if len(values) == 1:
         return first
     if isinstance(first, bool) or first is None or isinstance(first, str):
         if any(v != first for v in values):
@@ -61,24 +70,35 @@ def _stack_values(values: list[Any]) -> Any:
             raise _Mismatch
         if all(v == first for v in values):
             return first
-        arr = np.array(values, dtype=float)
+        arr = np.array(values, dtype=float)[index]
         if not np.all(np.isfinite(arr)):
             raise _Mismatch  # inf (an open last regime) must be shared
         return arr.reshape(-1, 1)
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         if any(type(v) is not type(first) for v in values):
             raise _Mismatch
-        changes = {f.name: _stack_values([getattr(v, f.name) for v in values]) for f in dataclasses.fields(first)}
+        changes = {f.name: _stack_child([getattr(v, f.name) for v in values], index)
+                   for f in dataclasses.fields(first)}
         return dataclasses.replace(first, **{k: v for k, v in changes.items() if v is not getattr(first, k)})
     if isinstance(first, tuple):
         if any(not isinstance(v, tuple) or len(v) != len(first) for v in values):
             raise _Mismatch
-        return tuple(_stack_values(list(col)) for col in zip(*values, strict=True))
+        return tuple(_stack_child(list(col), index) for col in zip(*values, strict=True))
     if isinstance(first, dict):
         if any(not isinstance(v, dict) or v.keys() != first.keys() for v in values):
             raise _Mismatch
-        return {k: _stack_values([v[k] for v in values]) for k in first}
+        return {k: _stack_child([v[k] for v in values], index) for k in first}
     raise _Mismatch
+
+
+def _stack_child(values: list[Any], index: list[int]) -> Any:
+    """A field of the distinct objects: dedupe its values by identity again and compose the member index."""
+    first = values[0]
+    if all(v is first for v in values):
+        return first
+    distinct: dict[int, Any] = {}
+    local = [distinct.setdefault(id(v), (len(distinct), v))[0] for v in values]
+    return _stack_distinct([v for _, v in distinct.values()], [local[i] for i in index])
 
 
 def stack_profiles(members: Sequence[Profile]) -> Profile | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..io import safe_io
 from ..io.errors import InputError
-from ..io.measurements import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
+from ..io.schema_names import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 from . import kernel_params
 from .compact import LazyMembers, check_ensemble, has_ensemble
 from .consistency import check_replicates
@@ -240,6 +240,18 @@ def check_document(data: Any, source: str = "profile") -> None:
         raise InputError(f"{source}{where}: " + safe_io.one_line(exc.message)) from None
 
 
+def kernel_op_from_dict(op: str, spec: Any, where: str) -> KernelOp:
+    """One `kernels.ops` entry: launches, fixed_us, bw_gbps (roofline), provenance."""
+    if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
+        raise InputError(f"{where}: unknown kernel op")
+    return KernelOp(
+        launches=_nonneg(_get(spec, "launches", where, float, default=1.0), f"{where}.launches"),
+        fixed_us=_nonneg(_get(spec, "fixed_us", where, float, default=0.0), f"{where}.fixed_us"),
+        bw_gbps=_positive(_get(spec, "bw_gbps", where, float), f"{where}.bw_gbps"),
+        provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
+    )
+
+
 def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False) -> Profile:
     """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
     `Profile`. document_checked=True skips `check_document` for a document whose parent already passed it
@@ -275,17 +287,7 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
     kern = _get(data, "kernels", source, dict)
     kw = f"{source}.kernels"
     ops_raw = _get(kern, "ops", kw, dict)
-    ops = {}
-    for op, spec in ops_raw.items():
-        where = f"{kw}.ops.{op}"
-        if op not in KERNEL_OPS and op not in FUSED_KERNEL_OPS:
-            raise InputError(f"{where}: unknown kernel op")
-        ops[op] = KernelOp(
-            launches=_nonneg(_get(spec, "launches", where, float, default=1.0), f"{where}.launches"),
-            fixed_us=_nonneg(_get(spec, "fixed_us", where, float, default=0.0), f"{where}.fixed_us"),
-            bw_gbps=_positive(_get(spec, "bw_gbps", where, float), f"{where}.bw_gbps"),
-            provenance=_kind(_get(spec, "provenance", where, str, default="derived"), f"{where}.provenance"),
-        )
+    ops = {op: kernel_op_from_dict(op, spec, f"{kw}.ops.{op}") for op, spec in ops_raw.items()}
     tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
     compact = has_ensemble(data)
     if data.get("bootstrap") or compact:  # replicates must not contradict the point parameters (one-line error)

@@ -7,9 +7,7 @@ from functools import lru_cache
 import pandas as pd
 
 from ..io.errors import InputError
-from .store import DATA_DIR
-
-PRESETS_CSV = DATA_DIR / "presets" / "models.csv"
+from .paths import PRESETS_CSV
 
 
 @lru_cache(maxsize=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..io.measurements import (
+from ..io.schema_names import (
     COLLECTIVE_OPS,
     DTYPES,
     FUSED_KERNEL_OPS,

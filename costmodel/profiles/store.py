@@ -18,18 +18,8 @@ from ..io import safe_io
 from ..io.errors import InputError
 from ..io.outputs import write_text
 from .parse import MAX_PROFILE_BYTES, parse_profile, profile_from_dict
+from .paths import DATA_DIR, DEFAULT_PROFILE, PROFILE_DIR, bundled_profiles  # noqa: F401 - re-exported
 from .types import Profile
-
-# an installed package carries data/ as costmodel/data (pyproject.toml); a checkout has it at the repository root
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the costmodel package
-DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data" / "profiles").is_dir() else _PACKAGE_DIR.parent / "data"
-PROFILE_DIR = DATA_DIR / "profiles"
-DEFAULT_PROFILE = "h200-sxm-nvlink"
-
-
-def bundled_profiles() -> list[str]:
-    """Names of the profiles shipped in data/profiles/."""
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.name != "schema.json")
 
 
 @lru_cache(maxsize=32)

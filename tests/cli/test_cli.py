@@ -12,7 +12,7 @@ import pytest
 
 from costmodel import STRATEGIES, load_profile
 from costmodel.cli.main import main
-from costmodel.cli.options import parse_int_list
+from costmodel.cli.scenario_args import parse_int_list
 from tests.conftest import ROOT
 
 

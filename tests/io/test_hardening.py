@@ -20,8 +20,8 @@ import pytest
 from calibration.fitting.fit import MAX_GROUP_SIZES, MAX_REPEATS_PER_POINT, bin_repeats, fit_measurements
 from calibration.logs import import_nccl_tests
 from calibration.logs.provenance import Interrupted, count_rows, interrupted_exit, interruptible
+from costmodel.cli import cmd_presets, options
 from costmodel.cli import main as cli
-from costmodel.cli import options
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import MAX_TIME_US, parse_measurement_csv, read_measurements
 from costmodel.io.safe_io import (
@@ -467,7 +467,7 @@ def test_kernels_ctrl_c_keeps_rows_marks_provenance_and_exits_130(tmp_path, monk
 
 
 def test_no_traceback_for_a_bug_either(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "cmd_presets", lambda args: 1 / 0)
+    monkeypatch.setattr(cmd_presets, "run", lambda args: 1 / 0)
     code, _, err = run_cli(capsys, "presets")
     assert code == 2 and "internal error (ZeroDivisionError" in err and "Traceback" not in err
     assert sys.exc_info() == (None, None, None)

@@ -1,0 +1,28 @@
+"""`compare`: the same scenario on two profiles side by side (per strategy: time, saving, crossover batch)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..answers.compare import compare_table, compare_wide
+from ..io.safe_io import write_csv
+from ..profiles.store import load_profile
+from .scenario_args import scenario_from_args
+
+
+def run(args: argparse.Namespace) -> int:
+    """The same scenario on two profiles: per strategy the time, the saving and the crossover batch, side by side
+    (costmodel.answers.compare)."""
+    profiles = [load_profile(args.profile_a), load_profile(args.profile_b)]
+    scenario = scenario_from_args(args)
+    table = compare_table(scenario, profiles, max_batch=args.max_batch)
+    if args.csv:
+        write_csv(table, args.csv)
+        print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)
+    sc = scenario
+    print(f"scenario: tp {int(sc.tp)} nodes {int(sc.nodes)} batch {int(sc.batch)} K {int(sc.num_spec_tokens)} "
+          f"vocab {int(sc.vocab)} {sc.dtype}; profiles: " + ", ".join(
+              f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})" for p in profiles))
+    print(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
+    return 0

@@ -1,0 +1,56 @@
+"""`predict`: price every strategy for one scenario - the table (or `--json`), intervals, explanation, sensitivity."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..answers.explain import explain, format_explanation
+from ..answers.sensitivity import elasticities
+from ..evidence.decode_intervals import decode_step_intervals
+from ..io.errors import InputError
+from ..model.predict import predict
+from ..model.verification import best_pair, matrix
+from ..profiles.store import check_tp_placement, load_profile
+from .render import _format_table, add_decode_step, add_intervals, prediction_dict
+from .scenario_args import check_impact_args, scenario_from_args
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    check_impact_args(args)
+    scenario = scenario_from_args(args)
+    check_tp_placement(profile, int(scenario.tp), int(scenario.nodes))  # TP above GPUs per node needs --nodes
+    if args.acceptance_length is not None and args.acceptance_length > int(scenario.num_spec_tokens) + 1:
+        raise InputError(f"--acceptance-length: must be in 1..K+1 = 1..{int(scenario.num_spec_tokens) + 1} "
+                         f"tokens per decode step, got {args.acceptance_length}")
+    pred = predict(scenario, profile)
+    result = prediction_dict(pred, max_batch=args.max_batch, itl_ms=args.itl_ms,
+                             acceptance_length=args.acceptance_length)
+    if args.verify or args.matrix_csv or int(scenario.top_k) > 1 or str(scenario.collective) != "nccl":
+        add_decode_step(result, pred, args)
+    else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
+        result["best_pair"] = best_pair(matrix(pred.scenario, pred.profile, max_batch=args.max_batch,
+                                               crossovers=False))
+    if not args.no_intervals:
+        add_intervals(result, pred, max_batch=args.max_batch)
+        if "decode_step" in result:  # the verification group's intervals, from the same ensemble
+            result["decode_step"]["intervals"] = decode_step_intervals(
+                pred.scenario, profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                target_dtype=args.target_dtype)
+    if args.explain:
+        result["explain"] = [e.__dict__ for e in explain(pred)]
+    if args.sensitivity:
+        result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(_format_table(result))
+    if args.explain:
+        print("\n" + format_explanation(pred))
+    if args.sensitivity:
+        print("\nsensitivity of the local_argmax_pairs saving (elasticity = % change per 1% change):")
+        for row in result["sensitivity"][:12]:
+            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_10pct']:+.2f} us per +10%)  "
+                  f"{row['parameter']}")
+    return 0

@@ -1,0 +1,51 @@
+"""`profiles`: the bundled profiles with their provenance (a table, `--citations`, or `--json`).
+
+Each profile is loaded - and so validated - as `load_profile` does; no pandas or scipy is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..profiles.families import FAMILIES, gpu_family
+from ..profiles.paths import DEFAULT_PROFILE, bundled_profiles
+from ..profiles.store import load_profile
+
+
+def profile_rows() -> list[dict[str, Any]]:
+    """One row per bundled profile: name, family, kind, GPU, fabric, GPUs / NICs per node, date, source, citations."""
+    rows = []
+    for name in bundled_profiles():
+        p = load_profile(name)
+        v = p.provenance
+        rows.append({"name": name, "family": gpu_family(v.gpu), "kind": v.kind, "gpu": v.gpu,
+                     "fabric": v.interconnect, "gpus_per_node": v.gpus_per_node, "nics_per_node": v.nics_per_node,
+                     "nic_gbps": v.nic_gbps, "date": v.date, "default": name == DEFAULT_PROFILE, "source": v.source,
+                     "citations": list(v.citations)})
+    return sorted(rows, key=lambda r: (FAMILIES.index(r["family"]), r["name"]))
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = profile_rows()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+
+    def cell(v: Any) -> str:
+        return "-" if v is None else str(v)
+
+    print(f"  {'profile':20s} {'family':9s} {'kind':8s} {'GPU':28s} {'GPUs/node':>9s} {'NICs/node':>9s}  fabric")
+    for r in rows:
+        star = "*" if r["default"] else " "
+        nics = cell(r["nics_per_node"]) + ("" if r["nic_gbps"] is None else f" x {r['nic_gbps'] * 8:g}G")
+        print(f"{star} {r['name']:20s} {r['family']:9s} {r['kind']:8s} {r['gpu'][:28]:28s} "
+              f"{cell(r['gpus_per_node']):>9s} {nics:>9s}  {r['fabric']}")
+        if args.citations:
+            print(f"      source: {r['source']}")
+            for c in r["citations"]:
+                print(f"      - {c}")
+    if not args.citations:
+        print("\n(--citations: each profile's source and the public figures it was built from; --json: all fields)")
+    return 0

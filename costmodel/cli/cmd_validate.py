@@ -1,0 +1,51 @@
+"""`validate`: predict the published / measured reference points, report the error and the intervals' coverage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..evidence.coverage import coverage_summary, format_coverage, interval_coverage
+from ..evidence.reference import load_reference, reference_files
+from ..evidence.validate import (
+    format_table_errors,
+    format_validation,
+    profiles_without_held_out,
+    profiles_without_reference,
+    summary,
+    validate,
+)
+from .output import write_table
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = args.reference or reference_files()
+    table = validate(load_reference(paths), args.profile)
+    summ = summary(table)
+    if args.summary_only:
+        print(summ.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    else:
+        print(format_validation(table, summ))
+    print()
+    print(format_table_errors(table))
+    if not args.profile:  # say plainly where no held-out data exists
+        none = profiles_without_reference(table)
+        only_in = profiles_without_held_out(table)
+        if none:
+            print("no reference table for: " + ", ".join(none) + " (derived, unchecked: no published table matches "
+                  "their GPU)")
+        if only_in:
+            print("in-sample rows only (no held-out check) for: " + ", ".join(only_in))
+    if not getattr(args, "no_coverage", False):
+        table = interval_coverage(table)
+        print()
+        print(format_coverage(coverage_summary(table)))
+    if args.out:
+        write_table(table, args.out)
+    if args.max_error is not None:
+        rows = table if not args.held_out_only else table[~table["used_in_profile"]]
+        worst = rows["rel_error"].abs().max()
+        if worst > args.max_error:
+            print(f"error: max |relative error| {worst:.3f} exceeds --max-error {args.max_error}", file=sys.stderr)
+            return 1
+    return 0

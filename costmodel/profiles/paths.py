@@ -1,0 +1,21 @@
+"""Where the bundled data lives: data/ (profiles, presets, reference tables, examples) and the default profile.
+
+Plain paths and names without numpy or pandas, so the CLI's parser and `profiles` / `presets` can name them
+without loading the model (`costmodel.profiles.store` re-exports them). An installed package carries data/ as
+costmodel/data (pyproject.toml); a checkout has it at the repository root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the costmodel package
+DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data" / "profiles").is_dir() else _PACKAGE_DIR.parent / "data"
+PROFILE_DIR = DATA_DIR / "profiles"
+PRESETS_CSV = DATA_DIR / "presets" / "models.csv"
+DEFAULT_PROFILE = "h200-sxm-nvlink"
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the profiles shipped in data/profiles/."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.name != "schema.json")

@@ -1,0 +1,105 @@
+"""Wall time of the CLI commands (issue 21 item 3, "Instant CLI"): fresh `python -m costmodel` processes.
+
+    python scripts/bench_cli.py [--repeat 5] [--only predict,recommend] [--dashboard] [--model]
+
+Runs each command --repeat times as a subprocess from the repository root and prints a markdown table: the median
+and min wall time, the median CPU time (user + system: the fairer figure on a shared machine), the target and
+pass / fail (on the median wall time), with the load average before and after (the machine is shared:
+quote it next to every figure). --dashboard adds the dashboard's first render (a fresh process per run timing
+streamlit's AppTest cold `run()` of app.py, imports included); --model adds `scripts/bench_costmodel.py --n
+1000000` (best of 3 inside one process). The on-disk interval cache (COSTMODEL_CACHE_DIR) is warmed once first,
+as a user's second run would find it. Not a test: report the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# (label, arguments to `python -m costmodel`, target wall seconds)
+COMMANDS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
+    ("--help", ("--help",), 0.3),
+    ("profiles", ("profiles",), None),  # no wall target: no pandas / scipy (tests/cli/test_lazy_imports.py)
+    ("presets", ("presets",), None),
+    ("predict --no-intervals", ("predict", "--no-intervals"), 0.6),
+    ("predict", ("predict",), 1.0),
+    ("recommend", ("recommend", "--workload", "data/examples/chat-diurnal.csv"), 1.5),
+    ("validate --summary-only", ("validate", "--summary-only"), 5.0),
+    ("predict --sensitivity", ("predict", "--sensitivity"), 2.0),
+)
+FIRST_RENDER = (
+    "import logging, time; t0 = time.perf_counter(); from streamlit.testing.v1 import AppTest; "
+    "logging.disable(logging.WARNING); at = AppTest.from_file({app!r}, default_timeout=120); at.run(); "
+    "assert not at.exception, at.exception; print(time.perf_counter() - t0)"
+)
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one subprocess run."""
+    start, cpu = time.perf_counter(), cpu_s()
+    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start, cpu_s() - cpu
+
+
+def row(label: str, times: list[float], target: float | None, cpu: list[float] | None = None) -> str:
+    median = statistics.median(times)
+    verdict = "-" if target is None else ("pass" if median <= target else "MISS")
+    cpu_cell = "-" if not cpu else f"{statistics.median(cpu):.2f}"
+    return (f"| `{label}` | {median:.2f} | {min(times):.2f} | {cpu_cell} | "
+            f"{'-' if target is None else f'<= {target:g}'} | {verdict} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5, help="runs per command (the median is reported)")
+    ap.add_argument("--only", default=None, help="comma list of labels (prefix match) to run")
+    ap.add_argument("--dashboard", action="store_true", help="add the dashboard's first render (AppTest cold run)")
+    ap.add_argument("--model", action="store_true", help="add scripts/bench_costmodel.py --n 1000000")
+    args = ap.parse_args()
+    python = sys.executable
+    chosen = [c for c in COMMANDS if args.only is None or any(c[0].startswith(p) for p in args.only.split(","))]
+    subprocess.run([python, "-m", "costmodel", "predict"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    start_load = load()
+    lines = ["| command | median wall s | min wall s | median CPU s | target (wall) s | |",
+             "|---|---:|---:|---:|---:|---|"]
+    for label, argv, target in chosen:
+        runs = [timed([python, "-m", "costmodel", *argv]) for _ in range(args.repeat)]
+        lines.append(row(label, [w for w, _ in runs], target, [c for _, c in runs]))
+        print(lines[-1], file=sys.stderr)
+    if args.dashboard:
+        code = FIRST_RENDER.format(app=str(ROOT / "app.py"))
+        times = []
+        for _ in range(args.repeat):
+            out = subprocess.run([python, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+            times.append(float(out.stdout.split()[-1]))
+        lines.append(row("dashboard first render (AppTest, imports included)", times, 1.5))
+    if args.model:
+        out = subprocess.run([python, "scripts/bench_costmodel.py", "--n", "1000000"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+        wall, cpu = (float(x) for x in re.findall(r"^\s*1000000\s+\d+\s+([\d.]+)\s+([\d.]+)", out, re.M)[0])
+        lines.append(f"| `scripts/bench_costmodel.py --n 1000000` (best of 3, in-process) | {wall:.2f} | {wall:.2f} | "
+                     f"{cpu:.2f} | <= 0.5 | {'pass' if wall <= 0.5 else 'MISS'} |")
+    print("\n".join(lines))
+    print(f"\n{len(os.sched_getaffinity(0))} CPUs; load average (1, 5, 15 min) at start {start_load}, at end {load()}; "
+          f"median of {args.repeat} fresh processes; Python {sys.version.split()[0]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Sensitivity (costmodel.answers.sensitivity): the stacked ensemble gives today's elasticities exactly.
+
+Reference: the original method - per parameter and sign, the whole scaled document parsed and checked
+(`profile_from_dict`) and one `predict` - on a sample of every kind of parameter.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from costmodel import Scenario, load_profile, predict
+from costmodel.answers.sensitivity import _perturbed, _stackable, elasticities, parameters
+from costmodel.io.errors import InputError
+from costmodel.model.components import BASELINE
+from costmodel.profiles.parse import profile_from_dict
+
+STRATEGY = "local_argmax_pairs"
+
+
+def reference_saving(scenario, profile, path, factor):
+    """The original `_scaled` + `predict`: NaN where the scaled document is refused."""
+    data = copy.deepcopy({k: v for k, v in profile.raw.items() if k not in ("bootstrap", "ensemble")})
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = node[path[-1]] * factor
+    try:
+        scaled = profile_from_dict(data, source=profile.name)
+    except InputError:
+        return None
+    return float(predict(scenario, scaled, (BASELINE, STRATEGY)).saving_us(STRATEGY))
+
+
+def sample(params, every):
+    """Every `every`-th parameter plus the first of each kind (path head), so each code path is covered."""
+    seen, out = set(), []
+    for i, p in enumerate(params):
+        kind = p.path[:2] if p.path[0] == "kernels" else (p.path[0], p.path[-1])
+        if i % every == 0 or kind not in seen:
+            out.append(p)
+        seen.add(kind)
+    return out
+
+
+@pytest.mark.parametrize("name, scenario, every", [
+    ("h200-sxm-nvlink", Scenario(vocab=202048, tp=8, batch=64, num_spec_tokens=3), 12),
+    ("h200-sxm-nvlink", Scenario(vocab=202048, tp=8, batch=8, engine="vllm"), 25),
+    ("cpu-gloo", Scenario(vocab=202048, tp=4, batch=32), 4),
+])
+def test_elasticities_equal_the_original_method(name, scenario, every):
+    profile = load_profile(name)
+    table = elasticities(scenario, profile, STRATEGY).set_index("parameter")
+    base = float(predict(scenario, profile, (BASELINE, STRATEGY)).saving_us(STRATEGY))
+    for param in sample(list(parameters(profile)), every):
+        up = reference_saving(scenario, profile, param.path, 1.01)
+        down = reference_saving(scenario, profile, param.path, 0.99)
+        if up is None or down is None:  # refused: never in the table
+            assert param.label not in table.index
+            continue
+        e = (up - down) / (2 * 0.01 * base)
+        if abs(e) > 1e-6:
+            assert table.loc[param.label, "elasticity"] == e, param.label  # exactly: same numbers
+        else:
+            assert param.label not in table.index
+
+
+def test_perturbed_profile_prices_like_the_parsed_document():
+    profile = load_profile("h200-sxm-nvlink")
+    scenario = Scenario(vocab=202048, tp=8, batch=64)
+    for param in sample(list(parameters(profile)), 40):
+        expected = reference_saving(scenario, profile, param.path, 1.01)
+        got = float(predict(scenario, _perturbed(profile, param.path, 1.01), (BASELINE, STRATEGY)).saving_us(STRATEGY))
+        assert got == expected, param.label
+
+
+def test_every_kernel_model_parameter_and_host_cost_is_perturbed():
+    profile = load_profile("h200-sxm-nvlink")
+    labels = {p.label for p in parameters(profile)}
+    assert {"kernel model copy_gbps.bf16", "kernel model reduce_ops.argmax.elems_per_us", "kernel model wave_us",
+            "kernel model pair_base_us", "host torch_op_us", "host c10d_call_us", "lm_head weight_gbps"} <= labels
+    assert not any("sm_count" in label or "max_threads_per_sm" in label for label in labels)
+    table = elasticities(Scenario(vocab=202048, tp=8, batch=64), profile, STRATEGY)
+    assert "kernel model copy_gbps.bf16" in set(table["parameter"])  # the relayout copy rate moves this saving
+    assert not _stackable(profile, ("kernels", "host", "torch_op_us"))
