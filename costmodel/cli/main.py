@@ -20,6 +20,7 @@ from ..io.errors import InputError, OneLineParser, first_line
 from ..io.schema_names import DTYPES
 from ..profiles.paths import DEFAULT_PROFILE
 from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, bounded_float
+from .output import check_command_outputs
 
 
 def command_module(command: str) -> str:
@@ -29,6 +30,7 @@ def command_module(command: str) -> str:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    check_command_outputs(args)  # never over an input, never a FIFO: refused before any work
     return importlib.import_module(command_module(args.command)).run(args)
 
 

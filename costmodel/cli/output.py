@@ -1,11 +1,15 @@
-"""Where a command's table goes: a formula-safe CSV file, or stdout."""
+"""Where a command's table goes: a formula-safe CSV file (atomic, never over an input), or stdout."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..io.outputs import check_output
 from ..io.safe_io import write_csv
+from ..profiles.paths import PROFILE_DIR
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,3 +22,32 @@ def write_table(frame: pd.DataFrame, out: str | None) -> None:
     else:
         write_csv(frame, out)
         print(f"wrote {len(frame)} rows to {out}", file=sys.stderr)
+
+
+INPUT_FLAGS = ("profile", "profile_a", "profile_b", "input", "reference", "workload")
+OUTPUT_FLAGS = ("out", "csv", "matrix_csv")
+
+
+def command_inputs(args: argparse.Namespace) -> list[Path]:
+    """Every file a parsed command reads: path flags that exist, and the bundled file a profile name stands for."""
+    found: list[Path] = []
+    for name in INPUT_FLAGS:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str) or not item:
+                continue
+            if Path(item).exists():
+                found.append(Path(item))
+            elif name.startswith("profile") and (PROFILE_DIR / f"{item}.json").is_file():
+                found.append(PROFILE_DIR / f"{item}.json")
+    return found
+
+
+def check_command_outputs(args: argparse.Namespace) -> None:
+    """Before a command does any work: refuse an output flag that names one of its inputs, a FIFO, a device or a
+    directory (`costmodel.io.outputs.check_output`; the write itself is atomic)."""
+    inputs = command_inputs(args)
+    for name in OUTPUT_FLAGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value not in ("", "-"):
+            check_output(value, inputs, what=f"--{name.replace('_', '-')}")

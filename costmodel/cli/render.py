@@ -103,7 +103,7 @@ def _format_table(result: dict[str, Any]) -> str:
         *_kernel_lines(result),
         *_source_lines(result),
         "",
-        f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s} {'crossover B':>12s}",
+        f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
@@ -113,7 +113,7 @@ def _format_table(result: dict[str, Any]) -> str:
                                       if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
                                       else "  (invalid: ids not exact in fp32)")
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
-                     f"{s['saving_per_decode_step_us']:14.1f} {cross_txt:>12s}{flag}")
+                     f"{s['saving_per_decode_step_us']:14.1f}  {cross_txt}{flag}")  # words: left-aligned, last
         if "interval" in s:
             iv, cx = s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"]
             cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"

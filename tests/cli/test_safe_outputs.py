@@ -1,0 +1,47 @@
+"""No command writes over one of its own inputs (issue 22): refused before any work, the input intact, exit 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from costmodel.cli.main import main
+from tests.conftest import ROOT
+
+CASES = [  # (argv with IN standing for the input copy, the input file to copy)
+    (["sweep", "--profile", "IN", "--out", "IN", "--tp", "2", "--batch", "1"], "data/profiles/cpu-gloo.json", "--out"),
+    (["validate", "--reference", "IN", "--out", "IN"], "data/reference/published.csv", "--out"),
+    (["recommend", "--workload", "IN", "--csv", "IN", "--tp", "8"], "data/examples/chat-diurnal.csv", "--csv"),
+    (["predict", "--profile", "IN", "--tp", "2", "--batch", "4", "--matrix-csv", "IN"], "data/profiles/cpu-gloo.json",
+     "--matrix-csv"),
+    (["compare", "IN", "h100-sxm-nvlink", "--csv", "IN"], "data/profiles/cpu-gloo.json", "--csv"),
+    (["predict-points", "--profile", "h200-sxm-nvlink", "--in", "IN", "--out", "IN"],
+     "data/calibration/cpu-gloo/collectives.csv", "--out"),
+]
+
+
+@pytest.mark.parametrize("argv, source, flag", CASES, ids=[c[0][0] for c in CASES])
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, capsys, argv, source, flag):
+    path = tmp_path / ("in" + (ROOT / source).suffix)
+    shutil.copy(ROOT / source, path)
+    before = path.read_bytes()
+    code = main([str(path) if a == "IN" else a for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"{flag} {path}: is also an input of this command" in err[0]
+    assert path.read_bytes() == before
+
+
+def test_a_bundled_profile_named_by_its_name_is_an_input_too(capsys):
+    target = ROOT / "data" / "profiles" / "h200-sxm-nvlink.json"
+    before = target.read_bytes()
+    assert main(["sweep", "--profile", "h200-sxm-nvlink", "--tp", "2", "--batch", "1", "--out", str(target)]) == 2
+    assert "is also an input" in capsys.readouterr().err and target.read_bytes() == before
+
+
+def test_a_fifo_output_is_refused_instead_of_blocking(tmp_path, capsys):
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    assert main(["sweep", "--tp", "2", "--batch", "1", "--out", str(fifo)]) == 2
+    assert "FIFO" in capsys.readouterr().err
