@@ -43,16 +43,18 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
     """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
     saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
     of the saving in 1..max_batch, NaN: none)
-    for a single scenario. A TP size a profile's nodes cannot hold is an InputError naming the fix."""
+    for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
+    InputError naming the fix."""
     rows = []
-    for prof in profiles:
+    labels = column_labels([p.name for p in profiles])
+    for prof, label in zip(profiles, labels, strict=True):
         check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
         pred = predict(scenario, prof)
         for name, result in pred.strategies.items():
             saving = float(pred.saving_us(name))
             per_decode = float(pred.saving_per_decode_step_us(name))
             cross = None if name == BASELINE else crossover(scenario, name, prof, batch_range=(1.0, max_batch))
-            rows.append({"profile": prof.name, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
+            rows.append({"profile": label, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
                          "family": gpu_family(prof.provenance.gpu), "strategy": name,
                          "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
                          "saving_per_decode_step_us": per_decode,
@@ -60,9 +62,18 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
     return pd.DataFrame(rows)
 
 
+def column_labels(names: list[str]) -> list[str]:
+    """One label per compared profile, in the order given: its name, or `name (#i)` (1-based position) when two
+    profiles share a name (a profile compared with itself, or two files with the same `name`)."""
+    return [n if names.count(n) == 1 else f"{n} (#{i + 1})" for i, n in enumerate(names)]
+
+
 def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
-    """`compare_table` with one row per strategy and one column per (quantity, profile)."""
-    wide = table.pivot(index="strategy", columns="profile",
-                       values=["total_us", "saving_per_draft_step_us", "crossover_batch"])
+    """`compare_table` with one row per strategy and one column per (quantity, profile), profiles in the order they
+    were given (the first argument first)."""
+    order = list(dict.fromkeys(table["profile"]))
+    values = ["total_us", "saving_per_draft_step_us", "crossover_batch"]
+    wide = table.pivot(index="strategy", columns="profile", values=values)
+    wide = wide.reindex(columns=[(v, p) for v in values for p in order])
     wide.columns = [f"{a}[{b}]" for a, b in wide.columns]
     return wide.reindex(list(dict.fromkeys(table["strategy"]))).reset_index()

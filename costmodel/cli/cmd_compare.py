@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from ..answers.compare import compare_table, compare_wide
+from ..io.errors import InputError
 from ..io.safe_io import write_csv
+from ..profiles.paths import DEFAULT_PROFILE
 from ..profiles.store import load_profile
 from .scenario_args import scenario_from_args
 
@@ -14,6 +16,9 @@ from .scenario_args import scenario_from_args
 def run(args: argparse.Namespace) -> int:
     """The same scenario on two profiles: per strategy the time, the saving and the crossover batch, side by side
     (costmodel.answers.compare)."""
+    if args.profile != DEFAULT_PROFILE:
+        raise InputError("compare: --profile is not used; give the two profiles as arguments "
+                         "(compare PROFILE_A PROFILE_B)")
     profiles = [load_profile(args.profile_a), load_profile(args.profile_b)]
     scenario = scenario_from_args(args)
     table = compare_table(scenario, profiles, max_batch=args.max_batch)
