@@ -15,9 +15,13 @@ import numpy as np
 from ..model.collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, chosen_regime, collective_time_us, total_bytes
 from ..model.components import Call
 from ..model.engines import host_costs
-from ..model.kernels import DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
+from ..model.gpu_kernels import MODEL_OPS, reduce_launch, split_graph_us
+from ..model.kernels import ANCHOR_OPS, DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
 from ..model.predict import Prediction
 from ..profiles.types import Profile
+
+# the model ops whose anchor is one ATen last-dim reduction (gpu_kernels.graph_time_us)
+REDUCTION_OPS = ("local_max", "local_pack", "local_argmax", "key_pack", "argmax", "relayout_argmax", "chunked_argmax")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,10 @@ def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_si
                                  world_size)
     nbytes = float(kernel_bytes(op, rows, cols, world_size, elem_bytes, draft_cols))
     shape = f"rows {_n(rows)}, cols {_n(cols)}, p {world_size}, {dtype}"
+    if profile.kernel_model is not None and op in MODEL_OPS:
+        return value, _explain_model_kernel(profile, op, shape, value, rows=rows, cols=cols, world_size=world_size,
+                                            elem_bytes=elem_bytes, dtype=dtype, mode=mode, draft_cols=draft_cols,
+                                            extrapolated=bool(est.extrapolated))
     if table is not None and not bool(est.extrapolated):
         return value, (f"{op} ({shape}): interpolated (log-log) in the measured {mode} table "
                        f"[{table.source or 'profile'}] = {value:.3f} us")
@@ -92,6 +100,39 @@ def explain_kernel(profile: Profile, op: str, rows: float, cols: float, world_si
     return value, (f"{op} ({shape}){note}: {spec.launches:g} launches x {per_kernel:g} us ({mode}) + fixed "
                    f"{spec.fixed_us:g} us + {_n(nbytes)} B / {spec.bw_gbps:g} GB/s "
                    f"({nbytes / spec.bw_gbps * 1e-3:.3f} us) = {value:.3f} us")
+
+
+def _explain_model_kernel(profile: Profile, op: str, shape: str, value: float, *, rows, cols, world_size,
+                          elem_bytes, dtype, mode, draft_cols, extrapolated: bool) -> str:
+    """An op priced by the GPU kernel model (costmodel.model.gpu_kernels), as its terms: the anchor part (the
+    measured op inside it; its ATen reduce launch when it is a reduction) times the measured/model ratio of the
+    anchor's table where one covers the point, plus the rest of the op; eager: max(host launches, GPU + gaps).
+    The terms multiply and add up to `value`."""
+    model = profile.kernel_model
+    kw = {"rows": rows, "cols": cols, "world_size": world_size, "elem_bytes": elem_bytes, "dtype": dtype,
+          "padded": False, "draft_cols": draft_cols}
+    anchor = ANCHOR_OPS.get(op, op)
+    part, rest = (float(np.asarray(x)) for x in split_graph_us(model, op, anchor, **kw))
+    where = f"{op} ({shape}): GPU kernel model [{model.gpu}]"
+    launch = ""
+    if op in REDUCTION_OPS:
+        width = world_size * cols if op == "relayout_argmax" else cols
+        height = world_size * rows if op == "chunked_argmax" else rows
+        lc = reduce_launch(np.asarray(float(height)), np.asarray(float(width)), model.sm_count,
+                           model.max_threads_per_sm)
+        launch = (f" (ATen reduce launch: {int(lc.blocks)} blocks x {int(lc.threads)} threads, "
+                  f"{int(lc.values_per_thread)} values/thread, {int(lc.ctas_per_output)} CTAs per row, "
+                  f"{int(lc.target_grid)} resident on {model.sm_count} SMs)")
+    if mode == "eager":
+        return (f"{where}: eager = max(host launches, GPU {part + rest:.3f} us{launch} + per-kernel gaps) "
+                f"= {value:.3f} us")
+    if abs(part + rest - value) <= 1e-9 * max(abs(value), 1.0):
+        note = " (outside the anchor's measured table: the model alone)" if extrapolated else ""
+        terms = f"{anchor} {part:.3f} us{launch}" + (f" + rest of {op} {rest:.3f} us" if rest else "")
+        return f"{where}{note}: {terms} = {value:.3f} us"
+    ratio = (value - rest) / part if part else float("nan")
+    terms = f"{anchor} {part:.3f} us{launch} x measured/model {ratio:.4f} (the {anchor} table, log-log interpolated)"
+    return f"{where}: {terms}" + (f" + rest of {op} {rest:.3f} us" if rest else "") + f" = {value:.3f} us"
 
 
 def _explain_call(pred: Prediction, call: Call) -> tuple[float, str]:
