@@ -18,6 +18,7 @@ import pandas as pd
 from ..answers.compare import FAMILIES, compare_table, compare_wide, gpu_family
 from ..io.errors import InputError
 from ..io.measurements import read_measurements
+from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.engines import ENGINES
 from ..model.points import predict_points
@@ -75,7 +76,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(_format_table(result))
+    print(terminal_text(_format_table(result), keep_newlines=True))
     if args.explain:
         from ..answers.explain import format_explanation
 
@@ -120,7 +121,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
     else:
-        print(format_recommendation(rec))
+        print(terminal_text(format_recommendation(rec), keep_newlines=True))
     return 0
 
 
@@ -248,6 +249,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
     print(f"  {'profile':20s} {'family':9s} {'kind':8s} {'GPU':28s} {'GPUs/node':>9s} {'NICs/node':>9s}  fabric")
     for r in rows:
+        r = {k: terminal_text(v) if isinstance(v, str) else v for k, v in r.items()}  # names, GPUs, sources
         star = "*" if r["default"] else " "
         nics = cell(r["nics_per_node"]) + ("" if r["nic_gbps"] is None else f" x {r['nic_gbps'] * 8:g}G")
         print(f"{star} {r['name']:20s} {r['family']:9s} {r['kind']:8s} {r['gpu'][:28]:28s} "
@@ -255,7 +257,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         if args.citations:
             print(f"      source: {r['source']}")
             for c in r["citations"]:
-                print(f"      - {c}")
+                print(f"      - {terminal_text(c)}")
     if not args.citations:
         print("\n(--citations: each profile's source and the public figures it was built from; --json: all fields)")
     return 0
@@ -273,8 +275,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sc = scenario
     print(f"scenario: tp {int(sc.tp)} nodes {int(sc.nodes)} batch {int(sc.batch)} K {int(sc.num_spec_tokens)} "
           f"vocab {int(sc.vocab)} {sc.dtype}; profiles: " + ", ".join(
-              f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})" for p in profiles))
-    print(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
+              terminal_text(f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})") for p in profiles))
+    print(terminal_text(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"),
+                        keep_newlines=True))
     return 0
 
 
