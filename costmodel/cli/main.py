@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..io.errors import InputError, OneLineParser, first_line
 from ..io.measurements import DTYPES
+from ..io.plain import terminal_text
 from ..profiles.store import DEFAULT_PROFILE
 from .commands import (
     cmd_compare,
@@ -200,12 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_text(exc)}", file=sys.stderr)  # names in the message: no control characters
         return 2
     except BrokenPipeError:
         return 0
     except OSError as exc:  # e.g. --out in a folder that does not exist
-        print(f"error: {first_line(exc)}", file=sys.stderr)
+        print(f"error: {terminal_text(first_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
