@@ -803,6 +803,22 @@ def test_hostile_profile_fields_show_as_plain_text():
     assert_no_link_forms(at)
 
 
+def test_hostile_nccl_tests_gpu_and_file_names_show_as_plain_text():
+    pytest.importorskip("calibration.fitting.fit")
+    pytest.importorskip("calibration.logs.import_nccl_tests")
+    gpu = "NVIDIA ![g](https://evil.example/g.png) www.evil.example"
+    at = run_app({"tab": "Calibration"})
+    log = nccl_tests_log().replace("NVIDIA H200", gpu).encode()
+    at.file_uploader(key="upload").set_value(("mail@evil.example.log", log, "text/plain")).run()
+    assert not at.exception and not at.error
+    assert at.session_state["profile"] == "upload: mail@evil.example"  # the file's stem names the profile
+    sources = [m.value for m in at.markdown]
+    assert any(f"partly measured on {markdown_text(gpu)}" in m for m in sources)  # the badge
+    assert any(f"GPU: {markdown_text(gpu)}" in m for m in sources)  # the provenance facts
+    assert any(markdown_text("mail@evil.example (fitted from mail@evil.example.log") in m for m in sources)
+    assert_no_link_forms(at)
+
+
 def test_parallel_drafting_labels():
     at = run_app({"drafting": "parallel", "k": "4", "batch": "16"})
     tile = next(m for m in at.metric if m.label == "Saving / decode step")
