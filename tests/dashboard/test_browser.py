@@ -376,6 +376,10 @@ def test_hostile_uploaded_profile_forms_no_link_image_or_request(server, browser
     markdown = shown_text(page, "stMarkdown")
     assert EVIL in markdown and f"GPU: {EVIL}" in markdown  # the badge, provenance source and fields
     assert_no_hostile_link_or_image(page)
+    page.locator('.st-key-profile input[role="combobox"]').click()  # the open picker lists the upload as text
+    page.get_by_role("option", name=f"upload: {EVIL}").wait_for(timeout=10_000)
+    assert_no_hostile_link_or_image(page)
+    page.keyboard.press("Escape")
     page.get_by_role("tab", name="Heatmaps").click()
     page.get_by_text("both heatmaps share one colour scale").first.wait_for(timeout=60_000)
     settle(page)
