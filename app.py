@@ -10,7 +10,7 @@ import streamlit as st
 from costmodel import DEFAULT_PROFILE, DESCRIPTIONS, InputError, bundled_profiles
 from costmodel.answers.compare import profiles_by_family
 from costmodel.io.measurements import DTYPES
-from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.plain import markdown_text as plain
 from costmodel.model.engines import ENGINES
 from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
@@ -90,8 +90,8 @@ with st.sidebar:
         st.error(plain(ss["_upload_error"]))
     if ss["profile"] in ss["_base_notes"]:
         base_name, taken = ss["_base_notes"][ss["profile"]]
-        st.caption(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
-                   f"Every parameter was measured; nothing taken from {base_name}.")
+        st.caption(plain(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
+                         f"Every parameter was measured; nothing taken from {base_name}."))
     st.selectbox("Model preset", [CUSTOM, *PRESETS.index], key="preset", format_func=preset_label,
                  on_change=on_preset)
     if ss["preset"] in PRESETS.index:  # the full name on its own line(s), never cut off

@@ -12,7 +12,7 @@ import streamlit as st
 
 from costmodel import InputError
 from costmodel.answers.compare import bundled_family, compare_table, compare_wide, profiles_by_family
-from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.profiles.store import bundled_profiles, load_profile
 

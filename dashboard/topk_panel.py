@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.model.collective_impls import IMPLS, provenance_text
 from costmodel.model.predict import crossover

@@ -11,7 +11,7 @@ import streamlit as st
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
-from costmodel.io.safe_io import escape_markdown as plain
+from costmodel.io.plain import markdown_text as plain
 from costmodel.model.kernels import kernel_context
 
 from . import charts
@@ -167,7 +167,7 @@ def verdict(ev: Evaluation) -> None:
     gpus = ev.profile.provenance.gpus_per_node
     if gpus and per_node > gpus:
         st.warning(f"TP {ev.inputs.tp} on {ev.inputs.nodes} node(s) puts {per_node} ranks on a node, but the "
-                   f"profile {ev.profile.name} describes nodes of {gpus} GPUs: the intra-node figures are "
+                   f"profile {plain(ev.profile.name)} describes nodes of {gpus} GPUs: the intra-node figures are "
                    "extrapolated. Raise Nodes, or use a profile measured on such nodes.")
     extrapolated = ev.point.loc[ev.point["extrapolated"], "strategy"].tolist()
     if extrapolated:
@@ -217,7 +217,7 @@ def fused_panel(ev: Evaluation) -> None:
     st.markdown(f"**Fused kernels**: crossover batch vs {BASELINE} with torch ops and with the fused Triton "
                 "kernels (other inputs as in the sidebar)")
     show_table(frame, styler=display(frame, {f"status_{impl}": status_text for impl in ("torch", "fused")}))
-    st.caption(f"{fused_provenance(ev.profile)}. No crossover batch: no sign change in batch 1-65,536 (see the "
+    st.caption(f"{plain(fused_provenance(ev.profile))}. No crossover batch: no sign change in batch 1-65,536 (see the "
                "status).")
     download(frame, "crossovers_torch_vs_fused")
 
@@ -306,7 +306,7 @@ def _heatmap(frame: pd.DataFrame, skipped: list[str], caption: str, field: str, 
         chart("heatmap", frame, field, title, bound, export=name)
         download(frame, name)
     for line in skipped:
-        st.caption(line)
+        st.caption(plain(line))
 
 
 def calibration_tab(ev: Evaluation, measurements_csv: str | None) -> None:

@@ -4,6 +4,7 @@ config to paste and the workload it was computed for.
 
 from __future__ import annotations
 
+from ..io.plain import terminal_text
 from .recommend import SHIPPED, Recommendation
 
 
@@ -11,7 +12,7 @@ def format_recommendation(rec: Recommendation) -> str:
     """Human-readable report: headline, per-strategy table, impact, configs."""
     sc, wl = rec.scenario, rec.workload
     lines = [
-        f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})",
+        terminal_text(f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})"),
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} "
         f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} "
         f"impl {sc['impl']}" + (f" engine {sc['engine']}" if sc.get("engine", "none") != "none" else "")
@@ -19,7 +20,7 @@ def format_recommendation(rec: Recommendation) -> str:
         + ("" if not rec.verification.get("enabled") else
            f"  + greedy verification ({rec.verification['rows_per_batch_row']} target rows per batch row, "
            f"F = {rec.verification['greedy_fraction']:g}, {rec.verification['dtype']})"),
-        f"workload {wl.name} ({wl.source}): {wl.method}",
+        terminal_text(f"workload {wl.name} ({wl.source}): {wl.method}"),
         f"  {wl.observations} observations, {wl.batch.size} distinct batches, mean {wl.mean_batch:.1f}, "
         f"p50 {wl.quantile(0.5)}, p90 {wl.quantile(0.9)}, range {int(wl.batch[0])}..{int(wl.batch[-1])}",
         "",
@@ -53,7 +54,7 @@ def format_recommendation(rec: Recommendation) -> str:
                          f"{im.tpot_after_ms:.3f} ms, output throughput {im.output_throughput_gain_pct:+.2f}%{iv_txt}")
     if wl.hints:
         hint = ", ".join(f"{k} {v:.3g}" for k, v in wl.hints.items())
-        lines.append(f"  measured in {wl.name}: {hint} (pass them as --itl-ms / --acceptance-length)")
+        lines.append(f"  measured in {terminal_text(wl.name)}: {hint} (pass them as --itl-ms / --acceptance-length)")
     lines.append("")
     lines.append("config to paste:")
     for c in rec.configs:

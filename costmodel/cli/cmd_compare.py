@@ -7,6 +7,7 @@ import sys
 
 from ..answers.compare import compare_table, compare_wide
 from ..io.errors import InputError
+from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..profiles.paths import DEFAULT_PROFILE
 from ..profiles.store import load_profile
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     sc = scenario
     print(f"scenario: tp {int(sc.tp)} nodes {int(sc.nodes)} batch {int(sc.batch)} K {int(sc.num_spec_tokens)} "
           f"vocab {int(sc.vocab)} {sc.dtype}; profiles: " + ", ".join(
-              f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})" for p in profiles))
-    print(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"))
+              terminal_text(f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})") for p in profiles))
+    print(terminal_text(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"),
+                        keep_newlines=True))
     return 0

@@ -9,6 +9,7 @@ from ..answers.explain import explain, format_explanation
 from ..answers.sensitivity import elasticities
 from ..evidence.decode_intervals import decode_step_intervals
 from ..io.errors import InputError
+from ..io.plain import terminal_text
 from ..model.predict import predict
 from ..model.verification import best_pair, matrix
 from ..profiles.store import check_tp_placement, load_profile
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(_format_table(result))
+    print(terminal_text(_format_table(result), keep_newlines=True))
     if args.explain:
         print("\n" + format_explanation(pred))
     if args.sensitivity:

@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from ..io.plain import terminal_text
 from ..profiles.families import FAMILIES, gpu_family
 from ..profiles.paths import DEFAULT_PROFILE, bundled_profiles
 from ..profiles.store import load_profile
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"  {'profile':20s} {'family':9s} {'kind':8s} {'GPU':28s} {'GPUs/node':>9s} {'NICs/node':>9s}  fabric")
     for r in rows:
+        r = {k: terminal_text(v) if isinstance(v, str) else v for k, v in r.items()}  # names, GPUs, sources
         star = "*" if r["default"] else " "
         nics = cell(r["nics_per_node"]) + ("" if r["nic_gbps"] is None else f" x {r['nic_gbps'] * 8:g}G")
         print(f"{star} {r['name']:20s} {r['family']:9s} {r['kind']:8s} {r['gpu'][:28]:28s} "
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         if args.citations:
             print(f"      source: {r['source']}")
             for c in r["citations"]:
-                print(f"      - {c}")
+                print(f"      - {terminal_text(c)}")
     if not args.citations:
         print("\n(--citations: each profile's source and the public figures it was built from; --json: all fields)")
     return 0

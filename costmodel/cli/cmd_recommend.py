@@ -9,6 +9,7 @@ import sys
 from ..answers.recommend import recommend
 from ..answers.recommend_text import format_recommendation
 from ..answers.workload import load_workload
+from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..profiles.presets import presets as preset_table
 from ..profiles.store import check_tp_placement, load_profile
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec.to_dict(), indent=2))
     else:
-        print(format_recommendation(rec))
+        print(terminal_text(format_recommendation(rec), keep_newlines=True))
     return 0

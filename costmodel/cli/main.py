@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..io.errors import InputError, OneLineParser, first_line
+from ..io.plain import terminal_text
 from ..io.schema_names import DTYPES
 from ..profiles.paths import DEFAULT_PROFILE
 from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, bounded_float
@@ -195,12 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return run_command(args)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_text(exc)}", file=sys.stderr)  # names in the message: no control characters
         return 2
     except BrokenPipeError:
         return 0
     except OSError as exc:  # e.g. --out in a folder that does not exist
-        print(f"error: {first_line(exc)}", file=sys.stderr)
+        print(f"error: {terminal_text(first_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..answers.recommend import impact_change
+from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
 from ..model.engines import HOST_SOURCE, PLANS, host_costs
@@ -95,7 +96,7 @@ def engine_dict(pred: Prediction) -> dict[str, Any]:
 def _format_table(result: dict[str, Any]) -> str:
     sc = result["scenario"]
     lines = [
-        f"profile {result['profile']['name']} ({result['profile']['kind']}: {result['profile']['gpu']})",
+        terminal_text(f"profile {result['profile']['name']} ({result['profile']['kind']}: {result['profile']['gpu']})"),
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
         f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",

@@ -7,7 +7,8 @@
   constants, integers outside int64, nesting deeper than `MAX_JSON_DEPTH`, and strings that are not
   UTF-8 encodable (lone surrogates) or hold a NUL; `check_tree` applies the same checks to an
   in-memory document (a fitted profile dict).
-* `escape_markdown`: user-controlled text shown literally in Streamlit Markdown (no links, no images).
+* `escape_markdown`: user-controlled text shown literally in Streamlit Markdown (no links, no images, no
+  autolinks): `costmodel.io.plain.markdown_text`.
 * `safe_cell` / `safe_frame` / `write_csv` / `csv_text`: every text cell that starts with `=`, `+`,
   `-`, `@`, a tab or a carriage return is prefixed with `'` (OWASP "CSV injection"), so a spreadsheet
   shows it as text instead of evaluating it; numeric columns, and text cells that are plain decimal
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .outputs import atomic_path
+from .plain import markdown_text
 
 if TYPE_CHECKING:  # the frame writers get their frame from a caller that has pandas loaded already
     import pandas as pd
@@ -253,16 +255,7 @@ def write_csv(frame: pd.DataFrame, target: str | Path | io.TextIOBase, *, inputs
 
 
 # -- plain text in Markdown ------------------------------------------------------------------------------
-_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<!~$|])|(:)(?=\S)|(?<=www)(\.)", re.IGNORECASE)
-_MARKDOWN_LEADING = re.compile(r"^(\d+(?=[.)])|)([-+#>=]|(?<=\d)[.)])")
-
-
 def escape_markdown(text: Any) -> str:
-    """`text` as literal text inside Streamlit Markdown (line breaks become spaces). Backslash-escaped:
-    \\ ` * _ [ ] < ! ~ $ | everywhere (emphasis, code, links, images, autolinks, strikethrough, LaTeX),
-    a ':' followed by a non-space (`:red[..]` directives, `:emoji:` / `:material/..:` shortcodes and
-    "https://" autolinks), the dot of "www." (GFM autolinks), and a leading - + # > = or "1." (lists,
-    headings, quotes). Links and images therefore never form, so the browser never fetches an address."""
-    line = " ".join(str(text).split())
-    line = _MARKDOWN_INLINE.sub(lambda m: "\\" + next(g for g in m.groups() if g), line)
-    return _MARKDOWN_LEADING.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
+    """`costmodel.io.plain.markdown_text` (kept under this name for existing callers): `text` as literal,
+    link-free text inside Streamlit Markdown - no Markdown, HTML, GFM autolink or e-mail link forms."""
+    return markdown_text(text)

@@ -25,6 +25,7 @@ from costmodel.answers.sensitivity import elasticities
 from costmodel.answers.workload import parse_workload
 from costmodel.evidence.intervals import propagate
 from costmodel.io.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
+from costmodel.io.plain import WORD_JOINER, markdown_text
 from costmodel.model.kernels import kernel_context
 from costmodel.profiles.presets import preset, presets
 from dashboard import charts as dashboard_charts
@@ -83,9 +84,15 @@ def captions(at: AppTest) -> list[str]:
     return [unescape(c.value) for c in at.caption]
 
 
-def unescape(text: str) -> str:
-    """Text as the reader sees it: user-controlled strings are Markdown-escaped (a backslash before punctuation)."""
+def resolved(text: str) -> str:
+    """Markdown source with its backslash escapes resolved (the word joiners of costmodel.io.plain kept)."""
     return re.sub(r"\\([^0-9A-Za-z\s])", r"\1", text)
+
+
+def unescape(text: str) -> str:
+    """Text as the reader sees it: user-controlled strings are Markdown-escaped (a backslash before punctuation,
+    an invisible word joiner after ':' and '@')."""
+    return resolved(text).replace(WORD_JOINER, "")
 
 
 def errors(at: AppTest) -> list[str]:
@@ -282,7 +289,7 @@ def test_query_params_restore_the_view():
 
 def test_invalid_query_params_are_ignored_with_a_warning():
     at = run_app({"tp": "abc", "dtype": "fp8", "bogus": "1", "batch": "128", "vocab": "1000"})
-    warnings = " | ".join(w.value for w in at.warning)
+    warnings = " | ".join(unescape(w.value) for w in at.warning)
     assert "tp='abc'" in warnings and "dtype='fp8'" in warnings and "'bogus'" in warnings
     assert "vocab" in warnings  # custom-model fields need preset=custom
     assert at.selectbox(key="tp").value == state.Inputs.tp
@@ -733,6 +740,83 @@ def test_tp_above_the_gpus_per_node_warns():
     assert any("puts 16 ranks on a node" in w.value and "nodes of 8 GPUs" in w.value for w in at.warning)
     at.number_input(key="nodes").set_value(2).run()
     assert not any("ranks on a node" in w.value for w in at.warning)
+
+
+# -- untrusted text: no link, image or autolink from a name, a profile field or a query parameter ---------------
+EVIL = "![i](https://evil.example/i.png) [click](https://evil.example) mail@evil.example www.evil.example"
+MARKDOWN_ELEMENTS = ("markdown", "caption", "warning", "info", "error", "success", "subheader", "title", "header")
+LINK_SYNTAX = re.compile(r"(?<!\\)(\]\(|!\[|<)")  # an unescaped link / image / HTML / autolink opening
+AUTOLINK = re.compile(r"https?://|www\.|[-.\w+]+@[-\w]+\.", re.IGNORECASE | re.ASCII)  # GFM autolink literals
+
+
+def markdown_sources(at: AppTest) -> list[str]:
+    return [el.value for kind in MARKDOWN_ELEMENTS for el in getattr(at, kind)]
+
+
+def assert_no_link_forms(at: AppTest) -> None:
+    """No Markdown element of the page can form a link or an image: no unescaped `](`, `![` or `<`, and no GFM
+    autolink literal in the text once the escapes are resolved."""
+    for source in markdown_sources(at):
+        assert not LINK_SYNTAX.search(source), source
+        assert not AUTOLINK.search(resolved(source)), source
+
+
+def test_hostile_query_params_show_as_plain_text():
+    query = {"tab": "[click](https://evil.example)", "preset": "mail@evil.example",
+             "profile": "![i](https://evil.example/i.png)", "x<img>": "1", "www.evil.example": "a@b.co"}
+    at = run_app(query)
+    assert not at.error
+    warnings = [w.value for w in at.warning]
+    for name in ("tab", "preset", "profile"):  # each is named, neutralised, and reads as it was typed
+        assert any(markdown_text(f"{name}={query[name]!r}") in w for w in warnings), name
+        assert any(f"{name}={query[name]!r}" in unescape(w) for w in warnings), name
+    assert any(markdown_text("'x<img>'") in w for w in warnings)
+    assert any(markdown_text("'www.evil.example'") in w for w in warnings)
+    assert_no_link_forms(at)
+
+
+def hostile_profile() -> bytes:
+    doc = json.loads((ROOT / "data/profiles/h100-sxm-nvlink.json").read_text())
+    doc.update(name=EVIL + " \x1b]8;;x\x07", title=EVIL)
+    doc["provenance"].update(source=EVIL, gpu=EVIL, interconnect=EVIL, citations=[EVIL, "see mail@evil.example"])
+    return json.dumps(doc).encode()
+
+
+def test_hostile_profile_fields_show_as_plain_text():
+    at = run_app({"tab": "Calibration", "tp": "16"})  # TP 16 on nodes of 8 GPUs: the warning names the profile
+    at.file_uploader(key="upload").set_value(("evil.json", hostile_profile(), "application/json")).run()
+    assert not at.exception and not at.error
+    assert at.session_state["profile"].startswith("upload: ![i]")
+    inert = markdown_text(EVIL)
+    assert any("ranks on a node" in w.value and inert in w.value for w in at.warning)  # the name in st.warning
+    sources = [m.value for m in at.markdown]
+    assert any(f"**{inert}**" in m for m in sources)  # the title in the provenance badge
+    assert inert in sources  # provenance.source
+    assert any(f"GPU: {inert}" in m and f"interconnect: {inert}" in m for m in sources)
+    assert any(f"- {inert}" in m and markdown_text("see mail@evil.example") in m for m in sources)  # citations
+    assert any(EVIL in unescape(m) for m in sources)  # what the reader sees is the text as uploaded
+    assert_no_link_forms(at)
+    at.session_state["tab"] = "Heatmaps"
+    at.run()
+    assert not at.exception
+    assert any(m.value.startswith("**Saving of") for m in at.markdown)  # the Heatmaps tab is drawn
+    assert_no_link_forms(at)
+
+
+def test_hostile_nccl_tests_gpu_and_file_names_show_as_plain_text():
+    pytest.importorskip("calibration.fitting.fit")
+    pytest.importorskip("calibration.logs.import_nccl_tests")
+    gpu = "NVIDIA ![g](https://evil.example/g.png) www.evil.example"
+    at = run_app({"tab": "Calibration"})
+    log = nccl_tests_log().replace("NVIDIA H200", gpu).encode()
+    at.file_uploader(key="upload").set_value(("mail@evil.example.log", log, "text/plain")).run()
+    assert not at.exception and not at.error
+    assert at.session_state["profile"] == "upload: mail@evil.example"  # the file's stem names the profile
+    sources = [m.value for m in at.markdown]
+    assert any(f"partly measured on {markdown_text(gpu)}" in m for m in sources)  # the badge
+    assert any(f"GPU: {markdown_text(gpu)}" in m for m in sources)  # the provenance facts
+    assert any(markdown_text("mail@evil.example (fitted from mail@evil.example.log") in m for m in sources)
+    assert_no_link_forms(at)
 
 
 def test_parallel_drafting_labels():

@@ -272,3 +272,118 @@ def test_closed_preset_box_tells_the_llama4_maverick_presets_apart(server, brows
     assert fits[0] is False  # the full-length label is cut at this width
     assert [t for t, ok in zip(labels.values(), fits[1:]) if not ok] == []
     page.close()
+
+
+# -- untrusted text: no link, no image, no request off the page ------------------------------------------------
+EVIL = "![i](https://evil.example/i.png) [click](https://evil.example) mail@evil.example www.evil.example"
+HOSTILE_QUERY = ("tab=[click](https://evil.example)&preset=mail@evil.example&profile=![i](https://evil.example/i.png)"
+                 "&x<img src=https://evil.example/x.png>=1&www.evil.example=a@b.co")
+
+
+def watch_requests(page) -> list[str]:
+    """Every URL the page requests (documents, scripts, images, fetches, websockets)."""
+    urls: list[str] = []
+    page.on("request", lambda req: urls.append(req.url))
+    page.on("websocket", lambda ws: urls.append(ws.url))
+    return urls
+
+
+def assert_local_only(urls: list[str]) -> None:
+    from urllib.parse import urlsplit
+
+    outside = [u for u in urls if urlsplit(u).scheme not in ("data", "blob")
+               and urlsplit(u).hostname not in ("127.0.0.1", "localhost")]
+    assert outside == [], outside
+
+
+def assert_no_hostile_link_or_image(page) -> None:
+    """No <a> or <img> anywhere that points at evil.example or is a mailto: link, and no <a> / <img> at all in
+    a Markdown block (alert, caption, markdown, label, tooltip) that shows the hostile text."""
+    found = page.evaluate("""() => {
+        const bad = [];
+        for (const a of document.querySelectorAll('a')) {
+            const href = a.getAttribute('href') || '';
+            if (/evil|^mailto:|^xmpp:/i.test(href) || /evil/i.test(a.textContent)) bad.push('a ' + href);
+        }
+        for (const img of document.querySelectorAll('img, source, image, video, audio, iframe, object, embed')) {
+            const src = img.getAttribute('src') || img.getAttribute('href') || img.getAttribute('srcset') || '';
+            if (/evil/i.test(src) || /evil/i.test(img.getAttribute('alt') || '')) bad.push(img.tagName + ' ' + src);
+        }
+        for (const md of document.querySelectorAll('[data-testid="stMarkdownContainer"]')) {
+            if (/evil/i.test(md.textContent) && md.querySelector('a, img')) bad.push('markup in: ' + md.textContent);
+        }
+        return bad;
+    }""")
+    assert found == [], found
+
+
+def settle_run(page) -> None:
+    """Wait until the script run finished (a tab without charts)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+    page.wait_for_timeout(500)
+
+
+def shown_text(page, testid: str) -> str:
+    """The visible text of every element with data-testid=`testid`, word joiners taken out."""
+    texts = page.locator(f'[data-testid="{testid}"]').all_inner_texts()
+    return "\n".join(texts).replace("\u2060", "")
+
+
+def test_hostile_query_params_form_no_link_image_or_request(server, browser):
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    urls = watch_requests(page)
+    page.goto(f"{server}/?{HOSTILE_QUERY}")
+    page.get_by_text("ignored unknown query parameter").first.wait_for(timeout=60_000)
+    settle(page)
+    alerts = shown_text(page, "stAlert")
+    assert "tab='[click](https://evil.example)'" in alerts  # shown as typed, as text
+    assert "preset='mail@evil.example'" in alerts and "profile='![i](https://evil.example/i.png)'" in alerts
+    assert "'www.evil.example'" in alerts and "<img src" in alerts
+    assert_no_hostile_link_or_image(page)
+    page.wait_for_timeout(1000)  # an image or prefetch the page asked for would have been requested by now
+    page.close()
+    assert_local_only(urls)
+
+
+def hostile_profile_json() -> bytes:
+    import json
+
+    doc = json.loads((ROOT / "data/profiles/h100-sxm-nvlink.json").read_text())
+    doc.update(name=EVIL, title=EVIL)
+    doc["provenance"].update(source=EVIL, gpu=EVIL, interconnect=EVIL, citations=[EVIL])
+    return json.dumps(doc).encode()
+
+
+def test_hostile_uploaded_profile_forms_no_link_image_or_request(server, browser):
+    """A profile whose name, title and provenance are Markdown links, images, URLs and an e-mail address: the
+    sidebar, the TP-above-gpus_per_node warning, the provenance badge, the Calibration and Heatmaps tabs show
+    it as text, and nothing is fetched from outside."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    urls = watch_requests(page)
+    page.goto(f"{server}/?tab=Calibration&tp=16")
+    page.get_by_text("ranks on a node, but the profile").first.wait_for(timeout=60_000)
+    settle_run(page)
+    page.locator('.st-key-upload input[type="file"]').set_input_files(
+        files=[{"name": "evil.json", "mimeType": "application/json", "buffer": hostile_profile_json()}])
+    page.get_by_text("Provenance", exact=True).wait_for(timeout=60_000)
+    expect(page.locator('.st-key-profile input[role="combobox"]')).to_have_value(f"upload: {EVIL}", timeout=60_000)
+    settle_run(page)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-hostile-profile.png"), full_page=True)
+    assert EVIL in shown_text(page, "stAlert")  # the name in the warning, as text
+    markdown = shown_text(page, "stMarkdown")
+    assert EVIL in markdown and f"GPU: {EVIL}" in markdown  # the badge, provenance source and fields
+    assert_no_hostile_link_or_image(page)
+    page.locator('.st-key-profile input[role="combobox"]').click()  # the open picker lists the upload as text
+    page.get_by_role("option", name=f"upload: {EVIL}").wait_for(timeout=10_000)
+    assert_no_hostile_link_or_image(page)
+    page.keyboard.press("Escape")
+    page.get_by_role("tab", name="Heatmaps").click()
+    page.get_by_text("both heatmaps share one colour scale").first.wait_for(timeout=60_000)
+    settle(page)
+    assert_no_hostile_link_or_image(page)
+    page.wait_for_timeout(1000)
+    page.close()
+    assert_local_only(urls)

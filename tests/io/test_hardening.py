@@ -209,11 +209,12 @@ def test_markdown_is_escaped_so_no_link_or_image_forms():
     shown = escape_markdown(text)
     for construct in ("[click](", "![x](", ":red[", "$x$", "**b**", "https://"):
         assert construct not in shown, construct
-    assert shown == (r"\[click\](https\://evil.example) \!\[x\](https\://evil.example/a.png) \:red\[big\] "
-                     r"\$x\$ \<https\://e.x> \*\*b\*\*")
+    wj = "\u2060"  # word joiner: after ':' and '@', so no GFM autolink literal forms from the shown text
+    assert shown == (rf"\[click\]\(https\:{wj}\/\/evil\.example\) \!\[x\]\(https\:{wj}\/\/evil\.example\/a\.png\) "
+                     rf"\:{wj}red\[big\] \$x\$ \<https\:{wj}\/\/e\.x\> \*\*b\*\*")
     assert escape_markdown("- item") == "\\- item" and escape_markdown("1. x") == "1\\. x"
     assert escape_markdown("derived from public figures, not measured: NCCL 2.27") == \
-        "derived from public figures, not measured: NCCL 2.27"
+        f"derived from public figures\\, not measured\\:{wj} NCCL 2\\.27"
 
 
 def test_streamlit_hides_error_details():
