@@ -361,37 +361,37 @@ def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
 
 
 def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
-    """Horizontal bars: change of the saving (us per draft step) for +10% of each parameter, in the rows' order.
+    """Horizontal bars: change of the saving (us per draft step) for +1% of each parameter, in the rows' order.
 
     The colour follows the sign of that saving change (blue: raising the parameter raises the saving, red: it
     lowers it) - not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
     labelled with its parameter (axis) and its value (text at the bar's end).
     """
-    data = table.assign(effect=np.where(table["saving_change_us_per_10pct"] >= 0, "raises the saving",
+    data = table.assign(effect=np.where(table["saving_change_us_per_1pct"] >= 0, "raises the saving",
                                         "lowers the saving"),
-                        label=[format_us(v, sign=True) for v in table["saving_change_us_per_10pct"]],
-                        align=np.where(table["saving_change_us_per_10pct"] >= 0, "left", "right"))
+                        label=[format_us(v, sign=True) for v in table["saving_change_us_per_1pct"]],
+                        align=np.where(table["saving_change_us_per_1pct"] >= 0, "left", "right"))
     y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
               axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
-    change = data["saving_change_us_per_10pct"].to_numpy(dtype=float)
+    change = data["saving_change_us_per_1pct"].to_numpy(dtype=float)
     extent = float(np.abs(change).max(initial=0.0)) or 1.0
     lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
     hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent
     bars = alt.Chart(data).mark_bar().encode(
         y=y,
-        x=alt.X("saving_change_us_per_10pct:Q", title="change of the saving per draft step for +10% (µs)",
+        x=alt.X("saving_change_us_per_1pct:Q", title="change of the saving per draft step for +1% (µs)",
                 scale=alt.Scale(domain=[lo, hi], nice=False)),  # room for the value labels at both ends
         color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
                                                     range=["#4c78a8", "#e45756"]),
                         legend=alt.Legend(orient="bottom", title=None)),
-        tooltip=["parameter:N", alt.Tooltip("saving_change_us_per_10pct:Q", format="+,.3~r",
-                                            title="saving change for +10% (µs)"),
+        tooltip=["parameter:N", alt.Tooltip("saving_change_us_per_1pct:Q", format="+,.3~r",
+                                            title="saving change for +1% (µs)"),
                  alt.Tooltip("elasticity:Q", format="+.3f", title="elasticity")],
     )
     right = alt.Chart(data[data["align"] == "left"]).mark_text(align="left", dx=3, fontSize=11).encode(
-        y=y, x="saving_change_us_per_10pct:Q", text="label:N")
+        y=y, x="saving_change_us_per_1pct:Q", text="label:N")
     left = alt.Chart(data[data["align"] == "right"]).mark_text(align="right", dx=-3, fontSize=11).encode(
-        y=y, x="saving_change_us_per_10pct:Q", text="label:N")
+        y=y, x="saving_change_us_per_1pct:Q", text="label:N")
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
     # Streamlit fits the whole chart (axes and legend included) into `height`
     return alt.layer(bars, right, left, zero).properties(height=26 * len(data) + 130, padding={"right": 60,

@@ -77,7 +77,7 @@ def _text(value: Any) -> str:
 
 def column_labels(frame: pd.DataFrame) -> dict[str, str]:
     """Readable headers: `saving_per_decode_step_us` -> 'saving per decode step (µs)'."""
-    units = {"_us_per_10pct": " for +10% (µs)", "_us": " (µs)", "_ms": " (ms)", "_pct": " (%)",
+    units = {"_us_per_1pct": " for +1% (µs)", "_us": " (µs)", "_ms": " (ms)", "_pct": " (%)",
              "_gbps": " (GB/s)"}
     out = {}
     for column in frame.columns:

@@ -241,15 +241,21 @@ def breakdown_tab(ev: Evaluation) -> None:
 
 def sensitivity_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
-    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
-                "per 1% change of one profile parameter (central difference, ±1%), top "
-                f"{SENSITIVITY_TOP} by size. Measured kernel tables are not perturbed.")
     try:
         with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
             table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch))
     except InputError as exc:
-        st.error(plain(str(exc)))
-        table = None
+        table, error = None, exc
+    else:
+        error = None
+    shown = "" if table is None or table.empty else (
+        f" The chart shows the {min(SENSITIVITY_TOP, len(table))} largest of the {len(table)} parameters that move it"
+        " (the table lists all).")
+    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
+                "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
+                f"+1%. Measured kernel tables are not perturbed.{shown}")
+    if error is not None:
+        st.error(plain(str(error)))
     if table is not None and table.empty:
         st.info("No profile parameter changes this saving.")
     elif table is not None:

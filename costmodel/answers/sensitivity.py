@@ -247,8 +247,8 @@ def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_ar
         e = (up - down) / (2 * step * base)
         if abs(e) > 1e-6:
             rows.append({"parameter": param.label, "elasticity": e,
-                         "saving_change_us_per_10pct": (up - down) / (2 * step) * 0.1})
-    table = pd.DataFrame(rows, columns=["parameter", "elasticity", "saving_change_us_per_10pct"])
+                         "saving_change_us_per_1pct": (up - down) / (2 * step) * 0.01})
+    table = pd.DataFrame(rows, columns=["parameter", "elasticity", "saving_change_us_per_1pct"])
     table.insert(0, "strategy", strategy)
     table["saving_us"] = base
     return table.reindex(table["elasticity"].abs().sort_values(ascending=False).index).reset_index(drop=True)

@@ -52,6 +52,6 @@ def run(args: argparse.Namespace) -> int:
     if args.sensitivity:
         print("\nsensitivity of the local_argmax_pairs saving (elasticity = % change per 1% change):")
         for row in result["sensitivity"][:12]:
-            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_10pct']:+.2f} us per +10%)  "
+            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_1pct']:+.2f} us per +1%)  "
                   f"{row['parameter']}")
     return 0

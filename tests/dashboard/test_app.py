@@ -714,9 +714,9 @@ def test_sensitivity_colour_follows_the_sign_of_the_saving_change():
     rows = spec["datasets"][bars["data"]["name"]]
     assert len(rows) == len(table)
     for row in rows:
-        assert row["effect"] == ("raises the saving" if row["saving_change_us_per_10pct"] >= 0 else
+        assert row["effect"] == ("raises the saving" if row["saving_change_us_per_1pct"] >= 0 else
                                  "lowers the saving")
-    assert any(r["elasticity"] > 0 > r["saving_change_us_per_10pct"] for r in rows)  # the case the issue reports
+    assert any(r["elasticity"] > 0 > r["saving_change_us_per_1pct"] for r in rows)  # the case the issue reports
     # every bar labelled: the axis keeps every parameter, and each bar carries its value
     assert bars["encoding"]["y"]["axis"]["labelOverlap"] is False
     labelled = sum(len(spec["datasets"][layer["data"]["name"]]) for layer in spec["layer"][1:3])
