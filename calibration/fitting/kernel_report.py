@@ -31,8 +31,9 @@ def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of kernel ops with `bytes` and achieved `gbps` columns."""
     kern = frame[frame["rows"] > 0].copy()
     elem = kern["dtype"].map(ELEM_BYTES).fillna(4)
-    kern["bytes"] = [float(kernel_bytes(op, r, c, p, e, D2T_DRAFT_COLS)) for op, r, c, p, e in
-                     zip(kern["op"], kern["rows"], kern["cols"], kern["world_size"], elem, strict=True)]
+    ks = kern["k"] if "k" in kern.columns else pd.Series(1, index=kern.index)
+    kern["bytes"] = [float(kernel_bytes(op, r, c, p, e, D2T_DRAFT_COLS, k)) for op, r, c, p, e, k in
+                     zip(kern["op"], kern["rows"], kern["cols"], kern["world_size"], elem, ks, strict=True)]
     kern["gbps"] = kern["bytes"] / kern["median_us"] * 1e-3
     return kern
 

@@ -46,7 +46,7 @@ DTYPE_FREE_OPS = ("pair_reduce", "key_unpack", "d2t_lookup")
 PAIR_BYTES = 8  # (fp32 value, fp32 id)
 
 
-def kernel_bytes(op: str, rows, cols, world_size=1, elem_bytes=2, draft_cols=0) -> np.ndarray:
+def kernel_bytes(op: str, rows, cols, world_size=1, elem_bytes=2, draft_cols=0, k=1) -> np.ndarray:
     """Bytes read + written by one call of `op` (R = rows, s = cols, p = world_size, e = elem_bytes).
 
     local_argmax / key_pack   R*s*e + 2*R*8           (read the shard; write values+ids; also local_max/pack)
@@ -57,6 +57,8 @@ def kernel_bytes(op: str, rows, cols, world_size=1, elem_bytes=2, draft_cols=0) 
     pair_reduce               R*p*8 + 2*R*8
     key_unpack / d2t_lookup   2*R*8
     d2t_scatter               R*s*e + 2*R*Vd*e + Vd*8 (fill [R, V_target]; scatter Vd columns)
+    local_topk                R*s*e + R*k*8           (read the shard; write k (value, id) pairs)
+    topk_merge                R*s*8 + R*k*8           (s = p*k candidate pairs in, k winners out)
     """
     base = op.removesuffix("_fused")
     r = np.asarray(rows, dtype=float)
@@ -80,6 +82,10 @@ def kernel_bytes(op: str, rows, cols, world_size=1, elem_bytes=2, draft_cols=0) 
     if base == "d2t_scatter":
         vd = np.asarray(draft_cols, dtype=float)
         return r * s * e + 2 * r * vd * e + vd * ID_BYTES
+    if base == "local_topk":  # read the shard, write k (fp32 value, fp32 id) pairs per row
+        return r * s * e + r * np.asarray(k, dtype=float) * PAIR_BYTES
+    if base == "topk_merge":  # read the cols = p*k candidate pairs, write the k winners
+        return r * s * PAIR_BYTES + r * np.asarray(k, dtype=float) * PAIR_BYTES
     raise InputError(f"unknown kernel op {op!r}")
 
 

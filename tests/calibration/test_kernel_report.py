@@ -74,3 +74,15 @@ def test_probe_comparison_matches_shapes_and_divides(tmp_path, capsys):
     only.to_csv(b, index=False)
     assert main([str(a), "--probe", str(b)]) == 2
     assert "no shape in common" in capsys.readouterr().err
+
+
+def test_top_k_rows_of_a_kernel_benchmark_get_a_byte_count():
+    """calibrate-kernels writes local_topk / topk_merge rows; kernel-report used to refuse them (issue 18)."""
+    from calibration.fitting.kernel_report import with_bandwidth
+
+    frame = pd.DataFrame({"op": ["local_topk", "topk_merge"], "dtype": ["bf16", "fp32"], "mode": ["graph"] * 2,
+                          "world_size": [8, 8], "rows": [4, 4], "cols": [25256, 64], "k": [8, 8],
+                          "median_us": [10.0, 5.0]})
+    out = with_bandwidth(frame)
+    assert out["bytes"].tolist() == [4 * 25256 * 2 + 4 * 8 * 8, 4 * 64 * 8 + 4 * 8 * 8]  # hand-computed
+    assert (out["gbps"] > 0).all()
