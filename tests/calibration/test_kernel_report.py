@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from calibration.fitting.kernel_report import bandwidth_table, batch1_table, main
+from calibration.fitting.kernel_report import bandwidth_table, batch1_table, main, with_bandwidth
 from costmodel.io.measurements import validate_measurements
 
 
@@ -78,8 +78,6 @@ def test_probe_comparison_matches_shapes_and_divides(tmp_path, capsys):
 
 def test_top_k_rows_of_a_kernel_benchmark_get_a_byte_count():
     """calibrate-kernels writes local_topk / topk_merge rows; kernel-report used to refuse them (issue 18)."""
-    from calibration.fitting.kernel_report import with_bandwidth
-
     frame = pd.DataFrame({"op": ["local_topk", "topk_merge"], "dtype": ["bf16", "fp32"], "mode": ["graph"] * 2,
                           "world_size": [8, 8], "rows": [4, 4], "cols": [25256, 64], "k": [8, 8],
                           "median_us": [10.0, 5.0]})
