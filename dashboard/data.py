@@ -34,7 +34,7 @@ from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagat
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
 from costmodel.model.points import predict_points
 from costmodel.model.predict import crossovers
-from costmodel.profiles.store import DATA_DIR, PROFILE_DIR
+from costmodel.profiles.store import DATA_DIR, PROFILE_DIR, tp_placement_problem
 
 from . import REPO_ROOT
 from .state import BATCH_STEPS, IMPLS, ScenarioSpec
@@ -247,9 +247,14 @@ def heat_vocabs(spec: ScenarioSpec) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def heat_tps(spec: ScenarioSpec) -> tuple[int, ...]:
-    """TP sizes 1..16 (and the current one) that the current node count divides."""
-    return tuple(sorted({p for p in (*HEAT_TPS, spec.tp) if p % spec.nodes == 0}))
+def heat_tps(spec: ScenarioSpec, profile: Profile | None = None) -> tuple[int, ...]:
+    """TP sizes 1..16 (and the current one) that the current node count divides and - given the profile - that
+    its nodes can hold (`tp_placement_problem`: the CLI refuses TP 16 on one 8-GPU node, so the heatmap does not
+    price it)."""
+    sizes = {p for p in (*HEAT_TPS, spec.tp) if p % spec.nodes == 0}
+    if profile is not None:
+        sizes = {p for p in sizes if tp_placement_problem(profile, p, spec.nodes) is None}
+    return tuple(sorted(sizes))
 
 
 def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...]) -> pd.DataFrame:

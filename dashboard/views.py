@@ -296,7 +296,8 @@ def heatmaps_tab(ev: Evaluation) -> None:
                 f"red = {BASELINE} faster; both heatmaps share one colour scale.")
     vocab, vocab_skipped = _heat_rows("draft vocab", heat_vocabs(inputs.spec),
                                       lambda v: heat_vocab_row(text, inputs.spec, v, batches))
-    tp, tp_skipped = _heat_rows("TP", heat_tps(inputs.spec), lambda p: heat_tp_row(text, inputs.spec, p, batches))
+    tp, tp_skipped = _heat_rows("TP", heat_tps(inputs.spec, ev.profile),
+                                lambda p: heat_tp_row(text, inputs.spec, p, batches))
     bound = charts.heat_bound(vocab, tp)
     _heatmap(vocab, vocab_skipped, f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)",
              "draft_vocab", "draft vocab", "saving_batch_x_draft_vocab", bound)
