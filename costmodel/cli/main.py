@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import importlib.util
 import runpy
 import sys
@@ -37,6 +38,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="argmax-tp", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"argmax-tp {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("predict", help="price every strategy for one scenario", formatter_class=Formatter)
@@ -170,6 +172,18 @@ def _installed(module: str) -> bool:
         return False
 
 
+def package_version() -> str:
+    """The installed distribution's version (importlib.metadata), else the checkout's pyproject.toml version."""
+    try:
+        return importlib.metadata.version("argmax-tp")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        for line in pyproject.read_text().splitlines() if pyproject.is_file() else ():
+            if line.startswith("version = "):
+                return line.split("=", 1)[1].strip().strip('"') + " (checkout)"
+        return "unknown"
+
+
 def launch(command: str, argv: Sequence[str]) -> int:
     """Run a launcher's module as `__main__` in this process (so torchrun's environment reaches it)."""
     module, needs_torch, _ = LAUNCHERS[command]
@@ -177,6 +191,11 @@ def launch(command: str, argv: Sequence[str]) -> int:
         raise InputError(f"{command}: needs torch - install the calibrate extra: pip install 'argmax-tp[calibrate]'")
     if not _installed(module.split(".")[0]):
         raise InputError(f"{command}: module {module} is not installed")
+    if command == "dashboard" and any(a in ("-h", "--help") for a in argv):
+        print("usage: argmax-tp dashboard [STREAMLIT-RUN-OPTIONS]\n\nstart the Streamlit dashboard on the default "
+              "profile (http://localhost:8501); options go to `streamlit run`, e.g. --server.port 8600 "
+              "--server.headless true (`streamlit run --help` lists them all)")
+        return 0
     if command == "dashboard":
         sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]
     else:

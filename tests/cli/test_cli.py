@@ -261,3 +261,13 @@ def test_readme_calibrate_step4_after_a_two_rank_calibration(tmp_path):
                    "--num-spec-tokens", "5")
     assert proc.returncode == 0, proc.stderr
     assert "90% interval" in proc.stdout and "profile my-cluster" in proc.stdout
+
+
+def test_version_and_a_short_dashboard_help(capsys):
+    """issue 18: no --version; `argmax-tp dashboard --help` printed Streamlit's 5,000-line help."""
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("argmax-tp 0.")
+    assert main(["dashboard", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: argmax-tp dashboard") and len(out.splitlines()) < 10
