@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..io import errors
 from ..io.errors import InputError, OneLineParser, first_line
 from ..io.plain import terminal_text
 from ..io.schema_names import DTYPES
@@ -200,10 +201,13 @@ def launch(command: str, argv: Sequence[str]) -> int:
         sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]
     else:
         sys.argv = [f"argmax-tp {command}", *argv]
+    errors.LAUNCHED_AS = f"argmax-tp {command}"  # the tool's usage lines name the command typed
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        errors.LAUNCHED_AS = None
     return 0
 
 

@@ -23,8 +23,20 @@ class InputError(ValueError):
         super().__init__(text)
 
 
+LAUNCHED_AS: str | None = None  # "argmax-tp <command>" while the argmax-tp launcher runs a tool
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """ArgumentParser whose errors raise `InputError` (the CLI prints one line, exit 2) instead of exiting."""
+    """ArgumentParser whose errors raise `InputError` (the CLI prints one line, exit 2) instead of exiting.
+
+    A tool's `prog="python -m calibration.X"` becomes the command the user typed when `argmax-tp` launched it
+    (`LAUNCHED_AS`, set by the launcher: runpy replaces sys.argv[0]), so usage lines name what was run."""
+
+    def __init__(self, *args, **kwargs):
+        prog = kwargs.get("prog")
+        if isinstance(prog, str) and prog.startswith("python -m ") and LAUNCHED_AS:
+            kwargs["prog"] = LAUNCHED_AS
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # argparse would print usage + 2 lines and exit 2
         raise InputError(message)

@@ -271,3 +271,11 @@ def test_version_and_a_short_dashboard_help(capsys):
     assert main(["dashboard", "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: argmax-tp dashboard") and len(out.splitlines()) < 10
+
+
+def test_launched_tools_name_the_argmax_tp_command_in_their_usage(capsys):
+    """issue 18: usage lines said `python -m calibration.*` when run as `argmax-tp fit` etc."""
+    assert main(["fit", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: argmax-tp fit ")
+    assert main(["kernel-report", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: argmax-tp kernel-report ")
