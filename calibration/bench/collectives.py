@@ -728,6 +728,10 @@ def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
             prov.finish("ok")
         dist.barrier()
         dist.destroy_process_group()
+        if rank == 0:  # one summary line: what was measured, what was already there, where it went
+            print(f"done: {len(todo)} point(s) measured x {len(cfg.modes)} mode(s), {len(points) - len(todo)} already "
+                  f"in the file (--resume); world sizes {', '.join(map(str, world_sizes))}; rows in {csv_path}",
+                  file=sys.stderr, flush=True)
         return 0
     except BaseException as exc:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already failing: finish the record, then exit

@@ -203,6 +203,8 @@ def test_world4_covers_tp2_and_tp4(tmp_path):
     proc = torchrun(4, tmp_path, *GRID, "--note", "test run")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_complete_run(tmp_path, 4)
+    done = [line for line in proc.stderr.splitlines() if line.startswith("done: ")]  # one summary line (issue 18)
+    assert len(done) == 1 and "0 already in the file" in done[0] and "world sizes 2, 4" in done[0], proc.stderr[-2000:]
     prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
     assert "test run" in prov["notes"]
     assert prov["previous_runs"] == [kernels_record]
