@@ -112,7 +112,10 @@ def format_table_errors(table: pd.DataFrame, min_bytes_per_rank: int = TABLE_MIN
     errors = errors[(errors["n"] > 0) | (errors["n_in_sample"] > 0)]
     head = (f"per table, collectives at >= {min_bytes_per_rank // 1024} KiB per rank (held-out rows; target for "
             f"derived profiles: median <= {TABLE_TARGET_MEDIAN:.0%})")
-    return head + "\n" + errors.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+    text = errors.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
+    note = ("\n('-': no held-out row in that table - every row it has was used to build the profile)"
+            if (errors["n"] == 0).any() else "")
+    return head + "\n" + text + note
 
 
 def profiles_without_reference(table: pd.DataFrame) -> list[str]:

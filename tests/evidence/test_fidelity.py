@@ -15,7 +15,7 @@ from costmodel.answers.sensitivity import elasticities
 from costmodel.cli.main import main
 from costmodel.evidence.intervals import propagate
 from costmodel.evidence.reference import load_reference
-from costmodel.evidence.validate import summary, validate
+from costmodel.evidence.validate import format_table_errors, summary, validate
 from costmodel.profiles.parse import profile_from_dict
 from costmodel.profiles.replicates import replicate_profiles
 
@@ -181,3 +181,11 @@ def test_intervals_shrink_with_more_bootstrap_data():
             assert iv.low <= point <= iv.high
             widths[reps] += iv.high - iv.low
     assert widths[8] < 0.6 * widths[1]
+
+
+def test_a_table_without_held_out_rows_reads_as_such_not_nan():
+    """issue 22: validate printed NaN for a table whose rows were all used to build the profile."""
+    rows = pd.DataFrame({"op": ["all_gather"] * 2, "bytes_per_rank": [1 << 20] * 2, "file": ["t.csv"] * 2,
+                         "profile_used": ["p"] * 2, "used_in_profile": [True, True], "rel_error": [0.1, -0.2]})
+    text = format_table_errors(rows)
+    assert "nan" not in text.lower() and "no held-out row" in text
