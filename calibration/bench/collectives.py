@@ -226,7 +226,20 @@ def parse_config(argv: Sequence[str]) -> Config:
     if cfg.out.exists() and not cfg.out.is_dir():  # checked on every rank, before the rendezvous
         raise InputError(f"--out {cfg.out}: exists and is not a directory (collectives.csv and provenance.json "
                          "go into a directory)")
+    writable_dir(cfg.out)  # every rank, before the rendezvous: no rank waits for the watchdog over a bad --out
     return cfg
+
+
+def writable_dir(path: Path) -> None:
+    """Refuse (InputError, one line) an output directory that cannot be created or written: the nearest existing
+    ancestor must be a writable directory (nothing is created here; rank 0 creates it after the rendezvous)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(f"--out {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"--out {path}: {probe} is not writable")
 
 
 # --------------------------------------------------------------------------- launch environment

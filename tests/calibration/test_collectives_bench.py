@@ -283,3 +283,17 @@ def test_sigterm_handler_exists_for_torchrun_teardown():
 
     with pytest.raises(collectives.Terminated):
         collectives._on_signal(signal.SIGTERM, None)
+
+
+@pytest.mark.torchrun
+def test_an_out_that_cannot_be_created_is_refused_on_every_rank_before_the_rendezvous(tmp_path):
+    """issue 22: rank 0 exited 3 while the other ranks waited for the watchdog; now every rank refuses, exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    start = time.monotonic()
+    proc = torchrun(2, blocker / "sub", *GRID, "--watchdog-s", "60", timeout=90)
+    assert proc.returncode != 0 and time.monotonic() - start < 45, proc.stderr[-2000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]  # torchrun adds its own trace
+    assert len(ours) == 1 and "a-file is not a directory" in ours[0], proc.stderr[-2000:]
+    assert "exitcode: 2" in proc.stderr  # bad input on every rank, not a failed run (3) after a watchdog wait
+    assert not (blocker.parent / "sub").exists() and blocker.read_text() == "not a directory"
