@@ -599,6 +599,32 @@ class PointFailed(RuntimeError):
         self.where, self.cause = where, cause
 
 
+SILENT_RANKS_WAIT_S = 3.0  # how long a failed rank waits for the other survivors to report
+
+
+def silent_ranks(rank: int, world_size: int, wait_s: float = SILENT_RANKS_WAIT_S) -> list[int] | None:
+    """After a failed collective: the ranks that did not report within `wait_s` - the dead or hung ones.
+
+    Every rank that catches the failure sets the key `argmax-tp/failed/<rank>` in the process group's store (the
+    TCP store of torchrun's agent or of rank 0, which outlives a crashed peer) and waits for the others' keys; a rank
+    that died never sets one. None when the store cannot answer (its host is the rank that died)."""
+    import torch.distributed as dist
+
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        store.set_timeout(timedelta(seconds=wait_s))
+        store.set(f"argmax-tp/failed/{rank}", "1")
+        deadline = time.monotonic() + wait_s
+        missing = [r for r in range(world_size) if r != rank]
+        while missing and time.monotonic() < deadline:
+            missing = [r for r in missing if not store.check([f"argmax-tp/failed/{r}"])]
+            if missing:
+                time.sleep(0.1)
+        return missing
+    except Exception:  # noqa: BLE001 - the store's host is gone too: nothing more to learn
+        return None
+
+
 def _nodes_spanned(ranks_info: list[dict[str, Any]], p: int) -> int:
     """Nodes that ranks [0, p) live on (torchrun's GROUP_RANK plus the host name)."""
     return len({(info["hostname"], info["node_rank"]) for info in ranks_info[:p]})
@@ -785,7 +811,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_INPUT
     except PointFailed as exc:
-        print(f"error: {exc} on rank {launch.rank} (a peer rank died or hung?); partial results kept in {out}",
+        silent = silent_ranks(launch.rank, launch.world_size)
+        who = (f"rank(s) {', '.join(map(str, silent))} died or hung (no report after {SILENT_RANKS_WAIT_S:g} s)"
+               if silent else "a peer rank died or hung?")
+        print(f"error: {exc} on rank {launch.rank} ({who}); partial results kept in {out}",
               file=sys.stderr, flush=True)
     except BenchError as exc:
         print(f"error: {exc}; partial results kept in {out}", file=sys.stderr, flush=True)

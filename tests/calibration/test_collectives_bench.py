@@ -229,6 +229,7 @@ def test_dead_rank_keeps_partial_rows_and_torchrun_resume_completes(tmp_path):
     assert rc0 == 3 and time.monotonic() - start < 90
     line = _one_error_line(err0)
     assert "partial results kept in" in line and str(tmp_path) in line
+    assert "rank(s) 1 died or hung" in line  # the dead rank is named (issue 22)
     partial = read_measurements(tmp_path / CSV_NAME)
     assert 1 <= len(partial) < len(expected_keys(2))
     assert json.loads((tmp_path / PROVENANCE_NAME).read_text())["status"].startswith("failed")
