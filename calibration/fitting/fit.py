@@ -79,10 +79,16 @@ Input limits (bounded cost): at most MAX_FIT_ROWS input rows; repeated rows of o
 the times equal) are binned to at most MAX_REPEATS_PER_POINT rows - the order statistics at ranks
 floor((j + 1/2) c / R) of its c times, j < R, so the point's median and spread survive - so n <= R x points;
 a curve with more than MAX_GROUP_SIZES distinct sizes and a kernel op with more than MAX_KERNEL_SHAPES shapes
-are skipped (reported). Binning is one hash group-by and one sort (O(rows log rows)); then a group's fit holds
+are skipped (reported). Before any curve is fitted the plan is checked (`fit_plan`): at most MAX_FIT_CURVES
+curves (per-p, generic and --impl curves alike) and at most MAX_FIT_POINTS distinct (curve, size) points over them
+(so at most 16 x MAX_FIT_POINTS rows) - fit time is ~linear in the curves and ~k^2 n in a curve of k sizes and n
+rows, so the worst plan allowed is ~10 curves at the 192-size limit; beyond either limit the fit is refused
+with one line naming it. A time budget (`time_budget_s`, CLI --time-budget-s, DEFAULT_TIME_BUDGET_S) is
+checked before every curve and kernel op: when it is spent the fit stops with one line saying how far it got.
+Binning is one hash group-by and one sort (O(rows log rows)); then a group's fit holds
 O(B n + B k^2 + k^3) floats (B <= 200 replicates, n <= 16 k rows, k <= 192 sizes; the k^3 term is the
-leave-one-size-out range sums): scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload and a curve at the
-192-size limit (~0.6 GB peak RSS, a few seconds).
+leave-one-size-out range sums): scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload, a curve at the
+192-size limit and the two worst plans the curve / point limits allow (docs/limits.md has the figures).
 
 Everything not measured comes from the base profile (default: the bundled default profile); provenance.kind is
 "measured" only when nothing of the base profile remains reachable, else "mixed".
@@ -95,6 +101,7 @@ import datetime
 import itertools
 import math
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +147,10 @@ MAX_GROUP_SIZES = 192  # distinct sizes per curve (leave-one-size-out holds ~k^3
 MAX_KERNEL_SHAPES = 1024  # distinct (rows, cols, world_size) shapes per kernel op (leave-one-shape-out)
 MAX_REPEATS_PER_POINT = 16  # rows kept per measured point (evenly spaced order statistics of its times)
 MAX_FIT_ROWS = 2_000_000  # input rows before binning
+MAX_FIT_CURVES = 64  # collective curves per fit: per-p, generic and impl curves ("Input limits" below)
+MAX_FIT_POINTS = 2048  # distinct (curve, size) points summed over those curves (rows <= 16 x points)
+DEFAULT_TIME_BUDGET_S = 300.0  # the worst plan the limits allow fitted in 66 s at load 5 (scripts/bench_limits.py)
+MAX_TIME_BUDGET_S = 86400.0
 MIN_REGIME_SIZES = 3  # distinct sizes per regime when choosing K
 MIN_REFIT_SIZES = 2  # distinct sizes per regime in bootstrap / cross-validation refits
 CV_SCORE_QUANTILE = 0.9  # K is chosen by this quantile of the leave-one-size-out |relative error|
@@ -583,10 +594,60 @@ def curve_samples(rows: _Rows) -> dict[str, list]:
     return out
 
 
-def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = ()
-                     ) -> tuple[list[dict], list[dict], list[list[dict]]]:
+class _Budget:
+    """The fit's time budget (module doc, "Input limits"): `check` before every curve / kernel op raises one
+    InputError line once `seconds` have passed since the fit started."""
+
+    def __init__(self, seconds: float | None, curves: int) -> None:
+        self.seconds, self.curves, self.done = seconds, curves, 0
+        self.start = time.monotonic()
+
+    def check(self) -> None:
+        elapsed = time.monotonic() - self.start
+        if self.seconds is not None and elapsed > self.seconds:
+            raise InputError(f"fit: time budget of {self.seconds:g} s spent after {self.done} of {self.curves} "
+                             f"curves ({elapsed:.0f} s); pass --time-budget-s to allow more, or fit fewer curves")
+
+
+def fit_plan(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """(label, distinct sizes) of every collective curve `_fit_collectives` would fit from `frame` (validated,
+    binned rows): per (op, world_size, mode) at its fewest nodes, and a generic curve per (op, mode) over >= 2
+    single-node world sizes; groups the fit skips anyway (too few or too many sizes) are left out."""
+    coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
+    plan: list[tuple[str, int]] = []
+    generic: dict[tuple[str, str], list[np.ndarray]] = {}
+    for (op, ws, mode), sub in coll.groupby(["op", "world_size", "mode"], sort=True):
+        if int(ws) < 2:
+            continue
+        nodes = int(sub["nodes"].min())
+        k = int(sub.loc[sub["nodes"] == nodes, "bytes_per_rank"].nunique())
+        if MIN_GROUP_SIZES <= k <= MAX_GROUP_SIZES:
+            plan.append((f"{op} p={int(ws)} {mode}", k))
+            if nodes == 1:
+                b = sub.loc[sub["nodes"] == nodes, "bytes_per_rank"].to_numpy(float)
+                generic.setdefault((op, mode), []).append(total_bytes(op, b, np.full(b.shape, float(ws))))
+    for (op, mode), parts in sorted(generic.items()):
+        k = int(np.unique(np.concatenate(parts)).size) if len(parts) >= 2 else 0
+        if MIN_GROUP_SIZES <= k <= MAX_GROUP_SIZES:
+            plan.append((f"{op} any p {mode}", k))
+    return plan
+
+
+def check_fit_plan(plan: Sequence[tuple[str, int]], source: str = "measurements") -> None:
+    """Refuse (one line) a fit of more than MAX_FIT_CURVES curves or MAX_FIT_POINTS points, before any work."""
+    if len(plan) > MAX_FIT_CURVES:
+        raise InputError(f"{source}: {len(plan)} collective curves to fit, more than the limit of {MAX_FIT_CURVES} "
+                         "per fit (fit fewer (op, world size, mode) groups at a time)")
+    points = sum(k for _, k in plan)
+    if points > MAX_FIT_POINTS:
+        raise InputError(f"{source}: {points} measured sizes over {len(plan)} collective curves, more than the "
+                         f"limit of {MAX_FIT_POINTS} points per fit (fewer sizes or curves per fit)")
+
+
+def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = (),
+                     budget: _Budget | None = None) -> tuple[list[dict], list[dict], list[list[dict]]]:
     """(curves, report rows, per-curve bootstrap replicates) for every collective group; group g draws its
-    bootstrap from numpy's default_rng([seed, *stream, g])."""
+    bootstrap from numpy's default_rng([seed, *stream, g]). `budget` is checked before every curve."""
     coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
     curves, reports, reps = [], [], []
     generic_rows: dict[tuple[str, str], list[pd.DataFrame]] = {}
@@ -594,6 +655,8 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
 
     def run(rows: _Rows) -> None:
         nonlocal counter
+        if budget is not None:
+            budget.check()
         counter += 1
         rng = np.random.default_rng([seed, *stream, counter])
         try:
@@ -605,6 +668,8 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
         curves.append(fit.curve)
         reports.append(fit.report)
         reps.append(fit.replicates)
+        if budget is not None:
+            budget.done += 1
 
     for (op, ws, mode), sub in coll.groupby(["op", "world_size", "mode"], sort=True):
         ws = int(ws)
@@ -770,13 +835,15 @@ def _add_kernel_replicates(profile: dict[str, Any], fits: dict[str, _KernelFit])
                                   for op, spec in point_ops.items()}}
 
 
-def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bootstrap: int = 0, seed: int = 0
-                 ) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
+def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bootstrap: int = 0, seed: int = 0,
+                 budget: _Budget | None = None) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
     """(kernels section, report rows, per-op fits, number of tables kept from the base profile)."""
     kern = frame[frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS))]
     fits: dict[str, _KernelFit] = {}
     reports: list[dict] = []
     for op, sub in kern.groupby("op", sort=True):
+        if budget is not None:
+            budget.check()
         try:
             fits[op] = _fit_kernel_op(op, sub, bootstrap=min(bootstrap, MAX_STORED_REPLICATES),
                                       rng=np.random.default_rng([seed, 7, len(fits)]))
@@ -979,7 +1046,8 @@ def _gpu(frame: pd.DataFrame) -> str:
 def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | None = None,
                      bootstrap: int = 200, max_regimes: int = 3, seed: int = 0, files: Sequence[str] = (),
                      title: str | None = None, software: dict[str, Any] | None = None,
-                     impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None) -> dict[str, Any]:
+                     impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None,
+                     time_budget_s: float | None = DEFAULT_TIME_BUDGET_S) -> dict[str, Any]:
     """Fit a profile dict (validated by costmodel.profiles.parse.profile_from_dict) from measurement rows.
 
     `impl_frames` {impl: (rows, files)}: the one-shot / multimem rows of `calibration.collectives --impl`
@@ -987,7 +1055,9 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     with bootstrap replicates like NCCL's), which costmodel.model.collective_impls prices those implementations with.
 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
-    fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
+    fittable), for a plan over the curve / point limits (before any fitting) and when `time_budget_s` (None: no
+    budget) is spent (module doc, "Input limits"). Groups that cannot be fitted are listed in
+    profile["fit_report"] with status "skipped: ...".
     """
     if not (bootstrap == 0 or 2 <= bootstrap <= 10_000):  # one replicate is no interval (loading refuses it)
         raise InputError(f"--bootstrap must be 0 (none) or in 2..10000, got {bootstrap}")
@@ -997,23 +1067,33 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         raise InputError(f"--seed must be in 0..{2**63 - 1}, got {seed}")
     if not isinstance(name, str) or not name.strip():
         raise InputError("--name must be a non-empty string")
+    if time_budget_s is not None and not 0 < time_budget_s <= MAX_TIME_BUDGET_S:  # also refuses nan
+        raise InputError(f"--time-budget-s must be in (0, {MAX_TIME_BUDGET_S:g}], got {time_budget_s}")
     if len(frame) == 0:
         raise InputError("measurements: no rows")
-    check_rows(len(frame), limit_rows=MAX_FIT_ROWS, source=", ".join(files) or "measurements")
-    frame = bin_repeats(validate_measurements(frame, source=", ".join(files) or "measurements"))
+    source = ", ".join(files) or "measurements"
+    check_rows(len(frame), limit_rows=MAX_FIT_ROWS, source=source)
+    frame = bin_repeats(validate_measurements(frame, source=source))
+    impl_subs = _impl_rows(impl_frames or {})
+    plan = fit_plan(frame) + [(f"{impl} {label}", k) for impl, (sub, _) in impl_subs.items()
+                              for label, k in fit_plan(sub)]
+    check_fit_plan(plan, source)  # before any fitting work
+    budget = _Budget(time_budget_s, len(plan))
     gpu = _gpu(frame)
     base = base_profile if base_profile is not None else default_profile()
     files = list(files)
 
-    curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed)
+    curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed,
+                                                  budget=budget)
     eager_prices_graph(curves, reps, coll_reports)  # per (op, p) measured only eagerly (base_parts module doc)
-    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
+    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed,
+                                                                   budget=budget)
     model_reports, model_reps = _fit_kernel_model(frame, kernels, gpu, base, files,
                                                   n_replicates=min(bootstrap, MAX_STORED_REPLICATES), seed=seed)
     measured_kernels = bool(frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS) + list(TOPK_KERNEL_OPS)).any())
     kept = keep_base_kernels(kernels, base, measured_kernels=measured_kernels, measured_ops=set(kern_fits))
-    impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
-                                                            bootstrap=bootstrap, seed=seed)
+    impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_subs, max_regimes=max_regimes, bootstrap=bootstrap,
+                                                            seed=seed, budget=budget)
     reps = reps + impl_reps
     files += [f for _, (_, ifiles) in sorted((impl_frames or {}).items()) for f in ifiles]
     if not curves and not kern_fits:
@@ -1060,20 +1140,31 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     return profile
 
 
-def _fit_impl_curves(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int,
-                     bootstrap: int, seed: int) -> tuple[list[dict], list[dict], list[list[dict]]]:
-    """(curves tagged "impl", report rows, per-curve bootstrap replicates tagged alike) of each implementation's
-    all_gather / all_reduce rows: the same fit and residual bootstrap as NCCL's curves (own random streams)."""
-    curves, reports, reps = [], [], []
-    for n_impl, (impl, (rows, files)) in enumerate(sorted(impl_frames.items())):
+def _impl_rows(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]]
+               ) -> dict[str, tuple[pd.DataFrame, Sequence[str]]]:
+    """{impl: (validated, binned all_gather / all_reduce rows, files)} of `fit_measurements`' impl_frames."""
+    out = {}
+    for impl, (rows, files) in sorted(impl_frames.items()):
         source = ", ".join(files) or f"{impl} measurements"
         check_rows(len(rows), limit_rows=MAX_FIT_ROWS, source=source)
         sub = bin_repeats(validate_measurements(rows, source=source))
         sub = sub[sub["op"].isin(("all_gather", "all_reduce"))]
         if not len(sub):
             raise InputError(f"{source}: no all_gather / all_reduce rows for --impl {impl}")
+        out[impl] = (sub, files)
+    return out
+
+
+def _fit_impl_curves(impl_subs: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int,
+                     bootstrap: int, seed: int, budget: _Budget | None = None
+                     ) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """(curves tagged "impl", report rows, per-curve bootstrap replicates tagged alike) of each implementation's
+    all_gather / all_reduce rows (`_impl_rows`): the same fit and residual bootstrap as NCCL's curves (own random
+    streams)."""
+    curves, reports, reps = [], [], []
+    for n_impl, (impl, (sub, _files)) in enumerate(sorted(impl_subs.items())):
         got, rep, boot = _fit_collectives(sub, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed,
-                                          stream=(11, n_impl))
+                                          stream=(11, n_impl), budget=budget)
         curves += [{**c, "impl": impl, "provenance": "measured"} for c in got]
         reps += [[{**c, "impl": impl, "provenance": "measured"} for c in group] for group in boot]
         reports += [{**r, "note": f"impl {impl}" + (f"; {r['note']}" if r.get("note") else "")} for r in rep]
@@ -1215,6 +1306,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates per group (0: none)")
     p.add_argument("--max-regimes", type=int, default=3, help="most regimes per collective curve")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--time-budget-s", type=float, default=DEFAULT_TIME_BUDGET_S,
+                   help=f"stop with an error once the fit has run this long (default {DEFAULT_TIME_BUDGET_S:g})")
     return p
 
 
@@ -1233,7 +1326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = args.name or Path(args.out).stem
         profile = fit_measurements(frame, name=name, base_profile=base, bootstrap=args.bootstrap,
                                    max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title,
-                                   impl_frames=impl_frames)
+                                   impl_frames=impl_frames, time_budget_s=args.time_budget_s)
         # the replicates as columns (costmodel.profiles.compact); written atomically
         save_profile(compact_document(profile), args.out, inputs)
     except InputError as exc:
