@@ -39,6 +39,22 @@ regime. With >= 2 world sizes measured for (op, mode) a generic curve (world_siz
 alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
 shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
 
+Tail ramps (issue 18). A regime is a line c + x / bw with c >= 0, so where the bandwidth drops late (gloo past the
+caches: the time grows faster than its line through the origin) no number of regimes fits the largest sizes, and the
+chosen curve misses them one way (-49% to -62% at 8 MiB per rank on a 16-core gloo calibration). Every per-p curve's
+training medians are compared with their measured spread (`spread_misses`: the curve outside [p10 (1 -
+SPREAD_FLOOR), p90 (1 + SPREAD_FLOOR)] of the size's rows); when the TAIL_RUN or more largest sizes are all missed
+with the same sign, the curve keeps its regimes up to the size below them and each of those sizes gets a ramp regime
+from the previous size's time to its own measured median (`_with_tail`: the `_with_ramps` rule, so a line through
+the origin where the chord would need c < 0) - it passes through every one of those medians, and the last one
+extends beyond the largest size. The measured spread of a size is the wider of its rows' own p10 / p90 and the 10th
+/ 90th percentiles of its rows' times. Noisy medians also miss one way by chance, so the tail is kept only when it
+predicts those sizes better than the plain curve when each is left out in turn (`_tail_cv`: mean |relative error|
+lower by more than TAIL_TOLERANCE); else the report says why not. Each replicate gets tail ramps from its own time
+below them through its own medians of those sizes (`_tail_medians`: their rows redrawn within the size, else the
+median times a redrawn log residual of the other sizes); the report's `regime_choice` says so, and the printed
+report lists every training median still missed (`spread_misses`).
+
 Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
 with replacement from eps = log(t / model) over the group's rows - or, where every measured point has at least
 MIN_WITHIN_SIZE_ROWS rows, only from the rows of the same size, so that t* is one of that size's own measured
@@ -159,6 +175,9 @@ CV_MIN_FOLD_SHARE = 0.5  # a K counts only when at least half of the folds have 
 RAMPS = True  # consider ramp regimes across breakpoints (kept only when leave-one-size-out CV improves)
 RAMP_TOLERANCE = 0.1  # ... by more than this (relative) over the plain choice
 MAX_STORED_REPLICATES = 100
+SPREAD_FLOOR = 0.05  # a training median is missed when the curve lies outside [p10 (1 - f), p90 (1 + f)] of its rows
+TAIL_RUN = 2  # the largest sizes missed one way (same sign, beyond their spread) that get tail ramps ...
+TAIL_TOLERANCE = 0.05  # ... when, left out one at a time, the tail ramps predict them this much better (relative)
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
 BOOTSTRAP_METHOD = ("calibration.fit: per curve, the measured times redrawn within each size where every size has "
@@ -462,6 +481,107 @@ def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, seg
     return out, np.tile(breakpoints, (n_boot, 1))
 
 
+def _medians(rows: _Rows) -> dict[str, np.ndarray]:
+    """Per distinct size (ascending): bytes_per_rank, total bytes S, the median of the rows (curve_samples) and
+    their measured spread: p10 / p90 = the wider of the rows' own p10_us / p90_us and the 10th / 90th
+    percentiles of their times (several rows of one size)."""
+    smp = curve_samples(rows)
+    b = np.asarray(smp["bytes_per_rank"], dtype=float)
+    raw_lo = np.array([np.quantile(r, 0.1) for r in smp["raw_us"]])
+    raw_hi = np.array([np.quantile(r, 0.9) for r in smp["raw_us"]])
+    return {"b": b, "S": total_bytes(rows.op, b, np.full(b.shape, float(rows.world_size))),
+            "median_us": np.asarray(smp["median_us"], dtype=float),
+            "p10_us": np.minimum(np.asarray(smp["p10_us"], dtype=float), raw_lo),
+            "p90_us": np.maximum(np.asarray(smp["p90_us"], dtype=float), raw_hi)}
+
+
+def _tail_medians(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int, n_boot: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, run) replicate medians of the `run` largest sizes: the median of that size's rows drawn with
+    replacement where it has >= MIN_WITHIN_SIZE_ROWS rows, else its median x exp(eps) with eps drawn from the
+    curve's log residuals over the other sizes' rows (the two bootstraps of the module doc)."""
+    sizes = med["b"][-run:]
+    below = rows.bytes_per_rank < sizes[0]
+    pool = np.log(rows.time_us[below] / _predict(curve, rows, below))
+    out = np.empty((n_boot, run))
+    for j, b in enumerate(sizes):
+        t = rows.time_us[rows.bytes_per_rank == b]
+        if t.size >= MIN_WITHIN_SIZE_ROWS:
+            out[:, j] = np.median(t[rng.integers(0, t.size, size=(n_boot, t.size))], axis=1)
+        else:
+            out[:, j] = med["median_us"][-run + j] * np.exp(pool[rng.integers(0, pool.size, size=n_boot)])
+    return out
+
+
+def spread_misses(rows: _Rows, curve: dict, med: dict[str, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(missed, rel_err) per distinct size of a per-p curve's rows: rel_err = curve / median - 1, missed where the
+    curve lies outside [p10 (1 - SPREAD_FLOOR), p90 (1 + SPREAD_FLOOR)] of that size's rows (module doc)."""
+    med = _medians(rows) if med is None else med
+    pred = curve_time_us(curve_from_dict(curve), med["b"], float(rows.world_size), 1, rows.mode)
+    missed = (pred < med["p10_us"] * (1 - SPREAD_FLOOR)) | (pred > med["p90_us"] * (1 + SPREAD_FLOOR))
+    return missed, pred / med["median_us"] - 1
+
+
+def _tail_run(rows: _Rows, curve: dict, med: dict[str, np.ndarray]) -> int:
+    """How many of the largest sizes the curve misses beyond their spread, all on the same side (0 when fewer
+    than TAIL_RUN, or when they would leave fewer than MIN_GROUP_SIZES sizes below them)."""
+    missed, err = spread_misses(rows, curve, med)
+    run = 0
+    while run < len(err) and missed[-1 - run] and np.sign(err[-1 - run]) == np.sign(err[-1]):
+        run += 1
+    return run if TAIL_RUN <= run <= len(err) - MIN_GROUP_SIZES else 0
+
+
+def _with_tail(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int) -> dict:
+    """`curve` with its `run` largest sizes priced by tail ramps (module doc, "Tail ramps"): the regimes up to the
+    size below them (the one holding it ends there), then per size j a ramp regime from the previous size's time
+    (the curve's own at the first) to j's measured median, ending at S_j - the last one open-ended."""
+    factor = float(bus_factor(rows.op, np.asarray(float(rows.world_size)))) * 1e-3
+    anchor = len(med["S"]) - run - 1
+    s_anchor = int(np.floor(med["S"][anchor]))
+    regimes = []
+    for r in curve["regimes"]:
+        if r["max_bytes"] is not None and r["max_bytes"] < s_anchor:
+            regimes.append(dict(r))
+            continue
+        regimes.append({**r, "max_bytes": s_anchor})
+        break
+    t_prev = float(curve_time_us(curve_from_dict(curve), med["b"][anchor], float(rows.world_size), 1, rows.mode))
+    x_prev = factor * med["S"][anchor]
+    for j in range(anchor + 1, len(med["S"])):
+        x_j, t_j = factor * med["S"][j], float(med["median_us"][j])
+        if t_j <= t_prev:
+            alpha, bw = t_prev, BW_MAX_GBPS
+        else:
+            inv = (t_j - t_prev) / (x_j - x_prev)
+            alpha = t_prev - inv * x_prev
+            if alpha < 0:
+                alpha, inv = 0.0, t_j / x_j
+            bw = min(BW_MAX_GBPS, max(1.0 / BW_MAX_GBPS, 1.0 / inv))
+        last = j == len(med["S"]) - 1
+        regimes.append({"name": f"tail {j - anchor}", "max_bytes": None if last else int(np.floor(med["S"][j])),
+                        "alpha_base_us": _num(alpha), "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0,
+                        "busbw_gbps": _num(bw)})
+        t_prev, x_prev = t_j, x_j
+    return {**curve, "regimes": regimes}
+
+
+def _tail_cv(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int) -> tuple[float, float]:
+    """(tail, plain): the mean |relative error| at each of the `run` largest sizes of the tail ramps built without
+    that size (leave-one-size-out over the tail), and of `curve` itself at those sizes (module doc, "Tail ramps")."""
+    n = len(med["S"])
+    tail, plain = [], []
+    for j in range(n - run, n):
+        held = {k: np.delete(v, j) for k, v in med.items()}
+        without = curve_from_dict(_with_tail(rows, curve, held, run - 1))
+        t = med["median_us"][j]
+        tail.append(abs(float(curve_time_us(without, med["b"][j], float(rows.world_size), 1, rows.mode)) / t - 1))
+        plain.append(abs(float(curve_time_us(curve_from_dict(curve), med["b"][j], float(rows.world_size), 1,
+                                             rows.mode)) / t - 1))
+    return float(np.mean(tail)), float(np.mean(plain))
+
+
 def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
     """Segmented fit, K by cross-validated error, leave-one-size-out CV and bootstrap of one group (module doc)."""
     sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
@@ -528,14 +648,44 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
                     "; ramps dropped: their bootstrap replicates do not bracket the point fit's")
                 continue
         break
+    med = None if rows.generic else _medians(rows)
+    run = 0 if med is None else _tail_run(rows, curve, med)
+    tail_reps: list[dict] = []
+    if run:
+        cv_tail, cv_plain = _tail_cv(rows, curve, med, run)
+        if not cv_tail < cv_plain / (1.0 + TAIL_TOLERANCE):
+            choice += (f"; tail: the {run} largest sizes missed one way, no tail ramps (leave-one-out over them "
+                       f"{cv_tail:.3g} vs {cv_plain:.3g} without: not {100 * TAIL_TOLERANCE:.0f}% better)")
+            run = 0
+    if run:  # the largest sizes missed one way: tail ramps through their medians (module doc, "Tail ramps")
+        tailed = _with_tail(rows, curve, med, run)
+        reps_plain = ramped_reps if ramps else [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta, boot_bytes)]
+        drawn = _tail_medians(rows, curve, med, run, len(reps_plain), rng)  # each replicate's own tail medians
+        tail_reps = [_with_tail(rows, r, {**med, "median_us": np.concatenate([med["median_us"][:-run], d])}, run)
+                     for r, d in zip(reps_plain, drawn)]
+        try:
+            if tail_reps:
+                check_replicates({"collectives": [tailed], "bootstrap": [{"collectives": [r]}
+                                                                         for r in tail_reps[:MAX_STORED_REPLICATES]]})
+            curve = tailed
+            choice += (f"; tail: the {run} largest sizes missed one way beyond their spread, priced by {run} tail "
+                       f"ramps through their medians (leave-one-out over them {cv_tail:.3g} vs {cv_plain:.3g})")
+        except InputError:
+            tail_reps, run = [], 0
+            choice += "; tail ramps dropped: their bootstrap replicates do not bracket the point fit's"
     in_err = _errors(_predict(curve, rows), rows.time_us)
-    if len(boot_theta) and not ramps:
+    if tail_reps:
+        _ci90_of_dicts(curve, tail_reps, rows.generic)
+    elif len(boot_theta) and not ramps:
         _ci90(curve, boot_theta, boot_bytes, rows.generic)
     elif ramped_reps:
         _ci90_of_dicts(curve, ramped_reps, rows.generic)
-    replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
-                  [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
-                                                              boot_bytes[:MAX_STORED_REPLICATES])])
+    if tail_reps:
+        replicates = tail_reps[:MAX_STORED_REPLICATES]
+    else:
+        replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
+                      [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
+                                                                  boot_bytes[:MAX_STORED_REPLICATES])])
     in_med, in_p90 = _err_stats(in_err)
     cv_med, cv_p90 = _err_stats(cv_err)
     measured_p = sorted(int(v) for v in np.unique(rows.p))
@@ -553,8 +703,11 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         "breakpoints_bytes": [r["max_bytes"] for r in curve["regimes"][:-1]], "ramps": ramps,
         "in_median_rel_err": in_med, "in_p90_rel_err": in_p90, "cv_median_rel_err": cv_med,
         "cv_p90_rel_err": cv_p90, "cv_folds": n_cv_folds, "n_bootstrap": len(boot_theta),
-        "note": note, "regime_choice": choice,
+        "note": note, "regime_choice": choice, "tail_ramps": run,
     }
+    if med is not None:  # every training median the stored curve misses beyond its measured spread
+        missed, err = spread_misses(rows, curve, med)
+        report["spread_misses"] = [[int(b), _num(e)] for b, e in zip(med["b"][missed], err[missed])]
     return _GroupFit(curve=curve, report=report, replicates=replicates)
 
 
@@ -1275,6 +1428,14 @@ def format_fit_report(profile: dict[str, Any]) -> str:
         lines.append("number of regimes (leave-one-size-out CV vs BIC; calibration.fit module doc):")
         lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {r['regime_choice']}"
                   for r in choices]
+    misses = [r for r in fitted if r.get("spread_misses")]
+    if misses:
+        lines.append("")
+        lines.append(f"training medians the stored curve misses by more than their measured p10-p90 spread "
+                     f"(+{100 * SPREAD_FLOOR:.0f}%):")
+        lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {len(r['spread_misses'])} of "
+                  f"{r.get('n_sizes')}: " + ", ".join(f"{_bytes_text(float(b))} {100 * e:+.0f}%"
+                                                      for b, e in r["spread_misses"]) for r in misses]
     samples = _sample_lines(profile)
     if samples:
         lines.append("")
