@@ -7,6 +7,10 @@
   profile instead of two that are each completed from a default;
 * what the measurements do not cover comes from an explicitly chosen base profile, and
   `base_parameters(profile)` lists those parameters so the page can say so.
+
+Limits (bounded before parsing, issue 22): at most MAX_FILES files, MAX_COMBINED_BYTES (as one upload, 20 MiB)
+together - checked on the byte counts before any file is parsed - and MAX_UPLOAD_ROWS measurement rows
+together, checked after each file so that parsing stops at the file that crosses it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ from .uploads import (
 
 MAX_FILES = 16
 MAX_NAME = 60
+MAX_COMBINED_BYTES = MAX_UPLOAD_BYTES  # every file of one upload together (sixteen 19.75 MiB files took 3.8 GB)
+
+
+def _check_combined(files: Sequence[tuple[str, bytes]]) -> None:
+    """Refuse (one line) an upload whose files together exceed MAX_COMBINED_BYTES, before any is parsed."""
+    total = sum(len(data) for _, data in files)
+    if total > MAX_COMBINED_BYTES:
+        raise InputError(f"upload: {len(files)} files of {total:,} bytes together, more than the limit of "
+                         f"{MAX_COMBINED_BYTES:,} bytes ({MAX_COMBINED_BYTES // 2**20} MiB) for one upload")
 
 
 def read_measurement_file(file_name: str, data: bytes) -> pd.DataFrame:
@@ -70,11 +83,15 @@ def fit_together(files: Sequence[tuple[str, bytes]], base: Profile) -> UploadedP
         from calibration.fitting.fit import bin_repeats, fit_measurements
     except ImportError:
         raise InputError(NEEDS_FIT) from None
-    frames = [read_measurement_file(name, data) for name, data in files]
-    frame = pd.concat(frames, ignore_index=True)
+    _check_combined(files)
     names = [name for name, _ in files]
     label = ", ".join(names)
-    check_rows(len(frame), limit_rows=MAX_UPLOAD_ROWS, source=label)
+    frames, n_rows = [], 0
+    for name, data in files:  # the combined row count after each file: parsing stops at the one that crosses it
+        frames.append(read_measurement_file(name, data))
+        n_rows += len(frames[-1])
+        check_rows(n_rows, limit_rows=MAX_UPLOAD_ROWS, source=label)
+    frame = pd.concat(frames, ignore_index=True)
     _check_group_sizes(frame, label)
     frame = bin_repeats(frame)
     name = combined_name(names)
@@ -109,6 +126,7 @@ def parse_uploads(files: Sequence[tuple[str, bytes]], base: Profile) -> tuple[Up
     """Profiles from a set of uploaded files: each JSON on its own, all measurement files fitted into one."""
     if len(files) > MAX_FILES:
         raise InputError(f"upload: at most {MAX_FILES} files at once, got {len(files)}")
+    _check_combined(files)
     out = []
     measurements = []
     for name, data in files:

@@ -39,6 +39,22 @@ regime. With >= 2 world sizes measured for (op, mode) a generic curve (world_siz
 alpha = a_i + b_i (p - 1) per regime, one bw_i per regime,
 shared breakpoints (geometric means) - it prices unmeasured p by extrapolation.
 
+Tail ramps (issue 18). A regime is a line c + x / bw with c >= 0, so where the bandwidth drops late (gloo past the
+caches: the time grows faster than its line through the origin) no number of regimes fits the largest sizes, and the
+chosen curve misses them one way (-49% to -62% at 8 MiB per rank on a 16-core gloo calibration). Every per-p curve's
+training medians are compared with their measured spread (`spread_misses`: the curve outside [p10 (1 -
+SPREAD_FLOOR), p90 (1 + SPREAD_FLOOR)] of the size's rows); when the TAIL_RUN or more largest sizes are all missed
+with the same sign, the curve keeps its regimes up to the size below them and each of those sizes gets a ramp regime
+from the previous size's time to its own measured median (`_with_tail`: the `_with_ramps` rule, so a line through
+the origin where the chord would need c < 0) - it passes through every one of those medians, and the last one
+extends beyond the largest size. The measured spread of a size is the wider of its rows' own p10 / p90 and the 10th
+/ 90th percentiles of its rows' times. Noisy medians also miss one way by chance, so the tail is kept only when it
+predicts those sizes better than the plain curve when each is left out in turn (`_tail_cv`: mean |relative error|
+lower by more than TAIL_TOLERANCE); else the report says why not. Each replicate gets tail ramps from its own time
+below them through its own medians of those sizes (`_tail_medians`: their rows redrawn within the size, else the
+median times a redrawn log residual of the other sizes); the report's `regime_choice` says so, and the printed
+report lists every training median still missed (`spread_misses`).
+
 Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
 with replacement from eps = log(t / model) over the group's rows - or, where every measured point has at least
 MIN_WITHIN_SIZE_ROWS rows, only from the rows of the same size, so that t* is one of that size's own measured
@@ -79,10 +95,16 @@ Input limits (bounded cost): at most MAX_FIT_ROWS input rows; repeated rows of o
 the times equal) are binned to at most MAX_REPEATS_PER_POINT rows - the order statistics at ranks
 floor((j + 1/2) c / R) of its c times, j < R, so the point's median and spread survive - so n <= R x points;
 a curve with more than MAX_GROUP_SIZES distinct sizes and a kernel op with more than MAX_KERNEL_SHAPES shapes
-are skipped (reported). Binning is one hash group-by and one sort (O(rows log rows)); then a group's fit holds
+are skipped (reported). Before any curve is fitted the plan is checked (`fit_plan`): at most MAX_FIT_CURVES
+curves (per-p, generic and --impl curves alike) and at most MAX_FIT_POINTS distinct (curve, size) points over them
+(so at most 16 x MAX_FIT_POINTS rows) - fit time is ~linear in the curves and ~k^2 n in a curve of k sizes and n
+rows, so the worst plan allowed is ~10 curves at the 192-size limit; beyond either limit the fit is refused
+with one line naming it. A time budget (`time_budget_s`, CLI --time-budget-s, DEFAULT_TIME_BUDGET_S) is
+checked before every curve and kernel op: when it is spent the fit stops with one line saying how far it got.
+Binning is one hash group-by and one sort (O(rows log rows)); then a group's fit holds
 O(B n + B k^2 + k^3) floats (B <= 200 replicates, n <= 16 k rows, k <= 192 sizes; the k^3 term is the
-leave-one-size-out range sums): scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload and a curve at the
-192-size limit (~0.6 GB peak RSS, a few seconds).
+leave-one-size-out range sums): scripts/bench_limits.py measures a 1M-row, 19.75 MiB upload, a curve at the
+192-size limit and the two worst plans the curve / point limits allow (docs/limits.md has the figures).
 
 Everything not measured comes from the base profile (default: the bundled default profile); provenance.kind is
 "measured" only when nothing of the base profile remains reachable, else "mixed".
@@ -95,6 +117,7 @@ import datetime
 import itertools
 import math
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +163,10 @@ MAX_GROUP_SIZES = 192  # distinct sizes per curve (leave-one-size-out holds ~k^3
 MAX_KERNEL_SHAPES = 1024  # distinct (rows, cols, world_size) shapes per kernel op (leave-one-shape-out)
 MAX_REPEATS_PER_POINT = 16  # rows kept per measured point (evenly spaced order statistics of its times)
 MAX_FIT_ROWS = 2_000_000  # input rows before binning
+MAX_FIT_CURVES = 64  # collective curves per fit: per-p, generic and impl curves ("Input limits" below)
+MAX_FIT_POINTS = 2048  # distinct (curve, size) points summed over those curves (rows <= 16 x points)
+DEFAULT_TIME_BUDGET_S = 300.0  # the worst plan the limits allow fitted in 66 s at load 5 (scripts/bench_limits.py)
+MAX_TIME_BUDGET_S = 86400.0
 MIN_REGIME_SIZES = 3  # distinct sizes per regime when choosing K
 MIN_REFIT_SIZES = 2  # distinct sizes per regime in bootstrap / cross-validation refits
 CV_SCORE_QUANTILE = 0.9  # K is chosen by this quantile of the leave-one-size-out |relative error|
@@ -148,6 +175,9 @@ CV_MIN_FOLD_SHARE = 0.5  # a K counts only when at least half of the folds have 
 RAMPS = True  # consider ramp regimes across breakpoints (kept only when leave-one-size-out CV improves)
 RAMP_TOLERANCE = 0.1  # ... by more than this (relative) over the plain choice
 MAX_STORED_REPLICATES = 100
+SPREAD_FLOOR = 0.05  # a training median is missed when the curve lies outside [p10 (1 - f), p90 (1 + f)] of its rows
+TAIL_RUN = 2  # the largest sizes missed one way (same sign, beyond their spread) that get tail ramps ...
+TAIL_TOLERANCE = 0.05  # ... when, left out one at a time, the tail ramps predict them this much better (relative)
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
 BOOTSTRAP_METHOD = ("calibration.fit: per curve, the measured times redrawn within each size where every size has "
@@ -451,6 +481,107 @@ def _residual_bootstrap(a: np.ndarray, lower: np.ndarray, theta: np.ndarray, seg
     return out, np.tile(breakpoints, (n_boot, 1))
 
 
+def _medians(rows: _Rows) -> dict[str, np.ndarray]:
+    """Per distinct size (ascending): bytes_per_rank, total bytes S, the median of the rows (curve_samples) and
+    their measured spread: p10 / p90 = the wider of the rows' own p10_us / p90_us and the 10th / 90th
+    percentiles of their times (several rows of one size)."""
+    smp = curve_samples(rows)
+    b = np.asarray(smp["bytes_per_rank"], dtype=float)
+    raw_lo = np.array([np.quantile(r, 0.1) for r in smp["raw_us"]])
+    raw_hi = np.array([np.quantile(r, 0.9) for r in smp["raw_us"]])
+    return {"b": b, "S": total_bytes(rows.op, b, np.full(b.shape, float(rows.world_size))),
+            "median_us": np.asarray(smp["median_us"], dtype=float),
+            "p10_us": np.minimum(np.asarray(smp["p10_us"], dtype=float), raw_lo),
+            "p90_us": np.maximum(np.asarray(smp["p90_us"], dtype=float), raw_hi)}
+
+
+def _tail_medians(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int, n_boot: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, run) replicate medians of the `run` largest sizes: the median of that size's rows drawn with
+    replacement where it has >= MIN_WITHIN_SIZE_ROWS rows, else its median x exp(eps) with eps drawn from the
+    curve's log residuals over the other sizes' rows (the two bootstraps of the module doc)."""
+    sizes = med["b"][-run:]
+    below = rows.bytes_per_rank < sizes[0]
+    pool = np.log(rows.time_us[below] / _predict(curve, rows, below))
+    out = np.empty((n_boot, run))
+    for j, b in enumerate(sizes):
+        t = rows.time_us[rows.bytes_per_rank == b]
+        if t.size >= MIN_WITHIN_SIZE_ROWS:
+            out[:, j] = np.median(t[rng.integers(0, t.size, size=(n_boot, t.size))], axis=1)
+        else:
+            out[:, j] = med["median_us"][-run + j] * np.exp(pool[rng.integers(0, pool.size, size=n_boot)])
+    return out
+
+
+def spread_misses(rows: _Rows, curve: dict, med: dict[str, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(missed, rel_err) per distinct size of a per-p curve's rows: rel_err = curve / median - 1, missed where the
+    curve lies outside [p10 (1 - SPREAD_FLOOR), p90 (1 + SPREAD_FLOOR)] of that size's rows (module doc)."""
+    med = _medians(rows) if med is None else med
+    pred = curve_time_us(curve_from_dict(curve), med["b"], float(rows.world_size), 1, rows.mode)
+    missed = (pred < med["p10_us"] * (1 - SPREAD_FLOOR)) | (pred > med["p90_us"] * (1 + SPREAD_FLOOR))
+    return missed, pred / med["median_us"] - 1
+
+
+def _tail_run(rows: _Rows, curve: dict, med: dict[str, np.ndarray]) -> int:
+    """How many of the largest sizes the curve misses beyond their spread, all on the same side (0 when fewer
+    than TAIL_RUN, or when they would leave fewer than MIN_GROUP_SIZES sizes below them)."""
+    missed, err = spread_misses(rows, curve, med)
+    run = 0
+    while run < len(err) and missed[-1 - run] and np.sign(err[-1 - run]) == np.sign(err[-1]):
+        run += 1
+    return run if TAIL_RUN <= run <= len(err) - MIN_GROUP_SIZES else 0
+
+
+def _with_tail(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int) -> dict:
+    """`curve` with its `run` largest sizes priced by tail ramps (module doc, "Tail ramps"): the regimes up to the
+    size below them (the one holding it ends there), then per size j a ramp regime from the previous size's time
+    (the curve's own at the first) to j's measured median, ending at S_j - the last one open-ended."""
+    factor = float(bus_factor(rows.op, np.asarray(float(rows.world_size)))) * 1e-3
+    anchor = len(med["S"]) - run - 1
+    s_anchor = int(np.floor(med["S"][anchor]))
+    regimes = []
+    for r in curve["regimes"]:
+        if r["max_bytes"] is not None and r["max_bytes"] < s_anchor:
+            regimes.append(dict(r))
+            continue
+        regimes.append({**r, "max_bytes": s_anchor})
+        break
+    t_prev = float(curve_time_us(curve_from_dict(curve), med["b"][anchor], float(rows.world_size), 1, rows.mode))
+    x_prev = factor * med["S"][anchor]
+    for j in range(anchor + 1, len(med["S"])):
+        x_j, t_j = factor * med["S"][j], float(med["median_us"][j])
+        if t_j <= t_prev:
+            alpha, bw = t_prev, BW_MAX_GBPS
+        else:
+            inv = (t_j - t_prev) / (x_j - x_prev)
+            alpha = t_prev - inv * x_prev
+            if alpha < 0:
+                alpha, inv = 0.0, t_j / x_j
+            bw = min(BW_MAX_GBPS, max(1.0 / BW_MAX_GBPS, 1.0 / inv))
+        last = j == len(med["S"]) - 1
+        regimes.append({"name": f"tail {j - anchor}", "max_bytes": None if last else int(np.floor(med["S"][j])),
+                        "alpha_base_us": _num(alpha), "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0,
+                        "busbw_gbps": _num(bw)})
+        t_prev, x_prev = t_j, x_j
+    return {**curve, "regimes": regimes}
+
+
+def _tail_cv(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int) -> tuple[float, float]:
+    """(tail, plain): the mean |relative error| at each of the `run` largest sizes of the tail ramps built without
+    that size (leave-one-size-out over the tail), and of `curve` itself at those sizes (module doc, "Tail ramps")."""
+    n = len(med["S"])
+    tail, plain = [], []
+    for j in range(n - run, n):
+        held = {k: np.delete(v, j) for k, v in med.items()}
+        without = curve_from_dict(_with_tail(rows, curve, held, run - 1))
+        t = med["median_us"][j]
+        tail.append(abs(float(curve_time_us(without, med["b"][j], float(rows.world_size), 1, rows.mode)) / t - 1))
+        plain.append(abs(float(curve_time_us(curve_from_dict(curve), med["b"][j], float(rows.world_size), 1,
+                                             rows.mode)) / t - 1))
+    return float(np.mean(tail)), float(np.mean(plain))
+
+
 def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.Generator) -> _GroupFit:
     """Segmented fit, K by cross-validated error, leave-one-size-out CV and bootstrap of one group (module doc)."""
     sizes, size_index = np.unique(rows.size_bytes, return_inverse=True)
@@ -517,14 +648,44 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
                     "; ramps dropped: their bootstrap replicates do not bracket the point fit's")
                 continue
         break
+    med = None if rows.generic else _medians(rows)
+    run = 0 if med is None else _tail_run(rows, curve, med)
+    tail_reps: list[dict] = []
+    if run:
+        cv_tail, cv_plain = _tail_cv(rows, curve, med, run)
+        if not cv_tail < cv_plain / (1.0 + TAIL_TOLERANCE):
+            choice += (f"; tail: the {run} largest sizes missed one way, no tail ramps (leave-one-out over them "
+                       f"{cv_tail:.3g} vs {cv_plain:.3g} without: not {100 * TAIL_TOLERANCE:.0f}% better)")
+            run = 0
+    if run:  # the largest sizes missed one way: tail ramps through their medians (module doc, "Tail ramps")
+        tailed = _with_tail(rows, curve, med, run)
+        reps_plain = ramped_reps if ramps else [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta, boot_bytes)]
+        drawn = _tail_medians(rows, curve, med, run, len(reps_plain), rng)  # each replicate's own tail medians
+        tail_reps = [_with_tail(rows, r, {**med, "median_us": np.concatenate([med["median_us"][:-run], d])}, run)
+                     for r, d in zip(reps_plain, drawn)]
+        try:
+            if tail_reps:
+                check_replicates({"collectives": [tailed], "bootstrap": [{"collectives": [r]}
+                                                                         for r in tail_reps[:MAX_STORED_REPLICATES]]})
+            curve = tailed
+            choice += (f"; tail: the {run} largest sizes missed one way beyond their spread, priced by {run} tail "
+                       f"ramps through their medians (leave-one-out over them {cv_tail:.3g} vs {cv_plain:.3g})")
+        except InputError:
+            tail_reps, run = [], 0
+            choice += "; tail ramps dropped: their bootstrap replicates do not bracket the point fit's"
     in_err = _errors(_predict(curve, rows), rows.time_us)
-    if len(boot_theta) and not ramps:
+    if tail_reps:
+        _ci90_of_dicts(curve, tail_reps, rows.generic)
+    elif len(boot_theta) and not ramps:
         _ci90(curve, boot_theta, boot_bytes, rows.generic)
     elif ramped_reps:
         _ci90_of_dicts(curve, ramped_reps, rows.generic)
-    replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
-                  [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
-                                                              boot_bytes[:MAX_STORED_REPLICATES])])
+    if tail_reps:
+        replicates = tail_reps[:MAX_STORED_REPLICATES]
+    else:
+        replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
+                      [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
+                                                                  boot_bytes[:MAX_STORED_REPLICATES])])
     in_med, in_p90 = _err_stats(in_err)
     cv_med, cv_p90 = _err_stats(cv_err)
     measured_p = sorted(int(v) for v in np.unique(rows.p))
@@ -542,8 +703,11 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         "breakpoints_bytes": [r["max_bytes"] for r in curve["regimes"][:-1]], "ramps": ramps,
         "in_median_rel_err": in_med, "in_p90_rel_err": in_p90, "cv_median_rel_err": cv_med,
         "cv_p90_rel_err": cv_p90, "cv_folds": n_cv_folds, "n_bootstrap": len(boot_theta),
-        "note": note, "regime_choice": choice,
+        "note": note, "regime_choice": choice, "tail_ramps": run,
     }
+    if med is not None:  # every training median the stored curve misses beyond its measured spread
+        missed, err = spread_misses(rows, curve, med)
+        report["spread_misses"] = [[int(b), _num(e)] for b, e in zip(med["b"][missed], err[missed])]
     return _GroupFit(curve=curve, report=report, replicates=replicates)
 
 
@@ -583,10 +747,60 @@ def curve_samples(rows: _Rows) -> dict[str, list]:
     return out
 
 
-def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = ()
-                     ) -> tuple[list[dict], list[dict], list[list[dict]]]:
+class _Budget:
+    """The fit's time budget (module doc, "Input limits"): `check` before every curve / kernel op raises one
+    InputError line once `seconds` have passed since the fit started."""
+
+    def __init__(self, seconds: float | None, curves: int) -> None:
+        self.seconds, self.curves, self.done = seconds, curves, 0
+        self.start = time.monotonic()
+
+    def check(self) -> None:
+        elapsed = time.monotonic() - self.start
+        if self.seconds is not None and elapsed > self.seconds:
+            raise InputError(f"fit: time budget of {self.seconds:g} s spent after {self.done} of {self.curves} "
+                             f"curves ({elapsed:.0f} s); pass --time-budget-s to allow more, or fit fewer curves")
+
+
+def fit_plan(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """(label, distinct sizes) of every collective curve `_fit_collectives` would fit from `frame` (validated,
+    binned rows): per (op, world_size, mode) at its fewest nodes, and a generic curve per (op, mode) over >= 2
+    single-node world sizes; groups the fit skips anyway (too few or too many sizes) are left out."""
+    coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
+    plan: list[tuple[str, int]] = []
+    generic: dict[tuple[str, str], list[np.ndarray]] = {}
+    for (op, ws, mode), sub in coll.groupby(["op", "world_size", "mode"], sort=True):
+        if int(ws) < 2:
+            continue
+        nodes = int(sub["nodes"].min())
+        k = int(sub.loc[sub["nodes"] == nodes, "bytes_per_rank"].nunique())
+        if MIN_GROUP_SIZES <= k <= MAX_GROUP_SIZES:
+            plan.append((f"{op} p={int(ws)} {mode}", k))
+            if nodes == 1:
+                b = sub.loc[sub["nodes"] == nodes, "bytes_per_rank"].to_numpy(float)
+                generic.setdefault((op, mode), []).append(total_bytes(op, b, np.full(b.shape, float(ws))))
+    for (op, mode), parts in sorted(generic.items()):
+        k = int(np.unique(np.concatenate(parts)).size) if len(parts) >= 2 else 0
+        if MIN_GROUP_SIZES <= k <= MAX_GROUP_SIZES:
+            plan.append((f"{op} any p {mode}", k))
+    return plan
+
+
+def check_fit_plan(plan: Sequence[tuple[str, int]], source: str = "measurements") -> None:
+    """Refuse (one line) a fit of more than MAX_FIT_CURVES curves or MAX_FIT_POINTS points, before any work."""
+    if len(plan) > MAX_FIT_CURVES:
+        raise InputError(f"{source}: {len(plan)} collective curves to fit, more than the limit of {MAX_FIT_CURVES} "
+                         "per fit (fit fewer (op, world size, mode) groups at a time)")
+    points = sum(k for _, k in plan)
+    if points > MAX_FIT_POINTS:
+        raise InputError(f"{source}: {points} measured sizes over {len(plan)} collective curves, more than the "
+                         f"limit of {MAX_FIT_POINTS} points per fit (fewer sizes or curves per fit)")
+
+
+def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, seed: int, stream: tuple[int, ...] = (),
+                     budget: _Budget | None = None) -> tuple[list[dict], list[dict], list[list[dict]]]:
     """(curves, report rows, per-curve bootstrap replicates) for every collective group; group g draws its
-    bootstrap from numpy's default_rng([seed, *stream, g])."""
+    bootstrap from numpy's default_rng([seed, *stream, g]). `budget` is checked before every curve."""
     coll = frame[frame["op"].isin(COLLECTIVE_OPS)]
     curves, reports, reps = [], [], []
     generic_rows: dict[tuple[str, str], list[pd.DataFrame]] = {}
@@ -594,6 +808,8 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
 
     def run(rows: _Rows) -> None:
         nonlocal counter
+        if budget is not None:
+            budget.check()
         counter += 1
         rng = np.random.default_rng([seed, *stream, counter])
         try:
@@ -605,6 +821,8 @@ def _fit_collectives(frame: pd.DataFrame, *, max_regimes: int, bootstrap: int, s
         curves.append(fit.curve)
         reports.append(fit.report)
         reps.append(fit.replicates)
+        if budget is not None:
+            budget.done += 1
 
     for (op, ws, mode), sub in coll.groupby(["op", "world_size", "mode"], sort=True):
         ws = int(ws)
@@ -770,13 +988,15 @@ def _add_kernel_replicates(profile: dict[str, Any], fits: dict[str, _KernelFit])
                                   for op, spec in point_ops.items()}}
 
 
-def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bootstrap: int = 0, seed: int = 0
-                 ) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
+def _fit_kernels(frame: pd.DataFrame, base: Profile, files: Sequence[str], *, bootstrap: int = 0, seed: int = 0,
+                 budget: _Budget | None = None) -> tuple[dict[str, Any], list[dict], dict[str, _KernelFit], int]:
     """(kernels section, report rows, per-op fits, number of tables kept from the base profile)."""
     kern = frame[frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS))]
     fits: dict[str, _KernelFit] = {}
     reports: list[dict] = []
     for op, sub in kern.groupby("op", sort=True):
+        if budget is not None:
+            budget.check()
         try:
             fits[op] = _fit_kernel_op(op, sub, bootstrap=min(bootstrap, MAX_STORED_REPLICATES),
                                       rng=np.random.default_rng([seed, 7, len(fits)]))
@@ -979,7 +1199,8 @@ def _gpu(frame: pd.DataFrame) -> str:
 def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | None = None,
                      bootstrap: int = 200, max_regimes: int = 3, seed: int = 0, files: Sequence[str] = (),
                      title: str | None = None, software: dict[str, Any] | None = None,
-                     impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None) -> dict[str, Any]:
+                     impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]] | None = None,
+                     time_budget_s: float | None = DEFAULT_TIME_BUDGET_S) -> dict[str, Any]:
     """Fit a profile dict (validated by costmodel.profiles.parse.profile_from_dict) from measurement rows.
 
     `impl_frames` {impl: (rows, files)}: the one-shot / multimem rows of `calibration.collectives --impl`
@@ -987,7 +1208,9 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     with bootstrap replicates like NCCL's), which costmodel.model.collective_impls prices those implementations with.
 
     Raises InputError for unusable input (missing columns, NaN / non-positive times, mixed GPUs, nothing
-    fittable). Groups that cannot be fitted are listed in profile["fit_report"] with status "skipped: ...".
+    fittable), for a plan over the curve / point limits (before any fitting) and when `time_budget_s` (None: no
+    budget) is spent (module doc, "Input limits"). Groups that cannot be fitted are listed in
+    profile["fit_report"] with status "skipped: ...".
     """
     if not (bootstrap == 0 or 2 <= bootstrap <= 10_000):  # one replicate is no interval (loading refuses it)
         raise InputError(f"--bootstrap must be 0 (none) or in 2..10000, got {bootstrap}")
@@ -997,23 +1220,33 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         raise InputError(f"--seed must be in 0..{2**63 - 1}, got {seed}")
     if not isinstance(name, str) or not name.strip():
         raise InputError("--name must be a non-empty string")
+    if time_budget_s is not None and not 0 < time_budget_s <= MAX_TIME_BUDGET_S:  # also refuses nan
+        raise InputError(f"--time-budget-s must be in (0, {MAX_TIME_BUDGET_S:g}], got {time_budget_s}")
     if len(frame) == 0:
         raise InputError("measurements: no rows")
-    check_rows(len(frame), limit_rows=MAX_FIT_ROWS, source=", ".join(files) or "measurements")
-    frame = bin_repeats(validate_measurements(frame, source=", ".join(files) or "measurements"))
+    source = ", ".join(files) or "measurements"
+    check_rows(len(frame), limit_rows=MAX_FIT_ROWS, source=source)
+    frame = bin_repeats(validate_measurements(frame, source=source))
+    impl_subs = _impl_rows(impl_frames or {})
+    plan = fit_plan(frame) + [(f"{impl} {label}", k) for impl, (sub, _) in impl_subs.items()
+                              for label, k in fit_plan(sub)]
+    check_fit_plan(plan, source)  # before any fitting work
+    budget = _Budget(time_budget_s, len(plan))
     gpu = _gpu(frame)
     base = base_profile if base_profile is not None else default_profile()
     files = list(files)
 
-    curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed)
+    curves, coll_reports, reps = _fit_collectives(frame, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed,
+                                                  budget=budget)
     eager_prices_graph(curves, reps, coll_reports)  # per (op, p) measured only eagerly (base_parts module doc)
-    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed)
+    kernels, kern_reports, kern_fits, n_base_tables = _fit_kernels(frame, base, files, bootstrap=bootstrap, seed=seed,
+                                                                   budget=budget)
     model_reports, model_reps = _fit_kernel_model(frame, kernels, gpu, base, files,
                                                   n_replicates=min(bootstrap, MAX_STORED_REPLICATES), seed=seed)
     measured_kernels = bool(frame["op"].isin(list(KERNEL_OPS) + list(FUSED_KERNEL_OPS) + list(TOPK_KERNEL_OPS)).any())
     kept = keep_base_kernels(kernels, base, measured_kernels=measured_kernels, measured_ops=set(kern_fits))
-    impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_frames or {}, max_regimes=max_regimes,
-                                                            bootstrap=bootstrap, seed=seed)
+    impl_curves, impl_reports, impl_reps = _fit_impl_curves(impl_subs, max_regimes=max_regimes, bootstrap=bootstrap,
+                                                            seed=seed, budget=budget)
     reps = reps + impl_reps
     files += [f for _, (_, ifiles) in sorted((impl_frames or {}).items()) for f in ifiles]
     if not curves and not kern_fits:
@@ -1060,20 +1293,31 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     return profile
 
 
-def _fit_impl_curves(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int,
-                     bootstrap: int, seed: int) -> tuple[list[dict], list[dict], list[list[dict]]]:
-    """(curves tagged "impl", report rows, per-curve bootstrap replicates tagged alike) of each implementation's
-    all_gather / all_reduce rows: the same fit and residual bootstrap as NCCL's curves (own random streams)."""
-    curves, reports, reps = [], [], []
-    for n_impl, (impl, (rows, files)) in enumerate(sorted(impl_frames.items())):
+def _impl_rows(impl_frames: dict[str, tuple[pd.DataFrame, Sequence[str]]]
+               ) -> dict[str, tuple[pd.DataFrame, Sequence[str]]]:
+    """{impl: (validated, binned all_gather / all_reduce rows, files)} of `fit_measurements`' impl_frames."""
+    out = {}
+    for impl, (rows, files) in sorted(impl_frames.items()):
         source = ", ".join(files) or f"{impl} measurements"
         check_rows(len(rows), limit_rows=MAX_FIT_ROWS, source=source)
         sub = bin_repeats(validate_measurements(rows, source=source))
         sub = sub[sub["op"].isin(("all_gather", "all_reduce"))]
         if not len(sub):
             raise InputError(f"{source}: no all_gather / all_reduce rows for --impl {impl}")
+        out[impl] = (sub, files)
+    return out
+
+
+def _fit_impl_curves(impl_subs: dict[str, tuple[pd.DataFrame, Sequence[str]]], *, max_regimes: int,
+                     bootstrap: int, seed: int, budget: _Budget | None = None
+                     ) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """(curves tagged "impl", report rows, per-curve bootstrap replicates tagged alike) of each implementation's
+    all_gather / all_reduce rows (`_impl_rows`): the same fit and residual bootstrap as NCCL's curves (own random
+    streams)."""
+    curves, reports, reps = [], [], []
+    for n_impl, (impl, (sub, _files)) in enumerate(sorted(impl_subs.items())):
         got, rep, boot = _fit_collectives(sub, max_regimes=max_regimes, bootstrap=bootstrap, seed=seed,
-                                          stream=(11, n_impl))
+                                          stream=(11, n_impl), budget=budget)
         curves += [{**c, "impl": impl, "provenance": "measured"} for c in got]
         reps += [[{**c, "impl": impl, "provenance": "measured"} for c in group] for group in boot]
         reports += [{**r, "note": f"impl {impl}" + (f"; {r['note']}" if r.get("note") else "")} for r in rep]
@@ -1184,6 +1428,14 @@ def format_fit_report(profile: dict[str, Any]) -> str:
         lines.append("number of regimes (leave-one-size-out CV vs BIC; calibration.fit module doc):")
         lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {r['regime_choice']}"
                   for r in choices]
+    misses = [r for r in fitted if r.get("spread_misses")]
+    if misses:
+        lines.append("")
+        lines.append(f"training medians the stored curve misses by more than their measured p10-p90 spread "
+                     f"(+{100 * SPREAD_FLOOR:.0f}%):")
+        lines += [f"  {r.get('op')} p {cell(r.get('world_size'))} {cell(r.get('mode'))}: {len(r['spread_misses'])} of "
+                  f"{r.get('n_sizes')}: " + ", ".join(f"{_bytes_text(float(b))} {100 * e:+.0f}%"
+                                                      for b, e in r["spread_misses"]) for r in misses]
     samples = _sample_lines(profile)
     if samples:
         lines.append("")
@@ -1215,6 +1467,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates per group (0: none)")
     p.add_argument("--max-regimes", type=int, default=3, help="most regimes per collective curve")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--time-budget-s", type=float, default=DEFAULT_TIME_BUDGET_S,
+                   help=f"stop with an error once the fit has run this long (default {DEFAULT_TIME_BUDGET_S:g})")
     return p
 
 
@@ -1233,7 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = args.name or Path(args.out).stem
         profile = fit_measurements(frame, name=name, base_profile=base, bootstrap=args.bootstrap,
                                    max_regimes=args.max_regimes, seed=args.seed, files=files, title=args.title,
-                                   impl_frames=impl_frames)
+                                   impl_frames=impl_frames, time_budget_s=args.time_budget_s)
         # the replicates as columns (costmodel.profiles.compact); written atomically
         save_profile(compact_document(profile), args.out, inputs)
     except InputError as exc:

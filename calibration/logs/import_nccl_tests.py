@@ -73,7 +73,13 @@ from pathlib import Path
 import pandas as pd
 
 from costmodel.io.errors import InputError, OneLineParser
-from costmodel.io.measurements import ELEM_BYTES, MEASUREMENT_COLUMNS, VALIDATION_ONLY_OPS, validate_measurements
+from costmodel.io.measurements import (
+    ELEM_BYTES,
+    MEASUREMENT_COLUMNS,
+    VALIDATION_ONLY_OPS,
+    check_csv_header,
+    validate_measurements,
+)
 from costmodel.io.outputs import check_output
 from costmodel.io.safe_io import read_bytes, write_csv
 
@@ -102,6 +108,21 @@ _FLAG = re.compile(r"(?:^|\s)(-[tg]|--nthreads|--ngpus)[ =](\d+)")
 _INT = re.compile(r"^\d+$")
 _NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
 MAX_DIGITS = 18  # every integer of a log (sizes, counts, ranks, iterations) fits in int64 with 18 digits
+# bounded work (issue 22): counted while the log is scanned, refused before more rows are kept. A full `-d all
+# -o all` sweep is ~2,400 result rows and a 1,024-GPU run prints 1,024 Rank lines.
+MAX_LOG_ROWS = 100_000  # result rows per log
+MAX_RANK_LINES = 65_536  # '#  Rank' lines per log
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
+
+
+def _lines(text: str) -> Iterable[str]:
+    """The lines of `text` exactly as str.splitlines() gives them, one at a time (no list of every line)."""
+    start = 0
+    for match in _LINE_BREAK.finditer(text):
+        yield text[start:match.start()]
+        start = match.end()
+    if start < len(text):
+        yield text[start:]
 
 
 def _int(text: str, where: str, what: str) -> int:
@@ -315,6 +336,7 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
         fallback_op = None
     rows: list[dict] = []
     run = _Run()
+    n_results = n_ranks = 0  # counted before they are kept (MAX_LOG_ROWS, MAX_RANK_LINES)
     echoed: str | None = None  # program named by an echoed command line
     echoed_flags: tuple[int, int] | None = None
 
@@ -324,7 +346,7 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
             current.flags = echoed_flags
         rows += _finish(current, source, fallback_op, hints)
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(_lines(text), start=1):
         line = raw.rstrip()
         stripped = line.strip()
         if not stripped:
@@ -352,6 +374,9 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
             continue
         rank = _RANK.match(stripped)
         if rank:
+            n_ranks += 1
+            if n_ranks > MAX_RANK_LINES:
+                raise InputError(f"{at}: more than {MAX_RANK_LINES:,} '#  Rank' lines in one log (the limit)")
             # a Rank line without "on HOST" (older nccl-tests, or edited): one host
             run.ranks[_int(rank.group(1), at, "Rank")] = (rank.group(2) or "0", rank.group(3),
                                                           rank.group(4) or "(host not printed)", rank.group(5))
@@ -372,6 +397,10 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
                                  "program)")
             if run.op is None and echoed is not None:
                 run.op = _program_op(echoed, at)
+            n_results += 1
+            if n_results > MAX_LOG_ROWS:
+                raise InputError(f"{at}: more than {MAX_LOG_ROWS:,} result rows in one log (the limit); split it into "
+                                 "one file per run")
             run.rows.append((lineno, tokens))
             continue
         program = _PROGRAM.search(stripped)
@@ -427,6 +456,7 @@ def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
     manifest = Path(manifest)
     try:
         data = read_bytes(manifest, limit_bytes=MAX_LOG_BYTES)  # stat first, bounded
+        check_csv_header(data, str(manifest))  # column count and header length before pandas parses it
         table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{manifest}: cannot read the manifest ({str(exc).splitlines()[0]})") from None

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..io.errors import InputError, first_line
-from ..io.measurements import MAX_MEASUREMENT_BYTES, validate_measurements
+from ..io.measurements import MAX_MEASUREMENT_BYTES, check_csv_header, validate_measurements
 from ..io.safe_io import read_bytes
 from ..model.collectives import bus_factor, total_bytes
 from ..profiles.store import DATA_DIR
@@ -35,6 +35,7 @@ def load_reference(paths: list[str | Path]) -> pd.DataFrame:
     for path in paths:
         path = Path(path)
         data = read_bytes(path, limit_bytes=MAX_MEASUREMENT_BYTES, what="reference")  # stat first, bounded
+        check_csv_header(data, str(path))  # column count and header length before pandas sees a field
         try:
             frame = pd.read_csv(io.BytesIO(data), index_col=False)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:

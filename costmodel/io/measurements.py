@@ -79,6 +79,9 @@ def _check_header(data: str | bytes, source: str) -> None:
         raise InputError(f"{source}: {line.count(comma) + 1} columns in the header, more than {MAX_COLUMNS}")
 
 
+check_csv_header = _check_header  # public: every reader of an untrusted CSV calls it before pandas parses it
+
+
 def read_measurements(path: str | Path, *, require_times: bool = True) -> pd.DataFrame:
     """Read and validate a measurement CSV; raise `InputError` naming the problem.
 
