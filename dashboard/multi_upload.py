@@ -8,7 +8,7 @@
 * what the measurements do not cover comes from an explicitly chosen base profile, and
   `base_parameters(profile)` lists those parameters so the page can say so.
 
-Limits (bounded before parsing, issue 22): at most MAX_FILES files, MAX_COMBINED_BYTES (as one upload, 20 MiB)
+Limits (bounded before parsing, issue 22): at most MAX_FILES files, MAX_COMBINED_BYTES (as one upload, 20 MB)
 together - checked on the byte counts before any file is parsed - and MAX_UPLOAD_ROWS measurement rows
 together, checked after each file so that parsing stops at the file that crosses it.
 """

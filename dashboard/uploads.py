@@ -7,9 +7,10 @@
 The calibration modules are imported lazily: without them the dashboard still runs and a measurement
 upload answers "fitting uploads needs calibration.fit". Every problem is an InputError with one line.
 
-Limits: MAX_UPLOAD_BYTES (20 MiB, as server.maxUploadSize) and MAX_UPLOAD_ROWS measurement rows; repeated
-rows of one point are binned before the fit (calibration.fitting.fit.bin_repeats), so a 19.75 MiB, 1M-row CSV is
-fitted in 0.9-5 s at 0.54 GB peak RSS (scripts/bench_limits.py). A file name is only ever used as a label.
+Limits: MAX_UPLOAD_BYTES (20 MB = 20,000,000 bytes, what the widget accepts at server.maxUploadSize = 20) and
+MAX_UPLOAD_ROWS measurement rows; repeated rows of one point are binned before the fit
+(calibration.fitting.fit.bin_repeats), so a 19 MB, 1M-row CSV fits within the limits of docs/limits.md
+(scripts/bench_limits.py measures it). A file name is only ever used as a label.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from costmodel.io.safe_io import check_rows, check_size, csv_text
 
 from .state import UPLOAD_PREFIX
 
-MAX_UPLOAD_BYTES = 20 * 2**20  # keep in step with server.maxUploadSize in .streamlit/config.toml
-MAX_UPLOAD_ROWS = 1_500_000  # measurement rows per upload (20 MiB holds at most ~1.3M of the shortest rows)
+MAX_UPLOAD_BYTES = 20_000_000  # the upload widget refuses files over server.maxUploadSize x 10^6 bytes (20 MB)
+MAX_UPLOAD_ROWS = 1_500_000  # measurement rows per upload (20 MB holds at most ~1.3M of the shortest rows)
 MAX_FILE_NAME = 255
 UPLOAD_TYPES = ("json", "csv", "txt", "log")
 NEEDS_FIT = "fitting uploads needs calibration.fit"

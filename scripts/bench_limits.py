@@ -2,11 +2,11 @@
 
     python scripts/bench_limits.py [--rows 1000000]
 
-Writes two measurement CSVs just under the 20 MiB upload limit into a temporary folder and fits each in a
+Writes two measurement CSVs just under the 20 MB upload limit into a temporary folder and fits each in a
 fresh subprocess (so the peak RSS is the upload's own):
 
 * ``repeated``: 1,000,000 collective rows over 7 repeated sizes (the fitter bins repeats per point);
-* ``distinct``: as many rows as fit in 19.75 MiB, every one at a distinct size (refused: the fit's
+* ``distinct``: as many rows as fit in 19.75 MB, every one at a distinct size (refused: the fit's
   distinct-size limit);
 * ``at-limit``: one curve at calibration.fitting.fit.MAX_GROUP_SIZES distinct sizes x 16 repeats (the costliest
   single curve: leave-one-size-out is ~k^2 n);
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-LIMIT_BYTES = int(19.75 * 2**20)
+LIMIT_BYTES = 19_750_000  # just under the upload limit (dashboard.uploads.MAX_UPLOAD_BYTES = 20 MB)
 LOG = ROOT / "data/reference/nccl-tests/h100x8_all_gather_together-ring.log"
 
 LOG_CHILD = r"""

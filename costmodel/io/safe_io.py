@@ -52,6 +52,9 @@ def one_line(text: str, limit: int = 200) -> str:
 
 # -- bounded reads ---------------------------------------------------------------------------------------
 def _mib(n: int) -> str:
+    """A byte limit as people read it: whole MiB, whole MB (the upload widget's unit), else MiB with decimals."""
+    if n % 2**20 and not n % 10**6:
+        return f"{n // 10**6} MB"
     return f"{n / 2**20:g} MiB"
 
 

@@ -504,7 +504,7 @@ def test_parse_upload_rejects_bad_files(name, payload, message):
 
 
 def test_parse_upload_rejects_oversized_files():
-    with pytest.raises(InputError, match="larger than the 20 MiB limit"):
+    with pytest.raises(InputError, match="larger than the 20 MB limit"):
         uploads.parse_upload("big.json", b" " * (uploads.MAX_UPLOAD_BYTES + 1))
 
 
