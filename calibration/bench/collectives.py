@@ -807,7 +807,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(cfg, launch, argv)
     except InputError as exc:
         # the same on every rank: printed once per node before the rendezvous, by rank 0 after it
-        if launch is None or (launch.rank == 0 if rendezvous else launch.local_rank == 0):
+        first = os.environ.get("LOCAL_RANK", "0") == "0" if launch is None else \
+            (launch.rank == 0 if rendezvous else launch.local_rank == 0)
+        if first:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_INPUT
     except PointFailed as exc:

@@ -25,6 +25,7 @@ from costmodel.model import collective_impls as ci
 from costmodel.model.components import STRATEGIES
 from costmodel.model.verification import decode_step, matrix, verification_scenario
 from costmodel.profiles.presets import preset
+from tests.dashboard.test_app import unescape
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPK_STRATEGIES = [n for n in ref.STRATEGY_FUNCS if n != "packed_allreduce_max"]
@@ -296,7 +297,7 @@ def test_dashboard_matrix_panel_names_the_best_pair():
     at.toggle(key="topk_show").set_value(True).run()
     at.number_input(key="topk_k").set_value(8).run()
     assert not at.exception and not at.error
-    text = at.success[-1].value
+    text = unescape(at.success[-1].value)  # user-controlled parts are Markdown-escaped (costmodel.io.plain)
     assert "top-k 8" in text and "per decode step" in text
     frame = [d.value for d in at.dataframe if "multimem" in getattr(d.value, "columns", [])][0]
     assert set(frame.columns) == set(ci.IMPLS) and "local_argmax_pairs" in frame.index
@@ -351,7 +352,7 @@ def test_dashboard_verdict_names_the_best_pair():
     assert not at.exception
 
     def caption() -> str:
-        found = [c.value.replace("\\_", "_") for c in at.caption if c.value.startswith("Best (strategy, collective)")]
+        found = [unescape(c.value) for c in at.caption if unescape(c.value).startswith("Best (strategy, collective)")]
         assert len(found) == 1
         return found[0]
 
@@ -363,7 +364,7 @@ def test_dashboard_verdict_names_the_best_pair():
     after = caption()
     assert "top-k 8:" in after
     pair = after.split(": ", 1)[1].split(" us,")[0]  # "(strategy, collective) 123.4"
-    assert pair in at.success[-1].value.replace("\\_", "_")  # the panel names the same pair and time
+    assert pair in unescape(at.success[-1].value)  # the panel names the same pair and time
 
 
 def test_verification_group_intervals_come_from_the_predict_ensemble():
