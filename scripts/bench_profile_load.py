@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from costmodel.profiles.types import load_profile
+from costmodel.profiles.store import load_profile
 t = time.perf_counter()
 load_profile(sys.argv[1])
 print(time.perf_counter() - t)
