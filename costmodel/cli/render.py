@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..answers.recommend import impact_change
+from ..answers.impact import impact_change
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
 from ..model.engines import HOST_SOURCE, PLANS, host_costs

@@ -61,6 +61,11 @@ def test_public_api_resolves_lazily():
     (["presets"], ()),
     (["profiles"], ("numpy",)),  # loading (validating) each profile needs numpy, never pandas / scipy
     (["profiles", "--json"], ("numpy",)),
+    # the point prediction: numpy only (measured tables interpolated and crossovers refined without scipy)
+    (["predict", "--no-intervals"], ("numpy",)),
+    (["predict", "--no-intervals", "--tp", "4", "--batch", "16", "--explain", "--itl-ms", "20",
+      "--acceptance-length", "3", "--json"], ("numpy",)),
+    (["predict", "--no-intervals", "--profile", "cpu-gloo", "--preset", "llama4-maverick-eagle3"], ("numpy",)),
 ])
 def test_light_commands_skip_pandas_and_scipy(argv, allowed):
     out = loaded_after(argv)
