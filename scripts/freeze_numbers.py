@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from costmodel import STRATEGIES, Scenario, load_profile, predict  # noqa: E402
 from costmodel.evidence.interval_table import interval_table  # noqa: E402
-from costmodel.evidence.intervals import point_intervals, propagate  # noqa: E402
+from costmodel.evidence.intervals import propagate  # noqa: E402
+from costmodel.evidence.point_intervals import point_intervals  # noqa: E402
 from costmodel.io.errors import InputError  # noqa: E402
 from costmodel.profiles.store import bundled_profiles  # noqa: E402
 

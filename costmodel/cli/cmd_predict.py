@@ -1,4 +1,8 @@
-"""`predict`: price every strategy for one scenario - the table (or `--json`), intervals, explanation, sensitivity."""
+"""`predict`: price every strategy for one scenario - the table (or `--json`), intervals, explanation, sensitivity.
+
+The point prediction needs numpy only; the intervals (`costmodel.evidence`) and `--sensitivity` are imported when
+asked for, so `predict --no-intervals` loads neither pandas nor scipy (tests/cli/test_lazy_imports.py).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,10 @@ import argparse
 import json
 
 from ..answers.explain import explain, format_explanation
-from ..answers.sensitivity import elasticities
-from ..evidence.decode_intervals import decode_step_intervals
 from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..model.predict import predict
-from ..model.verification import best_pair, matrix
+from ..model.verification import best_pair, matrix_rows
 from ..profiles.store import check_tp_placement, load_profile
 from .render import _format_table, add_decode_step, add_intervals, prediction_dict
 from .scenario_args import check_impact_args, scenario_from_args
@@ -31,17 +33,21 @@ def run(args: argparse.Namespace) -> int:
     if args.verify or args.matrix_csv or int(scenario.top_k) > 1 or str(scenario.collective) != "nccl":
         add_decode_step(result, pred, args)
     else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
-        result["best_pair"] = best_pair(matrix(pred.scenario, pred.profile, max_batch=args.max_batch,
-                                               crossovers=False))
+        result["best_pair"] = best_pair(matrix_rows(pred.scenario, pred.profile, max_batch=args.max_batch,
+                                                    crossovers=False))
     if not args.no_intervals:
         add_intervals(result, pred, max_batch=args.max_batch)
         if "decode_step" in result:  # the verification group's intervals, from the same ensemble
+            from ..evidence.decode_intervals import decode_step_intervals  # only with intervals (module doc)
+
             result["decode_step"]["intervals"] = decode_step_intervals(
                 pred.scenario, profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
                 target_dtype=args.target_dtype)
     if args.explain:
         result["explain"] = [e.__dict__ for e in explain(pred)]
     if args.sensitivity:
+        from ..answers.sensitivity import elasticities  # only when asked for (module doc)
+
         result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
     if args.json:
         print(json.dumps(result, indent=2))

@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from ..evidence.intervals import point_intervals
+from ..evidence.point_intervals import point_intervals
 from ..io.errors import InputError
 from ..io.measurements import read_measurements
 from ..model.engines import ENGINES

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..answers.recommend import impact_change
+from ..answers.impact import impact_change
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
@@ -182,7 +182,7 @@ def _impl_provenance_note(bp: dict[str, Any]) -> str:
 
 def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Namespace) -> None:
     """`decode_step` (draft + verification groups per strategy), `verification`, `best_pair`, `matrix`."""
-    from ..model.verification import best_pair, decode_step, matrix, verification_dict
+    from ..model.verification import best_pair, decode_step, matrix_rows, verification_dict
 
     sc = pred.scenario
     step = decode_step(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
@@ -192,9 +192,9 @@ def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Nam
             "decode_step_us": float(step.total_us(n)), "saving_us": float(step.saving_us(n)),
             "valid": bool(step.valid(n))} for n in pred.strategies}}
     result["verification"] = verification_dict(step)
-    table = matrix(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
-                   target_dtype=args.target_dtype, max_batch=args.max_batch, crossovers=bool(args.matrix_csv))
-    result["best_pair"] = best_pair(table)
+    rows = matrix_rows(sc, pred.profile, verify=args.verify, greedy_fraction=args.greedy_fraction,
+                       target_dtype=args.target_dtype, max_batch=args.max_batch, crossovers=bool(args.matrix_csv))
+    result["best_pair"] = best_pair(rows)
     bp_impl, bp_sc = str(result["best_pair"]["collective"]), pred.scenario.item(0)
     if bp_impl != "nccl":  # measured where the profile has the implementation's curves (collective_impls.provenance)
         from ..model.collective_impls import IMPL_OPS, provenance
@@ -202,9 +202,11 @@ def add_decode_step(result: dict[str, Any], pred: Prediction, args: argparse.Nam
         result["best_pair"]["collective_provenance"] = {
             op: provenance(pred.profile, bp_impl, op, int(bp_sc.tp), int(bp_sc.nodes)) for op in IMPL_OPS}
     result["matrix"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
-                        for row in table.to_dict(orient="records")]
+                        for row in rows]
     if args.matrix_csv:
-        write_csv(table.assign(profile=pred.profile.name, top_k=int(sc.top_k), batch=float(sc.batch),
+        import pandas as pd  # the CSV's frame only (the text and JSON need none)
+
+        write_csv(pd.DataFrame(rows).assign(profile=pred.profile.name, top_k=int(sc.top_k), batch=float(sc.batch),
                                verify=bool(args.verify), greedy_fraction=args.greedy_fraction), args.matrix_csv)
 
 

@@ -1,6 +1,6 @@
 """Do the 90% intervals cover 90% of real measurements? Coverage per reference set, held out.
 
-`interval_coverage` prices every reference row's interval (`costmodel.evidence.intervals.point_intervals`) with the
+`interval_coverage` prices every reference row's interval (`costmodel.evidence.point_intervals`) with the
 pooled discrepancy fitted leave-one-set-out (a set's own rows, and those of every set from the same run, never set
 its sigma). `binomial_range(n)` is the central 90% acceptance range of the covered count for n rows at a true
 coverage of 90%: a set is "consistent with 90%" when its count lies inside it, "too wide" above, "too narrow"
@@ -15,9 +15,10 @@ import pandas as pd
 from ..model.points import floor_priced, numeric_column, predict_points
 from ..profiles.replicates import replicate_profiles
 from ..profiles.store import load_profile
-from .discrepancy import bundled_pool, discrepancy, replicate_us, residual_pool
-from .intervals import point_intervals
+from .discrepancy import bundled_pool, discrepancy
+from .point_intervals import point_intervals
 from .reference import reference_files, reference_set
+from .residuals import replicate_us, residual_pool
 
 COVERAGE_TARGET = (0.80, 0.95)  # empirical coverage wanted of the nominal 90% intervals (issue 9)
 

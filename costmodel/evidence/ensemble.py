@@ -18,16 +18,22 @@ PRIOR_MEMBERS = 100  # ensemble size for a profile without replicates (discrepan
 
 
 _N_Z = 25  # discrepancy draws per replicate (normal quantiles, deterministic)
-_Z = None
+# scipy.stats.norm.ppf((arange(_N_Z) + 0.5) / _N_Z), stored: the same floats to the last bit without importing
+# scipy.stats (~0.2 s); statistics.NormalDist().inv_cdf differs in the last bit at 20 of the 25
+# (tests/evidence/test_z_draws.py compares these with scipy)
+_Z_QUANTILES = (-2.053748910631823, -1.5547735945968535, -1.2815515655446004, -1.0803193408149558, -0.915365087842814,
+                -0.7721932141886848, -0.643345405392917, -0.5244005127080409, -0.41246312944140473,
+                -0.3054807880993974, -0.20189347914185088, -0.10043372051146975, 0.0, 0.10043372051146988,
+                0.20189347914185074, 0.3054807880993974, 0.41246312944140495, 0.5244005127080407, 0.643345405392917,
+                0.7721932141886848, 0.9153650878428138, 1.0803193408149558, 1.2815515655446004, 1.5547735945968535,
+                2.0537489106318225)
 
 
 def _z_draws() -> np.ndarray:
-    global _Z
-    if _Z is None:
-        from scipy.stats import norm
-
-        _Z = norm.ppf((np.arange(_N_Z) + 0.5) / _N_Z)
-    return _Z
+    """The _N_Z normal quantiles (z_k = Phi^-1((k + 0.5) / _N_Z)) every point interval draws; read-only."""
+    z = np.array(_Z_QUANTILES)
+    z.flags.writeable = False
+    return z
 
 
 def _op_factors(disc: Discrepancy, ops: list[str], n_members: int, seed: int = 0, nodes: int = 1

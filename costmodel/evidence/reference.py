@@ -17,10 +17,7 @@ from ..io.errors import InputError, first_line
 from ..io.measurements import MAX_MEASUREMENT_BYTES, check_csv_header, validate_measurements
 from ..io.safe_io import read_bytes
 from ..model.collectives import bus_factor, total_bytes
-from ..profiles.store import DATA_DIR
-
-REFERENCE_DIR = DATA_DIR / "reference"
-
+from ..profiles.paths import REFERENCE_DIR
 
 _NEEDED = ("op", "mode", "world_size", "gpu", "source")
 

@@ -17,7 +17,7 @@ Profiles without a model (CPU calibrations) and the fused Triton ops use the roo
 `bytes(op)` counts the bytes the op reads and writes (see `kernel_bytes`).
 When such a profile carries a measured table for (op, dtype, mode, world_size) - any dtype
 for the ops in DTYPE_FREE_OPS, which never read logits -
-the time is interpolated bilinearly in (log rows, log cols, log time); points
+the time is interpolated bilinearly in (log rows, log cols, log time) (`kernel_tables.table_us`); points
 outside the table fall back to the roofline and are flagged `extrapolated`.
 """
 
@@ -27,16 +27,16 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import RegularGridInterpolator
 
 from ..io.errors import InputError
-from ..io.measurements import DTYPES
+from ..io.schema_names import DTYPES
 from ..profiles.kernel_params import GpuKernelModel
 from ..profiles.types import KernelTable, Profile
 from . import dedup, gpu_kernels
 from .collectives import eager_mask
 from .dedup import memo
 from .gpu_kernels import DTYPE_ORDER, MODEL_OPS, eager_time_us, lm_head_gemm_us, model_time_us, split_graph_us
+from .kernel_tables import table_us
 
 kernel_memo = memo  # `with kernel_memo():` around a strategy sweep reuses identical reductions (gpu_kernels.memo)
 
@@ -104,31 +104,6 @@ def roofline_us(profile: Profile, op: str, rows, cols, world_size=1, elem_bytes=
     per_kernel = np.where(eager_mask(mode), profile.eager_launch_us, profile.graph_kernel_us)
     nbytes = kernel_bytes(op, rows, cols, world_size, elem_bytes, draft_cols)
     return spec.launches * per_kernel + spec.fixed_us + nbytes / spec.bw_gbps * 1e-3
-
-
-def _interpolator(table: KernelTable) -> RegularGridInterpolator:
-    grid = np.log(np.asarray(table.median_us, dtype=float))
-    axes = [np.log(np.asarray(table.rows))]
-    if len(table.cols) > 1:
-        axes.append(np.log(np.asarray(table.cols)))
-    else:
-        grid = grid[:, 0]
-    if len(axes[0]) == 1:  # a single row: constant in rows
-        axes[0] = np.array([axes[0][0] - 1e-9, axes[0][0] + 1e-9])
-        grid = np.stack([grid[0], grid[0]])
-    return RegularGridInterpolator(axes, grid, method="linear", bounds_error=False, fill_value=None)
-
-
-def table_us(table: KernelTable, rows, cols) -> tuple[np.ndarray, np.ndarray]:
-    """(interpolated time, outside-the-table flag) for points (rows, cols)."""
-    r, c = np.broadcast_arrays(np.asarray(rows, dtype=float), np.asarray(cols, dtype=float))
-    inside = (r >= table.rows[0]) & (r <= table.rows[-1])
-    points = [np.log(np.maximum(r, 1e-12))]
-    if len(table.cols) > 1:
-        inside &= (c >= table.cols[0]) & (c <= table.cols[-1])
-        points.append(np.log(np.maximum(c, 1e-12)))
-    values = np.exp(_interpolator(table)(np.stack(points, axis=-1)))
-    return values.reshape(r.shape), ~inside
 
 
 # op -> the measured op whose table corrects it (the rest of the op, if any, is priced by the model alone)

@@ -3,7 +3,8 @@
 saving_us(strategy)                 = T_full_all_gather - T_strategy          (per draft call)
 saving_per_decode_step_us(strategy) = saving_us * calls_per_decode_step       (K serial, 1 parallel)
 crossover batch: a root of B -> saving_us(B) on [batch_min, batch_max], found by
-scanning a log grid for sign changes and refining each with scipy.optimize.brentq.
+scanning a log grid for sign changes and refining each by Brent's method (`_brentq_steps`: the steps of
+scipy.optimize.brentq, without importing scipy - the same iterates and roots).
 impact: ITL_after = ITL - saving_per_decode_step; TPOT ~ ITL / acceptance length.
 """
 
@@ -12,11 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from scipy.optimize import brentq
 
 from ..io.errors import InputError
 from ..profiles.store import default_profile
@@ -25,6 +24,9 @@ from .components import BASELINE, STRATEGIES, Component
 from .kernels import stacked_members
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import build_components, validity
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class Prediction:
 
     def to_frame(self) -> pd.DataFrame:
         """Tidy table: one row per scenario x strategy, components as `<name>_us` columns."""
+        import pandas as pd  # only here: pricing never builds a frame (the CLI's predict path loads no pandas)
+
         sc = self.scenario
         n = sc.size
         base = {f: np.broadcast_to(getattr(sc, f) if getattr(sc, f) is not None else np.nan, sc.shape).reshape(-1)
@@ -209,14 +213,14 @@ def grid_roots(grid: np.ndarray, values: np.ndarray, refine: Callable[[float], f
                xtol: float = 1e-3) -> list[float]:
     """Sign changes of `values` on an ascending batch grid (plus exact zeros), ascending.
 
-    Each bracketing pair is refined by brentq on `refine` (the function behind `values`) when given,
+    Each bracketing pair is refined by Brent's method (`brentq`) on `refine` (the function behind `values`) when given,
     else located by linear interpolation in log batch.
     """
     sign = np.sign(values)
     roots = {float(grid[i]) for i in np.flatnonzero(np.asarray(values) == 0.0)}  # exact zeros
     for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
         if refine is not None:
-            roots.add(float(brentq(refine, grid[i], grid[i + 1], xtol=xtol)))
+            roots.add(float(brentq(refine, float(grid[i]), float(grid[i + 1]), xtol)))
         else:
             t = values[i] / (values[i] - values[i + 1])
             roots.add(float(np.exp(np.log(grid[i]) + t * (np.log(grid[i + 1]) - np.log(grid[i])))))
@@ -373,6 +377,18 @@ def _brentq_steps(xa: float, xb: float, xtol: float, rtol: float = _BRENTQ_RTOL,
         xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
         fcur = yield xcur
     raise InputError("crossover: brentq did not converge")
+
+
+def brentq(f: Callable[[float], float], a: float, b: float, xtol: float = 2e-12) -> float:
+    """The root of f in [a, b] (f(a), f(b) of opposite signs) by `_brentq_steps`: scipy.optimize.brentq(f, a, b,
+    xtol=xtol)'s root to the last bit, with the same evaluations (tests/evidence/test_interval_table.py)."""
+    gen = _brentq_steps(a, b, xtol)
+    x = next(gen)
+    while True:
+        try:
+            x = gen.send(f(x))
+        except StopIteration as done:
+            return done.value
 
 
 # -- ITL / TPOT impact ---------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..io.errors import InputError
-from ..io.measurements import DTYPES
+from ..io.schema_names import DTYPES
 from .engines import ENGINES, PLANS
 
 COLLECTIVE_IMPLS = ("nccl", "oneshot", "multimem")  # costmodel.model.collective_impls.IMPLS

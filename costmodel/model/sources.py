@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..io.errors import InputError
-from ..io.measurements import COLLECTIVE_OPS
+from ..io.schema_names import COLLECTIVE_OPS
 from ..profiles.types import CollectiveCurve, Profile
 from .engines import captured_mask
 

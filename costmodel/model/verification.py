@@ -20,10 +20,9 @@ and name the fastest valid (strategy, collective) pair per decode step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..io.errors import InputError
 from ..profiles.store import default_profile
@@ -33,6 +32,9 @@ from .components import BASELINE, STRATEGIES
 from .predict import Prediction, predict
 from .predict import crossovers as find_crossovers
 from .scenario import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def verification_scenario(scenario: Scenario, target_dtype: str | None = None) -> Scenario:
@@ -107,7 +109,18 @@ def matrix(scenario: Scenario, profile: Profile | None = None, *, verify: bool =
            target_dtype: str | None = None, max_batch: float = 65536.0, crossovers: bool = True) -> pd.DataFrame:
     """Strategy x collective table for one scenario: per-draft-step and per-decode-step us, saving versus the
     NCCL baseline, validity, whether the implementation ran natively (else the NCCL fallback priced it) and the
-    crossover batch of the strategy against the baseline under the same collective (draft step)."""
+    crossover batch of the strategy against the baseline under the same collective (draft step).
+    The frame of `matrix_rows`."""
+    import pandas as pd  # only for the frame: `matrix_rows` + `best_pair` (the predict verdict) need none
+
+    return pd.DataFrame(matrix_rows(scenario, profile, verify=verify, greedy_fraction=greedy_fraction,
+                                    target_dtype=target_dtype, max_batch=max_batch, crossovers=crossovers))
+
+
+def matrix_rows(scenario: Scenario, profile: Profile | None = None, *, verify: bool = False,
+                greedy_fraction: float = 1.0, target_dtype: str | None = None, max_batch: float = 65536.0,
+                crossovers: bool = True) -> list[dict[str, Any]]:
+    """`matrix`'s rows as dicts (strategy-major within each collective implementation, as the frame)."""
     if scenario.size != 1:
         raise InputError("matrix needs a single scenario")
     profile = profile or default_profile()
@@ -129,7 +142,7 @@ def matrix(scenario: Scenario, profile: Profile | None = None, *, verify: bool =
                          "saving_vs_nccl_baseline_us": reference - float(step.total_us(name)),
                          "valid": valid, "native": native, "crossover_batch": cross,
                          "provenance": "derived" if impl != "nccl" else profile.provenance.kind})
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _native(pred: Prediction, name: str, profile: Profile, impl: str) -> bool:
@@ -148,9 +161,14 @@ def _native(pred: Prediction, name: str, profile: Profile, impl: str) -> bool:
     return True
 
 
-def best_pair(table: pd.DataFrame) -> dict[str, Any]:
-    """The fastest valid (strategy, collective) per decode step in a `matrix` table."""
-    ok = table[table.valid]
-    row = ok.loc[ok.decode_step_us.idxmin()]
-    return {"strategy": row.strategy, "collective": row.collective, "decode_step_us": float(row.decode_step_us),
-            "saving_vs_nccl_baseline_us": float(row.saving_vs_nccl_baseline_us), "native": bool(row.native)}
+def best_pair(table: pd.DataFrame | list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest valid (strategy, collective) per decode step in a `matrix` table or its `matrix_rows`
+    (the first of equal times, NaN times skipped, as pandas' idxmin)."""
+    rows = table.to_dict(orient="records") if hasattr(table, "to_dict") else table
+    ok = [r for r in rows if r["valid"] and not np.isnan(r["decode_step_us"])]
+    if not ok:
+        raise InputError("best pair: no valid (strategy, collective) pair")
+    row = min(ok, key=lambda r: r["decode_step_us"])
+    return {"strategy": row["strategy"], "collective": row["collective"],
+            "decode_step_us": float(row["decode_step_us"]),
+            "saving_vs_nccl_baseline_us": float(row["saving_vs_nccl_baseline_us"]), "native": bool(row["native"])}

@@ -70,7 +70,65 @@ def _positive(value: float, where: str) -> float:
     return value
 
 
+_EXACT_INT = 2**53  # ints up to this convert to float exactly (and finitely)
+
+
+def _plain_float(value: Any) -> float | None:
+    """`_as_float(value)` for a plain JSON float / small int (the common case); None for anything else (missing,
+    a bool, a float subclass, a huge int, NaN / inf), which the checked path then handles - or refuses."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int and -_EXACT_INT <= value <= _EXACT_INT:
+        return float(value)
+    return None
+
+
+def _plain_regime(obj: Any) -> Regime | None:
+    """`_regime` of a regime whose fields are all plain and in range (the fields and defaults `_regime` reads, no
+    ci90), without its per-field calls: ~3x faster for the thousands of regimes of a profile's replicates. None
+    when anything is unusual; `_regime` then checks it field by field (and names what is wrong)."""
+    if type(obj) is not dict:
+        return None
+    get = obj.get
+    ci90, name = get("ci90"), get("name")
+    if (ci90 is not None and ci90 != {}) or (name is not None and not isinstance(name, str)):
+        return None
+    values = []
+    for key, default, low, strict in _PLAIN_REGIME_FIELDS:
+        raw = get(key)
+        if raw is None:
+            if default is None:
+                return None  # required: `_regime` names it
+            values.append(default)
+            continue
+        v = _plain_float(raw)
+        if v is None or v < low or (strict and v == low):
+            return None
+        values.append(v)
+    inter = get("inter_node_max_gbps")
+    inter_v = None if inter is None else _plain_float(inter)
+    if inter is not None and inter_v is None:
+        return None
+    max_bytes, base, peer, node, bw, s_half = values
+    return Regime(name="regime" if name is None else name, max_bytes=max_bytes, alpha_base_us=base,
+                  alpha_per_peer_us=peer, alpha_per_node_us=node, busbw_gbps=bw, ci90={}, s_half_bytes=s_half,
+                  inter_node_max_gbps=inter_v)
+
+
+# (field, default when missing / null (None: required), lower bound, bound excluded) - as `_regime` checks them
+_PLAIN_REGIME_FIELDS = (("max_bytes", math.inf, 0.0, True), ("alpha_base_us", None, 0.0, False),
+                        ("alpha_per_peer_us", 0.0, 0.0, False), ("alpha_per_node_us", 0.0, 0.0, False),
+                        ("busbw_gbps", None, 0.0, True), ("s_half_bytes", 0.0, 0.0, False))
+
+
 def _regime(obj: Any, where: str) -> Regime:
+    """One collective regime, checked: `_plain_regime` when it applies, else `_checked_regime`."""
+    plain = _plain_regime(obj)
+    return plain if plain is not None else _checked_regime(obj, where)
+
+
+def _checked_regime(obj: Any, where: str) -> Regime:
     max_bytes = _get(obj, "max_bytes", where, float, default=math.inf)
     ci90 = _get(obj, "ci90", where, dict, default={})
     parsed_ci = {}
@@ -252,10 +310,14 @@ def kernel_op_from_dict(op: str, spec: Any, where: str) -> KernelOp:
     )
 
 
-def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False) -> Profile:
+def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False,
+                      parent: Profile | None = None) -> Profile:
     """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
     `Profile`. document_checked=True skips `check_document` for a document whose parent already passed it
-    (uncertainty builds one profile per bootstrap replicate of a checked profile)."""
+    (uncertainty builds one profile per bootstrap replicate of a checked profile). parent: a Profile whose raw
+    document shares objects with `data` (a replicate's parent): the kernel tables, lm_head and host objects that
+    are the very same objects as the parent's are not parsed again - the parent's parsed values are taken (the
+    same input object gives the same result)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: a profile must be a JSON object")
     version = data.get("schema_version")
@@ -288,7 +350,15 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
     kw = f"{source}.kernels"
     ops_raw = _get(kern, "ops", kw, dict)
     ops = {op: kernel_op_from_dict(op, spec, f"{kw}.ops.{op}") for op, spec in ops_raw.items()}
-    tables = tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(_get(kern, "tables", kw, list, default=[])))
+    tables_raw = _get(kern, "tables", kw, list, default=[])
+    parent_kern = parent.raw.get("kernels") if parent is not None and isinstance(parent.raw, dict) else None
+    parent_kern = parent_kern if isinstance(parent_kern, dict) else None
+
+    def shared(key: str) -> bool:  # data's kernels[key] is the parent's own object (None for both: both absent)
+        return parent_kern is not None and kern.get(key) is parent_kern.get(key)
+
+    tables = parent.kernel_tables if shared("tables") and tables_raw is parent_kern.get("tables") else \
+        tuple(_table(t, f"{kw}.tables[{i}]") for i, t in enumerate(tables_raw))
     compact = has_ensemble(data)
     if data.get("bootstrap") or compact:  # replicates must not contradict the point parameters (one-line error)
         # a compact ensemble: checked without building its members, on its per-parameter extremes
@@ -308,9 +378,10 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         bootstrap=LazyMembers(data) if compact else tuple(_get(data, "bootstrap", source, list, default=[])),
         raw=data,
         kernel_model=None if kern.get("model") is None else kernel_params.model_from_dict(kern["model"], f"{kw}.model"),
-        kernel_host=kernel_params.host_from_dict(kern.get("host"), f"{kw}.host"),
-        lm_head=None if kern.get("lm_head") is None else kernel_params.lm_head_from_dict(kern["lm_head"],
-                                                                                      f"{kw}.lm_head"),
+        kernel_host=parent.kernel_host if shared("host") else kernel_params.host_from_dict(kern.get("host"),
+                                                                                           f"{kw}.host"),
+        lm_head=parent.lm_head if shared("lm_head") else None if kern.get("lm_head") is None else
+        kernel_params.lm_head_from_dict(kern["lm_head"], f"{kw}.lm_head"),
     )
 
 

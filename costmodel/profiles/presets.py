@@ -1,18 +1,27 @@
-"""Model presets (data/presets/models.csv): target vocab, hidden size and a typical draft set-up."""
+"""Model presets (data/presets/models.csv): target vocab, hidden size and a typical draft set-up.
+
+`preset` / `preset_logit_ops` (what the CLI's scenario needs) read the file with the csv module; `presets()`, the
+whole table as a frame, is the only function that imports pandas.
+"""
 
 from __future__ import annotations
 
+import csv
 from functools import lru_cache
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..io.errors import InputError
 from .paths import PRESETS_CSV
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @lru_cache(maxsize=1)
 def presets() -> pd.DataFrame:
     """All presets, indexed by `preset` id."""
+    import pandas as pd  # only for the frame (module doc)
+
     frame = pd.read_csv(PRESETS_CSV, dtype={"d2t": str})
     frame["d2t"] = frame["d2t"].str.lower().eq("true")
     if "softcap" in frame.columns:
@@ -20,18 +29,33 @@ def presets() -> pd.DataFrame:
     return frame.set_index("preset")
 
 
+@lru_cache(maxsize=1)
+def _preset_rows() -> dict[str, dict[str, str]]:
+    """preset id -> its CSV row (text cells), in file order (the first of a repeated id, as `presets().loc`
+    would refuse it anyway)."""
+    with open(PRESETS_CSV, newline="", encoding="utf-8") as f:
+        rows: dict[str, dict[str, str]] = {}
+        for row in csv.DictReader(f):
+            rows.setdefault(row["preset"], row)
+    return rows
+
+
+def _true(text: str | None) -> bool:
+    """A boolean cell as `presets()` reads it: true when the text is "true" (any case); empty / missing false."""
+    return (text or "").lower() == "true"
+
+
 def preset(name: str) -> dict:
     """Scenario fields of one preset: vocab, draft_vocab, d2t, hidden."""
-    table = presets()
-    if name not in table.index:
-        raise InputError(f"preset {name!r}: unknown (known: {', '.join(table.index)})")
-    row = table.loc[name]
-    return {"vocab": int(row["vocab"]), "draft_vocab": int(row["draft_vocab"]), "d2t": bool(row["d2t"]),
+    table = _preset_rows()
+    if name not in table:
+        raise InputError(f"preset {name!r}: unknown (known: {', '.join(table)})")
+    row = table[name]
+    return {"vocab": int(row["vocab"]), "draft_vocab": int(row["draft_vocab"]), "d2t": _true(row["d2t"]),
             "hidden": int(row["hidden"])}
 
 
 def preset_logit_ops(name: str) -> dict:
     """Element-wise logit ops of a preset's model: {"softcap": bool} (the final logit soft-cap)."""
     preset(name)  # validates the name
-    row = presets().loc[name]
-    return {"softcap": bool(row["softcap"]) if "softcap" in row.index else False}
+    return {"softcap": _true(_preset_rows()[name].get("softcap"))}

@@ -63,7 +63,7 @@ def _replicates(profile: Profile) -> tuple[Profile, ...]:
             data["kernels"] = {**data["kernels"], **rep["kernels"]}
         # the parent document passed check_document with its replicates; constrain only moves values inward
         out.append(profile_from_dict(constrain(data), source=f"{profile.name}.bootstrap[{i}]",
-                                     document_checked=True))
+                                     document_checked=True, parent=profile))
     return tuple(out)
 
 

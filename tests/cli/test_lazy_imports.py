@@ -7,6 +7,7 @@ scripts/bench_cli.py measures the wall times.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -31,9 +32,9 @@ print(json.dumps({"code": code, "loaded": [m for m in json.loads(sys.argv[2]) if
 """
 
 
-def loaded_after(argv: list[str]) -> dict:
+def loaded_after(argv: list[str], env: dict | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -61,10 +62,27 @@ def test_public_api_resolves_lazily():
     (["presets"], ()),
     (["profiles"], ("numpy",)),  # loading (validating) each profile needs numpy, never pandas / scipy
     (["profiles", "--json"], ("numpy",)),
+    # the point prediction: numpy only (measured tables interpolated and crossovers refined without scipy)
+    (["predict", "--no-intervals"], ("numpy",)),
+    (["predict", "--no-intervals", "--tp", "4", "--batch", "16", "--explain", "--itl-ms", "20",
+      "--acceptance-length", "3", "--json"], ("numpy",)),
+    (["predict", "--no-intervals", "--profile", "cpu-gloo", "--preset", "llama4-maverick-eagle3"], ("numpy",)),
 ])
 def test_light_commands_skip_pandas_and_scipy(argv, allowed):
     out = loaded_after(argv)
     assert out["code"] == 0 and set(out["loaded"]) <= set(allowed), out
+
+
+@pytest.mark.parametrize("argv", [["predict"], ["predict", "--profile", "h100-sxm-nvlink", "--tp", "4", "--json"],
+                                  ["predict", "--verify", "--tp", "8", "--batch", "32"]])
+def test_predict_with_intervals_skips_pandas_and_scipy_once_the_pool_is_cached(argv, tmp_path):
+    """The intervals need numpy only once the residual pool is on disk (discrepancy.bundled_pool): the first run
+    prices it (validate: pandas), every later one reads it."""
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path)}
+    assert loaded_after(argv, env)["code"] == 0  # may price the pool (a miss)
+    assert list(tmp_path.glob("discrepancy-pool-*.json"))
+    out = loaded_after(argv, env)
+    assert out["code"] == 0 and set(out["loaded"]) <= {"numpy"}, out
 
 
 def test_presets_text_is_what_pandas_prints():

@@ -69,6 +69,11 @@ def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
         root = done.value
     assert root == expected
     assert asked == calls
+    from costmodel.model.predict import brentq as lockstep_brentq  # the scalar driver grid_roots refines with
+
+    again = []
+    assert lockstep_brentq(lambda x: again.append(x) or float(f(x)), a, b, 1e-3) == expected
+    assert again == calls
 
 
 def test_dashboard_profile_text_is_keyed_by_its_digest():

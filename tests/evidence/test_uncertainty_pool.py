@@ -21,8 +21,8 @@ from costmodel.evidence.discrepancy import (
     discrepancy,
     machine_key,
     pooled_sigmas,
-    residual_pool,
 )
+from costmodel.evidence.residuals import residual_pool
 from costmodel.model.points import predict_points
 
 H100 = load_profile("h100-sxm-nvlink")  # derived: its collectives have no fit report
@@ -181,6 +181,7 @@ def test_coverage_summary_says_which_sets_are_consistent_and_pools_the_held_out_
 
 def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypatch):
     import costmodel.evidence.discrepancy as unc
+    from costmodel.evidence import residuals
 
     small = ResidualPool(np.array(["all_gather"] * 9, dtype=object), np.array(["s"] * 9, dtype=object),
                          np.array(["set:s"] * 9, dtype=object), np.arange(1, 10) * 0.01, np.zeros(9))
@@ -188,9 +189,7 @@ def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypa
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(unc, "_POOL", [])
     monkeypatch.setattr(unc, "_pool_fingerprint", lambda: "a" * 64)
-    monkeypatch.setattr(unc, "load_reference", lambda paths: pd.DataFrame())
-    monkeypatch.setattr(unc, "validate", lambda ref: ref)
-    monkeypatch.setattr(unc, "residual_pool", lambda table: calls.append(1) or small)
+    monkeypatch.setattr(residuals, "reference_pool", lambda: calls.append(1) or small)  # a miss prices the pool
     first = unc.bundled_pool()
     assert calls == [1] and len(list(tmp_path.glob("discrepancy-pool-*.json"))) == 1
     monkeypatch.setattr(unc, "_POOL", [])  # a new process: read from disk, not priced again

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from costmodel import STRATEGIES, InputError, Scenario, load_profile, predict
 from costmodel.cli.main import main
 from costmodel.evidence.discrepancy import discrepancy
-from costmodel.evidence.intervals import point_intervals, propagate
+from costmodel.evidence.intervals import propagate
+from costmodel.evidence.point_intervals import point_intervals
 from costmodel.model.engines import PLANS, Stage, host_costs, step_time_us
 from costmodel.profiles.compact import expand_document
 from costmodel.profiles.consistency import check_replicates
