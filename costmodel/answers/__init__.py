@@ -2,6 +2,7 @@
 
 `sweep` prices grids to Arrow / CSV / Parquet; `compare` one scenario on several profiles; `workload` reads a
 batch mix; `recommend`, `engine_config` and `recommend_text` turn a workload into a decision with the config to
-paste; `sensitivity` ranks parameters by elasticity; `explain` restates each component as its formula; `report`
-assembles the offline HTML page. No pricing of their own: each calls `costmodel.model` / `costmodel.evidence`.
+paste, `impact` a saving into ITL / TPOT / throughput; `sensitivity` ranks parameters by elasticity; `explain`
+restates each component as its formula; `report` assembles the offline HTML page. No pricing of their own: each
+calls `costmodel.model` / `costmodel.evidence`.
 """
