@@ -317,6 +317,20 @@ def bin_repeats(frame: pd.DataFrame, max_repeats: int = MAX_REPEATS_PER_POINT) -
     return frame.iloc[np.sort(order[keep])].reset_index(drop=True)
 
 
+def _line_through(x_lo: float, t_lo: float, x_hi: float, t_hi: float) -> tuple[float, float]:
+    """The regime (alpha_base_us, busbw_gbps) of the line T = alpha + x / busbw through (x_lo, t_lo) and (x_hi, t_hi),
+    x in bus bytes: flat at t_lo (busbw = BW_MAX_GBPS) when the time does not grow; through the origin to (x_hi,
+    t_hi) when the line would need a negative intercept (a regime's alpha is >= 0); busbw clipped to the fitter's
+    bounds."""
+    if t_hi <= t_lo:
+        return t_lo, BW_MAX_GBPS
+    inv = (t_hi - t_lo) / (x_hi - x_lo)
+    alpha = t_lo - inv * x_lo
+    if alpha < 0:
+        alpha, inv = 0.0, t_hi / x_hi
+    return alpha, min(BW_MAX_GBPS, max(1.0 / BW_MAX_GBPS, 1.0 / inv))
+
+
 def _with_ramps(rows: _Rows, curve: dict, lo: np.ndarray, hi: np.ndarray) -> dict:
     """`curve` with a ramp regime across every breakpoint (module doc, "Ramps"): between the last measured size
     lo of regime i and the first measured size hi of regime i + 1 (total bytes S), the line from T_i(lo) to
@@ -337,14 +351,7 @@ def _with_ramps(rows: _Rows, curve: dict, lo: np.ndarray, hi: np.ndarray) -> dic
         x_lo, x_hi = factor * lo[i], factor * hi[i]
         t_lo = r["alpha_base_us"] + x_lo / r["busbw_gbps"]
         t_hi = nxt["alpha_base_us"] + x_hi / nxt["busbw_gbps"]
-        if t_hi <= t_lo:
-            alpha, bw = t_lo, BW_MAX_GBPS
-        else:
-            inv = (t_hi - t_lo) / (x_hi - x_lo)
-            alpha = t_lo - inv * x_lo
-            if alpha < 0:
-                alpha, inv = 0.0, t_hi / x_hi
-            bw = min(BW_MAX_GBPS, max(1.0 / BW_MAX_GBPS, 1.0 / inv))
+        alpha, bw = _line_through(x_lo, t_lo, x_hi, t_hi)
         out.append({**r, "max_bytes": int(lo[i])})
         out.append({"name": f"{r['name']}-{nxt['name']} ramp", "max_bytes": int(hi[i]) - 1,
                     "alpha_base_us": _num(alpha), "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0,
@@ -551,14 +558,7 @@ def _with_tail(rows: _Rows, curve: dict, med: dict[str, np.ndarray], run: int) -
     x_prev = factor * med["S"][anchor]
     for j in range(anchor + 1, len(med["S"])):
         x_j, t_j = factor * med["S"][j], float(med["median_us"][j])
-        if t_j <= t_prev:
-            alpha, bw = t_prev, BW_MAX_GBPS
-        else:
-            inv = (t_j - t_prev) / (x_j - x_prev)
-            alpha = t_prev - inv * x_prev
-            if alpha < 0:
-                alpha, inv = 0.0, t_j / x_j
-            bw = min(BW_MAX_GBPS, max(1.0 / BW_MAX_GBPS, 1.0 / inv))
+        alpha, bw = _line_through(x_prev, t_prev, x_j, t_j)
         last = j == len(med["S"]) - 1
         regimes.append({"name": f"tail {j - anchor}", "max_bytes": None if last else int(np.floor(med["S"][j])),
                         "alpha_base_us": _num(alpha), "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0,
