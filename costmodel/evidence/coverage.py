@@ -9,6 +9,9 @@ below.
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import comb
+
 import numpy as np
 import pandas as pd
 
@@ -73,13 +76,26 @@ def interval_coverage(table: pd.DataFrame, level: float = 0.9, pool=None) -> pd.
     return out
 
 
+def _binomial_ppf(q: float, n: int, p: float) -> int:
+    """The smallest k with P(Binomial(n, p) <= k) >= q, from the exact CDF in integers: p as the fraction a/d it
+    stands for (limit_denominator: 0.9 -> 9/10), so P(X <= k) = sum_i C(n, i) a^i (d - a)^(n - i) / d^n. What
+    scipy.stats.binom.ppf returns (tests/evidence compares them for n = 0..400), without importing scipy.stats
+    (~0.6 s) for a few hundred rows."""
+    frac = Fraction(p).limit_denominator(10**6)
+    a, d = frac.numerator, frac.denominator
+    target = Fraction(q) * d**n  # P(X <= k) >= q  <=>  sum_i C(n, i) a^i (d - a)^(n - i) >= q d^n
+    acc = 0
+    for k in range(n + 1):
+        acc += comb(n, k) * a**k * (d - a) ** (n - k)
+        if acc >= target:
+            return k
+    return n
+
+
 def binomial_range(n: int, level: float = 0.9, coverage: float = 0.9) -> tuple[int, int]:
     """The central `level` acceptance range [lo, hi] of the covered count of n rows whose intervals cover
     with probability `coverage` (Binomial(n, coverage): lo = its 5th, hi = its 95th percentile at 90%)."""
-    from scipy.stats import binom
-
-    lo, hi = binom.interval(level, n, coverage)
-    return int(lo), int(hi)
+    return _binomial_ppf((1 - level) / 2, n, coverage), _binomial_ppf((1 + level) / 2, n, coverage)
 
 
 def _verdict(covered: int, lo: int, hi: int) -> str:

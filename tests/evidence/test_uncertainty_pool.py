@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,6 +160,14 @@ def test_binomial_range_is_the_5th_to_95th_percentile_of_the_covered_count():
         assert _binom_cdf(lo, n) >= 0.05 and (lo == 0 or _binom_cdf(lo - 1, n) < 0.05)
         assert _binom_cdf(hi, n) >= 0.95 and (hi == 0 or _binom_cdf(hi - 1, n) < 0.95)
     assert binomial_range(3) == (2, 3) and binomial_range(8) == (6, 8) and binomial_range(31) == (25, 30)
+
+
+def test_binomial_range_is_scipys_interval_without_importing_scipy_stats():
+    binom = pytest.importorskip("scipy.stats").binom
+    for level, coverage in ((0.9, 0.9), (0.8, 0.95), (0.95, 0.5)):
+        for n in range(0, 401):
+            lo, hi = binom.interval(level, n, coverage)
+            assert binomial_range(n, level, coverage) == (int(lo), int(hi)), (n, level, coverage)
 
 
 def test_coverage_summary_says_which_sets_are_consistent_and_pools_the_held_out_rows():
