@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..io.outputs import check_output
 from ..io.safe_io import write_csv
-from ..profiles.paths import PROFILE_DIR
+from ..profiles.paths import profile_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,17 +29,17 @@ OUTPUT_FLAGS = ("out", "csv", "matrix_csv")
 
 
 def command_inputs(args: argparse.Namespace) -> list[Path]:
-    """Every file a parsed command reads: path flags that exist, and the bundled file a profile name stands for."""
+    """Every file a parsed command reads: path flags that exist, and for a profile flag the file `load_profile` reads
+    (`profiles.paths.profile_file`: a bundled name wins over a same-named local file)."""
     found: list[Path] = []
     for name in INPUT_FLAGS:
         value = getattr(args, name, None)
         for item in value if isinstance(value, list) else [value]:
             if not isinstance(item, str) or not item:
                 continue
-            if Path(item).exists():
-                found.append(Path(item))
-            elif name.startswith("profile") and (PROFILE_DIR / f"{item}.json").is_file():
-                found.append(PROFILE_DIR / f"{item}.json")
+            path = profile_file(item) if name.startswith("profile") else (Path(item) if Path(item).exists() else None)
+            if path is not None:
+                found.append(path)
     return found
 
 

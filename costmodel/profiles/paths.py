@@ -20,3 +20,14 @@ DEFAULT_PROFILE = "h200-sxm-nvlink"
 def bundled_profiles() -> list[str]:
     """Names of the profiles shipped in data/profiles/."""
     return sorted(p.stem for p in PROFILE_DIR.glob("*.json") if p.name != "schema.json")
+
+
+def profile_file(name_or_path: str) -> Path | None:
+    """The file a --profile value stands for: the bundled `data/profiles/NAME.json` when the value is a bare name
+    of one (no ".json", no "/"; a bundled name wins over a same-named local file), else the path itself when it
+    exists (resolved), else None. `load_profile` reads this file and the CLI's output check protects it."""
+    text = str(name_or_path)
+    candidate = PROFILE_DIR / f"{text}.json"
+    if not text.endswith(".json") and "/" not in text and text != "schema" and candidate.exists():
+        return candidate
+    return Path(text).resolve() if Path(text).exists() else None

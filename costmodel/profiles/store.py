@@ -18,7 +18,7 @@ from ..io import safe_io
 from ..io.errors import InputError
 from ..io.outputs import write_text
 from .parse import MAX_PROFILE_BYTES, parse_profile, profile_from_dict
-from .paths import DATA_DIR, DEFAULT_PROFILE, PROFILE_DIR, bundled_profiles  # noqa: F401 - re-exported
+from .paths import DATA_DIR, DEFAULT_PROFILE, PROFILE_DIR, bundled_profiles, profile_file  # noqa: F401 - re-exported
 from .types import Profile
 
 
@@ -40,12 +40,10 @@ def load_profile(name_or_path: str | Path | None = None) -> Profile:
         raise InputError("--profile: not UTF-8 encodable") from None
     if "\x00" in text:
         raise InputError("--profile: contains a NUL character")
-    candidate = PROFILE_DIR / f"{text}.json"
-    if not text.endswith(".json") and "/" not in text and text != "schema" and candidate.exists():
-        return _load_path(str(candidate))
-    if not Path(text).exists() and not text.endswith(".json"):
+    path = profile_file(text)
+    if path is None and not text.endswith(".json"):
         raise InputError(f"profile {text!r}: not a bundled profile ({', '.join(bundled_profiles())}) or a file")
-    return _load_path(str(Path(text).resolve()))
+    return _load_path(str(path if path is not None else Path(text).resolve()))
 
 
 def default_profile() -> Profile:

@@ -45,3 +45,14 @@ def test_a_fifo_output_is_refused_instead_of_blocking(tmp_path, capsys):
     os.mkfifo(fifo)
     assert main(["sweep", "--tp", "2", "--batch", "1", "--out", str(fifo)]) == 2
     assert "FIFO" in capsys.readouterr().err
+
+
+def test_the_profile_protected_is_the_one_loaded_even_beside_a_same_named_local_file(tmp_path, monkeypatch, capsys):
+    """load_profile reads the bundled profile for a bare name even when a local file has that name; the output check
+    must protect the same file (profiles.paths.profile_file serves both)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h200-sxm-nvlink").write_text("a local file that is not read")
+    target = ROOT / "data" / "profiles" / "h200-sxm-nvlink.json"
+    before = target.read_bytes()
+    assert main(["sweep", "--profile", "h200-sxm-nvlink", "--tp", "2", "--batch", "1", "--out", str(target)]) == 2
+    assert "is also an input" in capsys.readouterr().err and target.read_bytes() == before
