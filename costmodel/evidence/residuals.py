@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..io.errors import InputError
 from ..io.schema_names import COLLECTIVE_OPS
-from ..model.points import floor_priced, numeric_column, predict_points
+from ..model.points import floor_priced, numeric_column, point_groups, price_points
 from ..profiles.replicates import replicate_profiles
 from ..profiles.store import load_profile
 from ..profiles.types import Profile
@@ -27,7 +27,8 @@ def replicate_us(frame: pd.DataFrame, profile: Profile) -> np.ndarray:
     reps = replicate_profiles(profile)
     if not reps or not len(frame):
         return np.empty((0, len(frame)))
-    return np.stack([predict_points(frame, rep)["predicted_us"].to_numpy(float) for rep in reps])
+    groups = point_groups(frame)  # the rows' arrays, extracted once for every replicate
+    return np.stack([price_points(groups, len(frame), rep)[0] for rep in reps])
 
 
 def param_log_variance(frame: pd.DataFrame, profile: Profile, replicates: np.ndarray | None = None) -> np.ndarray:

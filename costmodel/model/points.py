@@ -60,25 +60,44 @@ def floor_priced(frame: pd.DataFrame) -> np.ndarray:
     return np.isfinite(floor) & (frame["predicted_us"].to_numpy(float) <= floor * (1 + 1e-9))
 
 
+def point_groups(frame: pd.DataFrame) -> list[tuple[np.ndarray, str, dict]]:
+    """The rows of `frame` (measurement schema) grouped by op, as the arrays the model prices them from:
+    [(row mask, op, keyword arguments of `collective_time_us` / `kernel_time_us`)]. Extracted once, a table can be
+    priced by many profiles (`price_points`; a profile's bootstrap replicates) without pandas per profile."""
+    elem = frame["dtype"].map(ELEM_BYTES).fillna(4).to_numpy(float)
+    groups = []
+    for op in frame["op"].unique():
+        m = (frame["op"] == op).to_numpy()
+        rows = frame[m]
+        if op in COLLECTIVE_OPS:
+            args = {"bytes_per_rank": rows["bytes_per_rank"].to_numpy(float),
+                    "world_size": rows["world_size"].to_numpy(), "nodes": rows["nodes"].to_numpy(),
+                    "mode": rows["mode"].to_numpy().astype(str)}
+        else:
+            dtype = rows["dtype"].where(rows["dtype"].isin(list(DTYPES)), "fp32").to_numpy().astype(str)
+            args = {"rows": rows["rows"].to_numpy(float), "cols": rows["cols"].to_numpy(float),
+                    "world_size": rows["world_size"].to_numpy(), "dtype": dtype, "elem_bytes": elem[m],
+                    "mode": rows["mode"].to_numpy().astype(str), "draft_cols": D2T_DRAFT_COLS}
+        groups.append((m, op, args))
+    return groups
+
+
+def price_points(groups: list[tuple[np.ndarray, str, dict]], n: int, profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted_us, predicted_extrapolated) of the n rows of `point_groups` under `profile`: per op group,
+    `collective_time_us` (never extrapolated) or `kernel_time_us`."""
+    pred = np.full(n, np.nan)
+    extrap = np.zeros(n, dtype=bool)
+    for m, op, args in groups:
+        if op in COLLECTIVE_OPS:
+            pred[m] = collective_time_us(profile, op, **args)
+        else:
+            est = kernel_time_us(profile, op, **args)
+            pred[m], extrap[m] = est.time_us, est.extrapolated
+    return pred, extrap
+
+
 def predict_points(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Copy of `frame` (measurement schema) with `predicted_us` (and `predicted_extrapolated`) added."""
     out = frame.copy()
-    pred = np.full(len(out), np.nan)
-    extrap = np.zeros(len(out), dtype=bool)
-    elem = out["dtype"].map(ELEM_BYTES).fillna(4).to_numpy(float)
-    for op in out["op"].unique():
-        m = (out["op"] == op).to_numpy()
-        rows = out[m]
-        if op in COLLECTIVE_OPS:
-            pred[m] = collective_time_us(profile, op, rows["bytes_per_rank"].to_numpy(float),
-                                         rows["world_size"].to_numpy(), rows["nodes"].to_numpy(),
-                                         rows["mode"].to_numpy().astype(str))
-        else:
-            dtype = rows["dtype"].where(rows["dtype"].isin(list(DTYPES)), "fp32").to_numpy().astype(str)
-            est = kernel_time_us(profile, op, rows=rows["rows"].to_numpy(float), cols=rows["cols"].to_numpy(float),
-                                 world_size=rows["world_size"].to_numpy(), dtype=dtype, elem_bytes=elem[m],
-                                 mode=rows["mode"].to_numpy().astype(str), draft_cols=D2T_DRAFT_COLS)
-            pred[m], extrap[m] = est.time_us, est.extrapolated
-    out["predicted_us"] = pred
-    out["predicted_extrapolated"] = extrap
+    out["predicted_us"], out["predicted_extrapolated"] = price_points(point_groups(out), len(out), profile)
     return out

@@ -23,8 +23,11 @@ from costmodel.evidence.discrepancy import (
     machine_key,
     pooled_sigmas,
 )
-from costmodel.evidence.residuals import residual_pool
+from costmodel.evidence.reference import load_reference, reference_files
+from costmodel.evidence.residuals import replicate_us, residual_pool
+from costmodel.evidence.validate import validate
 from costmodel.model.points import predict_points
+from costmodel.profiles.replicates import replicate_profiles
 
 H100 = load_profile("h100-sxm-nvlink")  # derived: its collectives have no fit report
 
@@ -213,3 +216,17 @@ def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypa
     monkeypatch.setattr(unc, "_POOL", [])
     unc.bundled_pool()
     assert calls == [1, 1, 1]
+
+
+def test_replicate_us_prices_each_replicate_as_predict_points_does():
+    # replicate_us extracts the rows' arrays once for all replicates (model.points.point_groups); each row must be,
+    # bit for bit, what predict_points gives under that replicate - over collectives and kernel ops, mixed modes
+    table = validate(load_reference(reference_files()))
+    for name in ("h100-sxm-nvlink", "cpu-gloo"):
+        prof = load_profile(name)
+        rows = table[table["profile_used"] == name]
+        reps = replicate_profiles(prof)
+        got = replicate_us(rows, prof)
+        want = np.stack([predict_points(rows, rep)["predicted_us"].to_numpy(float) for rep in reps])
+        assert got.shape == (len(reps), len(rows)) and len(rows) > 0
+        np.testing.assert_array_equal(got, want)
