@@ -195,15 +195,19 @@ def uniform_ranges_v1_members(point: dict[str, Any], ranges: dict[str, Sequence[
     out = []
     for i in range(n):
         d = {k: float(v[i]) for k, v in named.items()}
-        curves = _copy(point["collectives"])
-        for c in curves:
-            c["launch_us"] = round(d["launch_us"], 3)
-            c["eager_overhead_us"] = round(d["eager_overhead_us"], 3)
+        # new dicts for the curves and regimes (their drawn fields), the rest shared with `point` (never mutated):
+        # equal to a deep copy with those fields set, key order included, without copying every nested leaf
+        curves = []
+        for c in point["collectives"]:
+            regimes = []
             for r in c["regimes"]:
                 scale = d["simple_busbw_scale"] if _is_simple(r.get("name")) else d["ll_busbw_scale"]
-                r["busbw_gbps"] = round(r["busbw_gbps"] * scale, 2)
+                r = {**r, "busbw_gbps": round(r["busbw_gbps"] * scale, 2)}
                 if "alpha_per_peer_us" in r:  # (every derived regime states it; the schema does not require it)
                     r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * d["hop_scale"], 4)
+                regimes.append(r)
+            curves.append({**c, "launch_us": round(d["launch_us"], 3),
+                           "eager_overhead_us": round(d["eager_overhead_us"], 3), "regimes": regimes})
         ops = {}
         for op, spec in kern0["ops"].items():
             lo, hi = _op_range(ranges, op)
