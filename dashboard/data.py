@@ -65,13 +65,13 @@ _FROZEN: list[bool] = []
 
 
 def freeze_long_lived() -> None:
-    """Once per process, after the first render: collect garbage, then move every surviving object (the parsed
-    bundled profile, its 100 bootstrap replicates and their stacked ensemble, the caches) to the interpreter's
-    permanent generation (`gc.freeze`). Full (generation 2) collections otherwise rescan those ~300,000 objects
-    and paused a rerun for 100-160 ms every few edits (timed with gc.callbacks over scripts/bench_dashboard.py).
-    Objects created later are collected as usual."""
+    """Once per process, after the first render: move every tracked object (the parsed bundled profile, its 100
+    bootstrap replicates and their stacked ensemble, the caches) to the interpreter's permanent generation
+    (`gc.freeze`). Full (generation 2) collections otherwise rescan those ~160,000-300,000 objects and paused a
+    rerun for 100-160 ms every few edits (timed with gc.callbacks over scripts/bench_dashboard.py). Objects created
+    later are collected as usual. No `gc.collect()` first: at this point it found ~50 unreachable objects and cost
+    0.1-0.25 s of the first render (measured in an AppTest run), so the few it would free stay frozen instead."""
     if not _FROZEN:
-        gc.collect()
         gc.freeze()
         _FROZEN.append(True)
 
