@@ -440,6 +440,7 @@ def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], 
             "source": "derived from public figures, not measured: " + notes,
             "gpu": gpu, "interconnect": f"NVLink + NVSwitch, one node of 8 GPUs; {nics} x {nic * 8:g} Gb/s NICs across "
                                         "nodes", "gpus_per_node": 8, "nics_per_node": nics, "nic_gbps": nic,
+            "nvlink_generation": 3 if "A100" in gpu else 4,  # NVLink 3 (A100) / 4 (H100, H200): model.peer_sync
             "software": {"nccl": f"{version} tuning model (scripts/derive_profiles.py NCCL_RULES)"},
             "date": DATE, "citations": citations, "files": [],
         }),

@@ -224,11 +224,17 @@ COMMON_CITATIONS = [
 ]
 
 
+# NVLink generation per GPU (provenance.nvlink_generation: the flag round of custom collectives,
+# costmodel.model.peer_sync); PCIe cards have none. Datasheets: B200 / B300 / GB200 / GB300 NVLink 5, H20 NVLink 4.
+NVLINK_GENERATION = {"b200": 5, "b300": 5, "gb200": 5, "gb300": 5, "h20": 4}
+
+
 def provenance(key: str, notes: str, interconnect: str, gpus_per_node: int, nics: int, nic_gbps: float,
                citations: list[str]) -> dict:
     return {"kind": "derived", "source": "derived from public figures, not measured: " + notes,
             "gpu": NAMES[key], "interconnect": interconnect, "gpus_per_node": gpus_per_node,
             "nics_per_node": nics, "nic_gbps": nic_gbps,
+            **({"nvlink_generation": NVLINK_GENERATION[key]} if key in NVLINK_GENERATION else {}),
             "software": {"nccl": "2.23+ tuning model (scripts/derive_profiles.py NCCL_RULES; "
                                  "scripts/derive_profiles_current.py)"},
             "date": DATE, "citations": COMMON_CITATIONS + citations + [
