@@ -135,9 +135,9 @@ def nvls_busbw_gbps(profile: Profile, world_size: int) -> float | None:
     """The NVLS regime's busbw at (p, 1 node), or None where the profile has no NVLS (no NVSwitch + SHARP)."""
     for c in profile.collectives:
         if c.op == "all_reduce" and c.world_size == world_size and c.nodes in (None, 1):
-            for r in c.regimes:
-                if r.name.upper().startswith("NVLS"):
-                    return float(r.busbw_gbps)
+            bws = [float(r.busbw_gbps) for r in c.regimes if r.name.upper().startswith("NVLS")]
+            if bws:  # the fastest: a small-message NVLS regime (large p) carries the ring LL's bandwidth
+                return max(bws)
     return None
 
 
