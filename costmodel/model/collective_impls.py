@@ -1,6 +1,6 @@
 """Collective implementations engines use instead of NCCL's ring/tree for small messages (derived, not measured).
 
-Three implementations of the all-gather / all-reduce a strategy issues (`IMPLS`):
+Four implementations of the all-gather / all-reduce a strategy issues (`IMPLS`):
 
 nccl      the profile's NCCL curve (`costmodel.model.collectives.collective_time_us`).
 oneshot   every rank reads every peer's buffer once from symmetric memory / IPC buffers and combines locally
@@ -17,6 +17,11 @@ multimem  NVLS multicast (multimem.ld_reduce / multimem.st through the NVSwitch)
           bandwidth at p for the all-reduce, its fastest all-gather regime for the all-gather. Available only where
           the profile has an NVLS regime at (p, 1 node) - NVSwitch with SHARP (H100 / H200 / B200 HGX, NVL72);
           not A100, not PCIe, not across nodes - else NCCL.
+nccl-symm NCCL's symmetric-memory kernels (NCCL >= 2.27, buffers registered with ncclCommWindowRegister; nccl-tests
+          `-R 2`; torch `_symmetric_memory.set_backend("NCCL")`): T = F_symm + bus_bytes / busbw_symm, F_symm = launch
+          + 1 flag round (NCCL #1940's 8-byte figure per NVLink generation), busbw_symm = the profile's NVLS busbw
+          (all-reduce) or Megatron-LM #5596's symmetric all-gather slope x the fabric scale (all-gather). Available
+          where multimem is (one NVSwitch domain with NVLS; NCCL's symmetric kernels here are its multimem ones).
 
 Every implementation is floored by the profile's link bandwidth: T >= bus_bytes / max busbw of the profile's
 curves (`link_floor_us`), so no implementation beats the wire. p = 1 costs 0.
@@ -46,7 +51,7 @@ from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, 
 from .peer_sync import HOPPER, ROUNDS, SYNC, describe, floor_us
 from .scenario import COLLECTIVE_IMPLS
 
-IMPLS: tuple[str, ...] = COLLECTIVE_IMPLS  # ("nccl", "oneshot", "multimem")
+IMPLS: tuple[str, ...] = COLLECTIVE_IMPLS  # ("nccl", "oneshot", "multimem", "nccl-symm")
 IMPL_OPS = ("all_gather", "all_reduce")  # gather / broadcast have no one-shot or multimem variant here
 HOPPER_NVLINK_BUSBW_GBPS = 370.8  # NCCL ring model: 20.6 GB/s x 18 links (profile citations)
 
@@ -57,6 +62,8 @@ SGLANG_2904_CUSTOM_AR_MS: dict[int, tuple[float, float, float]] = {
     262144: (0.0079, 0.0139, 0.0167)}
 # NVIDIA/Megatron-LM PR #5596 (8x H100): NCCL symmetric-memory all-gather kernel time, us, by total bytes
 MEGATRON_5596_SYMM_AG_US: dict[int, float] = {2 * 2**20: 10.9, 8 * 2**20: 27.4}
+# ... and its 32 MiB / 128 MiB points (95.3 / 363.2 us; classic kernels 118.9 / 385.3): the symmetric kernels' slope
+MEGATRON_5596_SYMM_AG_LARGE_US: dict[int, float] = {32 * 2**20: 95.3, 128 * 2**20: 363.2}
 VLLM_CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
 
 
@@ -104,8 +111,30 @@ def derive_oneshot() -> OneShotParams:
     return OneShotParams(round(1.0 / inv_bw, 2), round(float(ag_bw), 2))
 
 
+@dataclass(frozen=True)
+class NcclSymmParams:
+    """NCCL symmetric kernels (derived): latency peer_sync.floor_us(profile, "nccl-symm", p) (= NCCL #1940's 8-byte
+    figure of the generation); all-gather busbw the Megatron #5596 slope (x the profile's fabric scale); all-reduce
+    busbw the profile's NVLS regime (the symmetric all-reduce kernels use multimem on NVSwitch)."""
+
+    all_gather_busbw_gbps: float
+    provenance: str = "derived"
+    source: str = ("latency: NVIDIA/nccl issue #1940 (8-byte all_reduce with NCCL 2.27 symmetric memory: ~2.3 us on "
+                   "8x H200, ~3 us on 8x B200; peer_sync); all-gather busbw: the slope between NVIDIA/Megatron-LM PR "
+                   "#5596's symmetric all-gather at 32 MiB (95.3 us) and 128 MiB (363.2 us), 8x H100; all-reduce "
+                   "busbw: the profile's NVLS regime")
+
+
+def derive_nccl_symm() -> NcclSymmParams:
+    """busbw = (p-1)/p (S2 - S1) / (T2 - T1) at p = 8 between Megatron #5596's 32 and 128 MiB points (a slope; the
+    intercept is the small-message floor, not this line's)."""
+    (s1, t1), (s2, t2) = sorted(MEGATRON_5596_SYMM_AG_LARGE_US.items())
+    return NcclSymmParams(round(7.0 / 8.0 * (s2 - s1) * US_PER_BYTE_AT_1_GBPS / (t2 - t1), 2))
+
+
 ONESHOT = derive_oneshot()
 MULTIMEM = MultimemParams()
+NCCL_SYMM = derive_nccl_symm()
 
 
 def check_impl(name: str) -> str:
@@ -161,7 +190,7 @@ def available(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, 
     if impl == "oneshot":
         buffer = b * p if op == "all_gather" else b
         return ok & (nvlink_node(profile) | measured) & (buffer <= ONESHOT.max_bytes)
-    has = measured.copy()
+    has = measured.copy()  # multimem, nccl-symm: where the profile has NVLS at (p, 1 node)
     for ws in np.unique(p[ok]) if ok.any() else ():
         has |= (p == ws) & (nvls_busbw_gbps(profile, int(ws)) is not None)
     return ok & has
@@ -214,8 +243,9 @@ def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_siz
         bw = np.full(b.shape, np.nan)
         for ws in np.unique(p[ok]) if ok.any() else ():
             nvls = nvls_busbw_gbps(profile, int(ws))
-            bw[p == ws] = nvls if op == "all_reduce" else _max_busbw(profile, "all_gather")
-        t = floor_us(profile, "multimem", pf) + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
+            ag = _max_busbw(profile, "all_gather") if impl == "multimem" else NCCL_SYMM.all_gather_busbw_gbps * scale
+            bw[p == ws] = nvls if op == "all_reduce" else ag
+        t = floor_us(profile, impl, pf) + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
     meas = measured_mask(profile, impl, op, p, n)
     if meas.any():  # a measured curve replaces the derived formula at its (p, nodes)
         t = np.array(t, dtype=float)
@@ -241,6 +271,11 @@ def formula(impl: str, op: str, profile: Profile, world_size: int | None = None,
         head = f"{describe(profile, 'oneshot')} + (p-1) b / {bw:g} GB/s"
         return (f"oneshot {op} (derived): {head} (bandwidth x profile all-gather busbw / "
                 f"{HOPPER_NVLINK_BUSBW_GBPS:g}), floored at the link; {o.source}")
+    if impl == "nccl-symm":
+        bw = ("the profile's NVLS busbw at p" if op == "all_reduce" else
+              f"{NCCL_SYMM.all_gather_busbw_gbps:g} GB/s x profile all-gather busbw / {HOPPER_NVLINK_BUSBW_GBPS:g}")
+        return (f"nccl-symm {op} (derived): {describe(profile, 'nccl-symm')} + S f(p) / {bw}, floored at the link; "
+                f"{NCCL_SYMM.source}")
     bw = "the profile's NVLS busbw at p" if op == "all_reduce" else "the profile's fastest all-gather busbw"
     return (f"multimem {op} (derived): {describe(profile, 'multimem')} + S f(p) / {bw}, floored at the link; "
             f"{MULTIMEM.source}")

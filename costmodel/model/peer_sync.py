@@ -47,8 +47,8 @@ SGLANG_2904_SMALL_MS: dict[int, tuple[float, float, float]] = {512: (0.0037, 0.0
 # NVIDIA/nccl issue #1940: best 8-byte all_reduce, NCCL 2.27 symmetric memory, 8 GPUs (us)
 NCCL_1940_8B_US = {4: 2.3, 5: 3.0}  # NVLink 4 (H200 / H800), NVLink 5 (B200)
 HOPPER = 4
-ROUNDS = {"multimem": 1, "oneshot": 3}
-PER_PEER = {"multimem": 0.0, "oneshot": 1.0}  # a multicast kernel issues one store / poll, not p - 1
+ROUNDS = {"multimem": 1, "oneshot": 3, "nccl-symm": 1}  # nccl-symm: NCCL's symmetric kernels (NCCL #1940's own)
+PER_PEER = {"multimem": 0.0, "oneshot": 1.0, "nccl-symm": 0.0}  # a multicast kernel issues one store / poll, not p-1
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ SCHEMA_VERSION = 1
 
 
 PROVENANCE_KINDS = ("derived", "measured", "mixed")
-CURVE_IMPLS = ("nccl", "oneshot", "multimem")  # the implementation a curve measures (costmodel.model.collective_impls)
+# the implementation a curve measures (costmodel.model.collective_impls)
+CURVE_IMPLS = ("nccl", "oneshot", "multimem", "nccl-symm")
 CURVE_SELECT = ("breakpoints", "min")  # how a curve picks its regime (costmodel.model.collectives)
 
 

@@ -55,3 +55,38 @@ def test_a_profile_without_a_generation_uses_hoppers_round_and_bad_values_are_re
     doc["provenance"]["nvlink_generation"] = "five"
     with pytest.raises(InputError, match="nvlink_generation"):
         profile_from_dict(doc, source="bad")
+
+
+def test_nccl_symm_is_an_implementation_from_its_cited_figures(tmp_path, capsys, monkeypatch):
+    h100, b200 = load_profile("h100-sxm-nvlink"), load_profile("b200-hgx-nvlink")
+    # 8 bytes: NCCL #1940's figure of each generation (2.3 us H200-class, 3.0 us B200) - the floor, no per-peer term
+    assert float(ci.impl_time_us(h100, "nccl-symm", "all_reduce", 8.0, 8)) == pytest.approx(2.3, abs=0.01)
+    assert float(ci.impl_time_us(b200, "nccl-symm", "all_reduce", 8.0, 8)) == pytest.approx(3.0, abs=0.01)
+    # Megatron-LM #5596 (8x H100, symmetric all-gather): 32 / 128 MiB set the slope, 2 / 8 MiB are held out
+    got = {s: float(ci.impl_time_us(h100, "nccl-symm", "all_gather", s / 8, 8)) for s in
+           (*ci.MEGATRON_5596_SYMM_AG_US, *ci.MEGATRON_5596_SYMM_AG_LARGE_US)}
+    scale = max(r.busbw_gbps for c in h100.collectives if c.op == "all_gather" for r in c.regimes) / 370.8
+    bw = ci.NCCL_SYMM.all_gather_busbw_gbps * scale
+    for s, t in got.items():
+        assert t == pytest.approx(2.3 + 7 / 8 * s / bw * 1e-3, rel=1e-9)
+    assert got[128 * 2**20] == pytest.approx(363.2, rel=0.05) and got[2 * 2**20] < 10.9  # held out: -28%
+    # where there is no NVLS (A100, PCIe) or across nodes: NCCL's classic curve (the fallback)
+    a100 = load_profile("a100-sxm-nvlink")
+    t, native = ci.collective_us(a100, "nccl-symm", "all_gather", 4096.0, 8, 1)
+    assert not bool(native) and float(t) == float(ci.collective_us(a100, "nccl", "all_gather", 4096.0, 8, 1)[0])
+    assert not bool(ci.collective_us(h100, "nccl-symm", "all_reduce", 8.0, 16, 2)[1])
+    assert "nccl-symm" in ci.formula("nccl-symm", "all_gather", h100, 8)
+
+
+def test_nccl_symm_bench_skips_with_one_line_on_gloo(tmp_path, capsys, monkeypatch):
+    from calibration.bench import collectives as cb
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert cb.main(["--backend", "gloo", "--impl", "nccl-symm", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: --impl nccl-symm needs CUDA") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+    assert cb.symm_mem_support("nccl-symm", "gloo") is not None and cb.symm_mem_support("nccl", "gloo") is None
+    monkeypatch.setattr(cb, "_nccl_version", lambda: (2, 26, 2))  # an old NCCL: refused with the version found
+    assert cb.symm_mem_support("nccl-symm", "nccl") == (
+        "--impl nccl-symm needs NCCL >= 2.27 (window registration); this torch has NCCL 2.26.2")
