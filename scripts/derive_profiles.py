@@ -223,6 +223,12 @@ TREE_CORRECTION = {
 # one all_reduce curve per (p, n) for n = 2, 4, 8 nodes of k = 1, 2, 4, 8 GPUs (p = n k; other placements, e.g. 3 nodes
 # or 6 GPUs per node, keep the generic ring curve: its NICs-capped busbw and per-node hop latency)
 MULTI_NODE_COUNTS, MULTI_NODE_GPUS = (2, 4, 8), (1, 2, 4, 8)
+# LL128 across nodes: NCCL enables it only where the NIC path is PXB, or PXN on sm_90+ (tuning.cc
+# ncclTopoTuneModel, "Enable LL128 by default only on ..."); the published 2-node tables (2 x 8 B200 Lambda IB and
+# GCP A4 RoCE, 2 x 8 H100 Nebius IB) all step from ~45-67 us at 256 KiB to ~100-115 us at 1 MiB per rank - the
+# LL -> Simple switch, with no LL128 middle - so the cross-node candidates leave LL128 out (an assumption from
+# those tables' shape, not fitted to any of their values).
+INTER_NODE_LL128 = False
 CHOICE_GRID_PER_OCTAVE = 32  # sizes per octave where the NCCL choice is evaluated (breakpoints to ~2%)
 
 
@@ -330,6 +336,7 @@ def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: 
     2 ((k/2) hwLat[intra] - hwLat[NET]) when the same p spreads over twice the nodes (4 us for Tree Simple at 8 -> 4
     GPUs per node), which would let more nodes price faster; we keep the larger (an upper bound by <= 4 us)."""
     by_name = {r["name"]: r for r in single}
+    protocols = tuple(q for q in protocols if q != "LL128" or INTER_NODE_LL128)
     out, seen = [], {}
     for n in MULTI_NODE_COUNTS:
         for k in (k for k in MULTI_NODE_GPUS if k <= gpus_per_node):
@@ -440,6 +447,7 @@ def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], 
             "source": "derived from public figures, not measured: " + notes,
             "gpu": gpu, "interconnect": f"NVLink + NVSwitch, one node of 8 GPUs; {nics} x {nic * 8:g} Gb/s NICs across "
                                         "nodes", "gpus_per_node": 8, "nics_per_node": nics, "nic_gbps": nic,
+            "nvlink_generation": 3 if "A100" in gpu else 4,  # NVLink 3 (A100) / 4 (H100, H200): model.peer_sync
             "software": {"nccl": f"{version} tuning model (scripts/derive_profiles.py NCCL_RULES)"},
             "date": DATE, "citations": citations, "files": [],
         }),

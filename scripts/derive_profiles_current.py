@@ -142,6 +142,26 @@ def curve(op: str, regimes: list[dict], p: int | None, inter_gbps: float, nodes:
             "regimes": dp.place_breakpoints(op, regimes, p or 8)}
 
 
+def nvls_small(ring_regimes: list[dict], p: int) -> list[dict]:
+    """NVLS at small messages inside one NVLink domain, where NCCL's tuner prefers it to a (p-1)-step ring.
+
+    NCCL src/graph/tuning.cc `ncclTopoTuneModel` (2.23+): AllGather's candidates are Ring, NVLS, PAT (one GPU per
+    node only) and CollNetDirect (needs CollNet); AllReduce adds Tree / NVLSTree (NVLSTree off on one node, Tree's
+    latency 2 (p-1) hwLat on one node, above the ring's). NVLS latency = hwLat[NVLink][NVLS][Simple] = 25 us on one
+    node, independent of p, while the ring's grows by hwLat per step (LL: 6.6 + 0.6 (p-1) us all-gather, 6.6 + 1.2
+    (p-1) us all-reduce), so the tuner picks NVLS for tiny messages from p = 32 (all-gather) / p = 17 (all-reduce).
+    Priced as alpha 25 us with the ring LL regime's busbw (an assumption: NVLS at small sizes is latency-bound, and
+    no published NVL72 table below 512 MiB checks its mid-size bandwidth; the NVLS regime with its ramp prices the
+    large sizes). Empty where the ring LL latency at p is below NVLS's (every 8-GPU node). Listed first: a curve's
+    regimes run in non-decreasing busbw (costmodel.profiles.replicates.constrain)."""
+    ll = next(r for r in ring_regimes if r["name"] == "LL")
+    nvls_us = dp.NCCL_RULES["2.23+"]["nvls_us"]
+    if ll["alpha_base_us"] + ll["alpha_per_peer_us"] * (p - 1) <= nvls_us:
+        return []
+    return [{"name": "NVLS", "alpha_base_us": nvls_us, "alpha_per_peer_us": 0.0, "alpha_per_node_us": dp.NVLS_NET_US,
+             "busbw_gbps": ll["busbw_gbps"], "s_half_bytes": 0}]
+
+
 def collectives(arch: str, model_busbw: float, simple: dict[str, float], s_half: dict[str, float],
                 hop: dict[str, float], nics: int, nic_gbps: float, gpus_per_node: int,
                 nvls: dict[int, tuple[float, float]] | None, protocols=("LL", "LL128", "Simple")) -> list[dict]:
@@ -158,7 +178,10 @@ def collectives(arch: str, model_busbw: float, simple: dict[str, float], s_half:
             for p, (bw, half) in sorted(nvls.items()):
                 reg = {"name": "NVLS", "alpha_base_us": dp.NCCL_RULES["2.23+"]["nvls_us"], "alpha_per_peer_us": 0.0,
                        "alpha_per_node_us": dp.NVLS_NET_US, "busbw_gbps": round(bw, 2), "s_half_bytes": int(half)}
-                out.append(curve(op, regimes + [reg], p, inter, 1))
+                out.append(curve(op, nvls_small(regimes, p) + regimes + [reg], p, inter, 1))
+        if op == "all_gather" and nvls:  # NVLS all-gather: only where its latency beats the ring's (large p)
+            for p in sorted(q for q in nvls if nvls_small(regimes, q)):
+                out.append(curve(op, nvls_small(regimes, p) + regimes, p, inter, 1))
         if op == "all_reduce" and gpus_per_node <= 8:  # across nodes: Ring / Tree / NVLS-Tree as NCCL picks them
             fabric = "nvlink" if hop == dp.RING_NVLINK_HOP_US else "pci"  # (GB200 NVL72 racks: the ring model above)
             out += dp.multi_node_curves(arch, fabric, model_busbw, simple["all_reduce"], regimes, nvls, gpus_per_node,
@@ -224,11 +247,17 @@ COMMON_CITATIONS = [
 ]
 
 
+# NVLink generation per GPU (provenance.nvlink_generation: the flag round of custom collectives,
+# costmodel.model.peer_sync); PCIe cards have none. Datasheets: B200 / B300 / GB200 / GB300 NVLink 5, H20 NVLink 4.
+NVLINK_GENERATION = {"b200": 5, "b300": 5, "gb200": 5, "gb300": 5, "h20": 4}
+
+
 def provenance(key: str, notes: str, interconnect: str, gpus_per_node: int, nics: int, nic_gbps: float,
                citations: list[str]) -> dict:
     return {"kind": "derived", "source": "derived from public figures, not measured: " + notes,
             "gpu": NAMES[key], "interconnect": interconnect, "gpus_per_node": gpus_per_node,
             "nics_per_node": nics, "nic_gbps": nic_gbps,
+            **({"nvlink_generation": NVLINK_GENERATION[key]} if key in NVLINK_GENERATION else {}),
             "software": {"nccl": "2.23+ tuning model (scripts/derive_profiles.py NCCL_RULES; "
                                  "scripts/derive_profiles_current.py)"},
             "date": DATE, "citations": COMMON_CITATIONS + citations + [

@@ -35,10 +35,11 @@ versions, NCCL_* variables, the command line and start / end time; an earlier
 record there (a previous run, or calibration.kernels' into the same DIR) is kept
 under "previous_runs".
 
-`--impl oneshot|multimem` times the symmetric-memory variants of all_gather / all_reduce instead
+`--impl oneshot|multimem|nccl-symm` times the symmetric-memory variants of all_gather / all_reduce instead
 (`SymmMemRunner`: torch.ops.symm_mem one_shot_all_reduce, multimem_all_reduce_, multimem_all_gather_out,
-and a peer-read all-gather) into DIR/<impl>/collectives.csv - their own curves, fitted on their own with
-`calibration.fit DIR/<impl>`; without CUDA + torch symmetric memory it prints one `note:` line, measures
+a peer-read all-gather, and NCCL's own symmetric kernels on buffers registered as NCCL windows) into
+DIR/<impl>/collectives.csv - their own curves, fitted on their own with `calibration.fit DIR/<impl>`; without
+CUDA + torch symmetric memory (or, for nccl-symm, NCCL >= 2.27) it prints one `note:` line, measures
 nothing and exits 0.
 
 Failures: bad flags or an unusable backend -> one line, exit 2. A rank that
@@ -139,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watchdog-s", type=float, default=None,
                    help="abort when no point completes for this long (default 300 GPU / 120 CPU)")
     p.add_argument("--impl", default="nccl", choices=IMPLS,
-                   help="oneshot | multimem: time the symmetric-memory variants of all_gather / all_reduce "
+                   help="oneshot | multimem | nccl-symm: time the symmetric-memory variants of all_gather / all_reduce "
                         "(CUDA + torch symmetric memory only; a clear note and nothing measured elsewhere) into "
                         "DIR/<impl>/collectives.csv, their own curves")
     p.add_argument("--note", action="append", default=[], help="free-text remark for provenance.json (repeatable)")
@@ -399,16 +400,30 @@ class PointRunner:
 
 
 # --------------------------------------------------------------------------- symmetric-memory variants
-IMPLS = ("nccl", "oneshot", "multimem")
+IMPLS = ("nccl", "oneshot", "multimem", "nccl-symm")
 SYMM_OPS = ("all_gather", "all_reduce")
-_SYMM_NEEDS = {"oneshot": ("one_shot_all_reduce",), "multimem": ("multimem_all_reduce_", "multimem_all_gather_out")}
+_SYMM_NEEDS = {"oneshot": ("one_shot_all_reduce",), "multimem": ("multimem_all_reduce_", "multimem_all_gather_out"),
+               "nccl-symm": ()}
+NCCL_SYMM_MIN = (2, 27, 0)  # ncclCommWindowRegister / symmetric kernels: NCCL 2.27 (NVIDIA/nccl release notes)
+
+
+def _nccl_version() -> tuple[int, ...] | None:
+    """NCCL's (major, minor, patch) as torch was built / loaded with it, or None where torch cannot say."""
+    import torch
+
+    try:
+        v = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return tuple(v) if isinstance(v, tuple) else (v // 10000, v // 100 % 100, v % 100)
 
 
 def symm_mem_support(impl: str, backend: str) -> str | None:
     """None when `impl` can be timed here, else the reason (one line) it is skipped.
 
     Needs the nccl backend (CUDA), torch.distributed._symmetric_memory and the torch.ops.symm_mem operators the
-    variant calls; multimem also needs Hopper or newer (NVLS multicast, sm_90+).
+    variant calls; multimem also needs Hopper or newer (NVLS multicast, sm_90+); nccl-symm needs torch's NCCL
+    symmetric-memory backend (`_symmetric_memory.set_backend("NCCL")`) and NCCL >= 2.27.
     """
     if impl == "nccl":
         return None
@@ -420,6 +435,15 @@ def symm_mem_support(impl: str, backend: str) -> str | None:
         import torch.distributed._symmetric_memory  # noqa: F401
     except ImportError as exc:
         return f"--impl {impl}: this torch has no torch.distributed._symmetric_memory ({first_line(exc)})"
+    if impl == "nccl-symm":
+        symm = torch.distributed._symmetric_memory
+        if not hasattr(symm, "set_backend"):
+            return f"--impl nccl-symm: this torch has no NCCL symmetric-memory backend (torch {torch.__version__})"
+        version = _nccl_version()
+        if version is None or version < NCCL_SYMM_MIN:
+            found = "unknown" if version is None else ".".join(map(str, version))
+            return f"--impl nccl-symm needs NCCL >= 2.27 (window registration); this torch has NCCL {found}"
+        return None
     missing = [op for op in _SYMM_NEEDS[impl] if not hasattr(torch.ops.symm_mem, op)]
     if missing:
         return f"--impl {impl}: this torch lacks torch.ops.symm_mem.{missing[0]} (torch {torch.__version__})"
@@ -436,6 +460,9 @@ class SymmMemRunner:
               the output, barrier - p - 1 peer reads.
     multimem  all_reduce: torch.ops.symm_mem.multimem_all_reduce_(buf, "sum", group); all_gather:
               torch.ops.symm_mem.multimem_all_gather_out(buf, group, out) (NVLS multicast stores).
+    nccl-symm dist.all_reduce / dist.all_gather_into_tensor on buffers from symm_mem.empty with the NCCL backend
+              (set_backend("NCCL") before the first allocation; rendezvous registers them as NCCL windows,
+              ncclCommWindowRegister), so NCCL >= 2.27 runs its symmetric kernels (nccl-tests `-R 2`).
     Points with an all_reduce MAX (the int64 key payloads) are timed as SUM of the same bytes (the symmetric
     kernels reduce floating-point sums); the correctness check then expects the SUM.
     """
@@ -445,7 +472,9 @@ class SymmMemRunner:
         import torch.distributed._symmetric_memory as symm_mem
 
         self.torch, self.point, self.grank, self.impl = torch, point, group_rank, impl
-        self.group_name = group.group_name
+        self.group, self.group_name = group, group.group_name
+        if impl == "nccl-symm" and symm_mem.get_backend(device) != "NCCL":
+            symm_mem.set_backend("NCCL")  # before the first symmetric allocation (a global setting)
         dtype = getattr(torch, TORCH_DTYPES[point.dtype])
         if point.dtype == "int64":
             dtype = torch.float32  # symmetric all-reduce kernels take floating point; same bytes at 2x numel
@@ -455,10 +484,21 @@ class SymmMemRunner:
         self.inp.zero_()
         self.handle = symm_mem.rendezvous(self.inp, self.group_name)
         self.out = torch.zeros(p * n, dtype=dtype, device=device) if point.op == "all_gather" else None
+        if impl == "nccl-symm" and self.out is not None:  # NCCL's symmetric kernels need both buffers registered
+            self.out = symm_mem.empty(p * n, dtype=dtype, device=device)
+            self.out.zero_()
+            symm_mem.rendezvous(self.out, self.group_name)
         self.result = self.inp
 
     def call(self) -> None:
         ops, p = self.torch.ops.symm_mem, self.point.world_size
+        if self.impl == "nccl-symm":
+            dist = self.torch.distributed
+            if self.point.op == "all_reduce":
+                dist.all_reduce(self.inp, group=self.group)
+            else:
+                dist.all_gather_into_tensor(self.out, self.inp, group=self.group)
+            return
         if self.point.op == "all_reduce":
             if self.impl == "oneshot":
                 self.result = ops.one_shot_all_reduce(self.inp, "sum", self.group_name)

@@ -1325,10 +1325,11 @@ def _fit_impl_curves(impl_subs: dict[str, tuple[pd.DataFrame, Sequence[str]]], *
 
 
 def impl_dirs(paths: Sequence[str | Path]) -> dict[str, tuple[pd.DataFrame, list[str]]]:
-    """{impl: (rows, files)} of DIR/oneshot/ and DIR/multimem/ under each input directory that has them."""
+    """{impl: (rows, files)} of DIR/oneshot/, DIR/multimem/ and DIR/nccl-symm/ under each input directory that has
+    them."""
     found: dict[str, list[Path]] = {}
     for p in paths:
-        for impl in ("oneshot", "multimem"):
+        for impl in ("oneshot", "multimem", "nccl-symm"):
             sub = Path(p) / impl
             if Path(p).is_dir() and sub.is_dir() and any(sub.glob("*.csv")):
                 found.setdefault(impl, []).append(sub)

@@ -109,7 +109,7 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
     p.add_argument("--top-k", default="1",
                    help="candidates per row: 1 = greedy argmax; k > 1 = tree / multi-candidate drafting" + many)
     p.add_argument("--collective", default="nccl",
-                   help="nccl | oneshot | multimem: the all-gather / all-reduce implementation (derived; "
+                   help="nccl | oneshot | multimem | nccl-symm: the all-gather / all-reduce implementation (derived; "
                         "unavailable ones fall back to NCCL)" + many)
 
 

@@ -174,7 +174,7 @@ def _impl_provenance_note(bp: dict[str, Any]) -> str:
     prov = bp.get("collective_provenance") or {}
     measured = sorted(op for op, kind in prov.items() if kind == "measured")
     if not measured:
-        return "  (oneshot / multimem parameters are derived from published figures, not measured)"
+        return "  (oneshot / multimem / nccl-symm parameters are derived from published figures, not measured)"
     derived = sorted(op for op, kind in prov.items() if kind != "measured")
     return (f"  ({bp['collective']} {' / '.join(measured)}: measured curve"
             + (f"; {' / '.join(derived)}: derived from published figures)" if derived else ")"))

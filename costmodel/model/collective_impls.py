@@ -1,21 +1,27 @@
 """Collective implementations engines use instead of NCCL's ring/tree for small messages (derived, not measured).
 
-Three implementations of the all-gather / all-reduce a strategy issues (`IMPLS`):
+Four implementations of the all-gather / all-reduce a strategy issues (`IMPLS`):
 
 nccl      the profile's NCCL curve (`costmodel.model.collectives.collective_time_us`).
 oneshot   every rank reads every peer's buffer once from symmetric memory / IPC buffers and combines locally
           (vLLM `CustomAllreduce`, SGLang custom all-reduce, torch `_symmetric_memory` one_shot_all_reduce):
-              T = alpha(p) + read_bytes / peer_read_bw,  alpha(p) = alpha_base + alpha_per_peer * (p - 1)
+              T = F(p) + read_bytes / peer_read_bw,  F(p) = peer_sync.floor_us(profile, "oneshot", p)
+                (launch + 3 flag rounds of the profile's NVLink generation + per-peer work; `peer_sync`)
               read_bytes = (p - 1) * b   (p - 1 simultaneous peer reads of b bytes; all-reduce: b = the buffer)
-          All-gather uses its own cited fit (alpha at 8 ranks, moved by alpha_per_peer for other p, and its own
-          read bandwidth). Available on one NVLink node only; a symmetric buffer above `max_bytes` (p * b for the
+          All-gather: the same floor, its own read bandwidth. Available on one NVLink node only; a symmetric
+          buffer above `max_bytes` (p * b for the
           all-gather, b for the all-reduce) falls back to NCCL, as the engines do (vLLM `should_custom_ar`:
           inp_size < max_size = 8 MiB, vllm/distributed/device_communicators/custom_all_reduce.py).
-multimem  NVLS multicast (multimem.ld_reduce / multimem.st through the NVSwitch): T = alpha_mm + bus_bytes /
+multimem  NVLS multicast (multimem.ld_reduce / multimem.st through the NVSwitch): T = F_mm + bus_bytes /
           busbw_mm, bus_bytes = S * f(p) (NCCL's busbw convention); busbw_mm = the profile's NVLS regime
           bandwidth at p for the all-reduce, its fastest all-gather regime for the all-gather. Available only where
           the profile has an NVLS regime at (p, 1 node) - NVSwitch with SHARP (H100 / H200 / B200 HGX, NVL72);
           not A100, not PCIe, not across nodes - else NCCL.
+nccl-symm NCCL's symmetric-memory kernels (NCCL >= 2.27, buffers registered with ncclCommWindowRegister; nccl-tests
+          `-R 2`; torch `_symmetric_memory.set_backend("NCCL")`): T = F_symm + bus_bytes / busbw_symm, F_symm = launch
+          + 1 flag round (NCCL #1940's 8-byte figure per NVLink generation), busbw_symm = the profile's NVLS busbw
+          (all-reduce) or Megatron-LM #5596's symmetric all-gather slope x the fabric scale (all-gather). Available
+          where multimem is (one NVSwitch domain with NVLS; NCCL's symmetric kernels here are its multimem ones).
 
 Every implementation is floored by the profile's link bandwidth: T >= bus_bytes / max busbw of the profile's
 curves (`link_floor_us`), so no implementation beats the wire. p = 1 costs 0.
@@ -27,9 +33,10 @@ still floored by the link and still NCCL above the one-shot size limit; a measur
 runs at that p (one node), so it needs no NVLink interconnect text / NVLS regime in the profile. `provenance()`
 says which prices it ("measured" / "derived").
 
-Parameters (`ONESHOT`, `MULTIMEM`) are derived by `derive_oneshot()` / the constants below from the published
-figures in shared/measurements/published-nccl-tests/SOURCES.md section 3 (cited per field), on H100/H200; other
-NVLink profiles scale the bandwidths by their fastest all-gather busbw / 370.8 GB/s (Hopper NVLink, NCCL's model).
+Latencies are `peer_sync`'s floors (small-message figures only, per NVLink generation: F_mm = launch + 1 flag
+round, no per-peer term). Bandwidths (`ONESHOT`) are derived by `derive_oneshot()` from the published figures in
+shared/measurements/published-nccl-tests/SOURCES.md section 3 (cited per field), on H100/H200; other NVLink
+profiles scale them by their fastest all-gather busbw / 370.8 GB/s (Hopper NVLink, NCCL's model).
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ import numpy as np
 from ..io.errors import InputError
 from ..profiles.types import Profile
 from .collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, collective_time_us, curve_time_us, total_bytes
+from .peer_sync import HOPPER, ROUNDS, SYNC, describe, floor_us
 from .scenario import COLLECTIVE_IMPLS
 
-IMPLS: tuple[str, ...] = COLLECTIVE_IMPLS  # ("nccl", "oneshot", "multimem")
+IMPLS: tuple[str, ...] = COLLECTIVE_IMPLS  # ("nccl", "oneshot", "multimem", "nccl-symm")
 IMPL_OPS = ("all_gather", "all_reduce")  # gather / broadcast have no one-shot or multimem variant here
 HOPPER_NVLINK_BUSBW_GBPS = 370.8  # NCCL ring model: 20.6 GB/s x 18 links (profile citations)
 
@@ -54,59 +62,79 @@ SGLANG_2904_CUSTOM_AR_MS: dict[int, tuple[float, float, float]] = {
     262144: (0.0079, 0.0139, 0.0167)}
 # NVIDIA/Megatron-LM PR #5596 (8x H100): NCCL symmetric-memory all-gather kernel time, us, by total bytes
 MEGATRON_5596_SYMM_AG_US: dict[int, float] = {2 * 2**20: 10.9, 8 * 2**20: 27.4}
-# NVIDIA/nccl issue #1940: best 8-byte all_reduce with NCCL 2.27 symmetric memory (multimem) ~2.3 us, 8x H200/H800
-NCCL_1940_MULTIMEM_8B_US = 2.3
+# ... and its 32 MiB / 128 MiB points (95.3 / 363.2 us; classic kernels 118.9 / 385.3): the symmetric kernels' slope
+MEGATRON_5596_SYMM_AG_LARGE_US: dict[int, float] = {32 * 2**20: 95.3, 128 * 2**20: 363.2}
 VLLM_CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class OneShotParams:
-    """One-shot parameters (derived). alpha_us(p) = alpha_base_us + alpha_per_peer_us * (p - 1)."""
+    """One-shot bandwidths (derived); the latency is peer_sync.floor_us(profile, "oneshot", p)."""
 
-    alpha_base_us: float
-    alpha_per_peer_us: float
     peer_read_gbps: float          # all-reduce: aggregate read bandwidth of the p - 1 peer reads
-    all_gather_alpha8_us: float    # all-gather alpha at 8 ranks
     all_gather_read_gbps: float    # all-gather: aggregate read bandwidth of the p - 1 peer reads
     max_bytes: float = VLLM_CUSTOM_AR_MAX_BYTES
     provenance: str = "derived"
-    source: str = ("all-reduce: least squares of SGLang PR #2904 custom AR, TP 2/4/8, 512 B..256 KiB; all-gather: "
-                   "Megatron-LM PR #5596 symmetric all-gather 2 MiB 10.9 us, 8 MiB 27.4 us (8x H100); limit: vLLM "
+    source: str = ("latency: peer_sync (" + SYNC.source + "); all-reduce read bandwidth: SGLang PR #2904 custom AR "
+                   "32 / 256 KiB at TP 2/4/8 above that floor; all-gather read bandwidth: the slope between "
+                   "Megatron-LM PR #5596 symmetric all-gather 2 MiB 10.9 us and 8 MiB 27.4 us (8x H100); limit: vLLM "
                    "CustomAllreduce max_size 8 MiB")
 
 
 @dataclass(frozen=True)
 class MultimemParams:
-    """NVLS multicast parameters (derived): alpha_us, bandwidth taken from the profile's NVLS regime."""
+    """NVLS multicast (derived): latency peer_sync.floor_us(profile, "multimem", p); bandwidth the profile's NVLS."""
 
-    alpha_us: float = NCCL_1940_MULTIMEM_8B_US
     provenance: str = "derived"
-    source: str = ("alpha: NVIDIA/nccl issue #1940 (8-byte all_reduce ~2.3 us, NCCL 2.27 symmetric memory, 8x H200); "
-                   "busbw: the profile's NVLS regime (NVIDIA/nccl issue #1455: 365-480 GB/s by GPU count)")
+    source: str = ("latency: peer_sync (NVIDIA/nccl issue #1940: 8-byte all_reduce ~2.3 us on 8x H200, ~3 us on "
+                   "8x B200, NCCL 2.27 symmetric memory); busbw: the profile's NVLS regime (NVIDIA/nccl issue #1455: "
+                   "365-480 GB/s by GPU count)")
 
 
 def derive_oneshot() -> OneShotParams:
-    """Fit T = a + c (p - 1) + (p - 1) S / bw to SGLang #2904; the all-gather line through Megatron #5596's points.
+    """Read bandwidths above the Hopper floor F(p) = peer_sync.floor_us("oneshot", p) (no intercept is fitted):
 
-    All-gather: each rank reads (p - 1)/p of the total S, so bw = (p-1)/p * (S2 - S1) / (T2 - T1) at p = 8 and
-    alpha8 = T1 - (p-1)/p * S1 / bw.
+    all-reduce: least squares of T - F(p) = (p - 1) S / bw over SGLang #2904's 32 KiB and 256 KiB points;
+    all-gather: each rank reads (p - 1)/p of the total S, bw = (p-1)/p (S2 - S1) / (T2 - T1) at p = 8 between
+    Megatron #5596's 2 and 8 MiB points (a slope: their intercept is not used).
     """
-    rows, y = [], []
-    for size, times in SGLANG_2904_CUSTOM_AR_MS.items():
-        for p, t_ms in zip((2, 4, 8), times):
-            rows.append([1.0, p - 1.0, (p - 1.0) * size * US_PER_BYTE_AT_1_GBPS])
-            y.append(t_ms * 1e3)
-    (a, c, inv_bw), *_ = np.linalg.lstsq(np.asarray(rows), np.asarray(y), rcond=None)
+    x, y = [], []
+    for size in (32768, 262144):
+        for p, t_ms in zip((2, 4, 8), SGLANG_2904_CUSTOM_AR_MS[size]):
+            floor = SYNC.launch_us + ROUNDS["oneshot"] * SYNC.sync_us[HOPPER] + SYNC.per_peer_us * (p - 1)
+            x.append((p - 1.0) * size * US_PER_BYTE_AT_1_GBPS)
+            y.append(t_ms * 1e3 - floor)
+    x, y = np.asarray(x), np.asarray(y)
+    inv_bw = float(x @ y / (x @ x))
     (s1, t1), (s2, t2) = sorted(MEGATRON_5596_SYMM_AG_US.items())
-    frac = 7.0 / 8.0
-    ag_bw = frac * (s2 - s1) * US_PER_BYTE_AT_1_GBPS / (t2 - t1)
-    ag_alpha = t1 - frac * s1 * US_PER_BYTE_AT_1_GBPS / ag_bw
-    return OneShotParams(round(float(a), 4), round(float(c), 4), round(float(1.0 / inv_bw), 2),
-                         round(float(ag_alpha), 3), round(float(ag_bw), 2))
+    ag_bw = 7.0 / 8.0 * (s2 - s1) * US_PER_BYTE_AT_1_GBPS / (t2 - t1)
+    return OneShotParams(round(1.0 / inv_bw, 2), round(float(ag_bw), 2))
+
+
+@dataclass(frozen=True)
+class NcclSymmParams:
+    """NCCL symmetric kernels (derived): latency peer_sync.floor_us(profile, "nccl-symm", p) (= NCCL #1940's 8-byte
+    figure of the generation); all-gather busbw the Megatron #5596 slope (x the profile's fabric scale); all-reduce
+    busbw the profile's NVLS regime (the symmetric all-reduce kernels use multimem on NVSwitch)."""
+
+    all_gather_busbw_gbps: float
+    provenance: str = "derived"
+    source: str = ("latency: NVIDIA/nccl issue #1940 (8-byte all_reduce with NCCL 2.27 symmetric memory: ~2.3 us on "
+                   "8x H200, ~3 us on 8x B200; peer_sync); all-gather busbw: the slope between NVIDIA/Megatron-LM PR "
+                   "#5596's symmetric all-gather at 32 MiB (95.3 us) and 128 MiB (363.2 us), 8x H100; all-reduce "
+                   "busbw: the profile's NVLS regime")
+
+
+def derive_nccl_symm() -> NcclSymmParams:
+    """busbw = (p-1)/p (S2 - S1) / (T2 - T1) at p = 8 between Megatron #5596's 32 and 128 MiB points (a slope; the
+    intercept is the small-message floor, not this line's)."""
+    (s1, t1), (s2, t2) = sorted(MEGATRON_5596_SYMM_AG_LARGE_US.items())
+    return NcclSymmParams(round(7.0 / 8.0 * (s2 - s1) * US_PER_BYTE_AT_1_GBPS / (t2 - t1), 2))
 
 
 ONESHOT = derive_oneshot()
 MULTIMEM = MultimemParams()
+NCCL_SYMM = derive_nccl_symm()
 
 
 def check_impl(name: str) -> str:
@@ -136,9 +164,9 @@ def nvls_busbw_gbps(profile: Profile, world_size: int) -> float | None:
     """The NVLS regime's busbw at (p, 1 node), or None where the profile has no NVLS (no NVSwitch + SHARP)."""
     for c in profile.collectives:
         if c.op == "all_reduce" and c.world_size == world_size and c.nodes in (None, 1):
-            for r in c.regimes:
-                if r.name.upper().startswith("NVLS"):
-                    return float(r.busbw_gbps)
+            bws = [float(r.busbw_gbps) for r in c.regimes if r.name.upper().startswith("NVLS")]
+            if bws:  # the fastest: a small-message NVLS regime (large p) carries the ring LL's bandwidth
+                return max(bws)
     return None
 
 
@@ -162,7 +190,7 @@ def available(profile: Profile, impl: str, op: str, bytes_per_rank, world_size, 
     if impl == "oneshot":
         buffer = b * p if op == "all_gather" else b
         return ok & (nvlink_node(profile) | measured) & (buffer <= ONESHOT.max_bytes)
-    has = measured.copy()
+    has = measured.copy()  # multimem, nccl-symm: where the profile has NVLS at (p, 1 node)
     for ws in np.unique(p[ok]) if ok.any() else ():
         has |= (p == ws) & (nvls_busbw_gbps(profile, int(ws)) is not None)
     return ok & has
@@ -209,18 +237,15 @@ def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_siz
     scale = _max_busbw(profile, "all_gather") / HOPPER_NVLINK_BUSBW_GBPS
     pf = p.astype(float)
     if impl == "oneshot":
-        if op == "all_reduce":
-            t = ONESHOT.alpha_base_us + ONESHOT.alpha_per_peer_us * (pf - 1) \
-                + (pf - 1) * b / (ONESHOT.peer_read_gbps * scale) * US_PER_BYTE_AT_1_GBPS
-        else:
-            t = ONESHOT.all_gather_alpha8_us + ONESHOT.alpha_per_peer_us * (pf - 8) \
-                + (pf - 1) * b / (ONESHOT.all_gather_read_gbps * scale) * US_PER_BYTE_AT_1_GBPS
+        bw = ONESHOT.peer_read_gbps if op == "all_reduce" else ONESHOT.all_gather_read_gbps
+        t = floor_us(profile, "oneshot", pf) + (pf - 1) * b / (bw * scale) * US_PER_BYTE_AT_1_GBPS
     else:
         bw = np.full(b.shape, np.nan)
         for ws in np.unique(p[ok]) if ok.any() else ():
             nvls = nvls_busbw_gbps(profile, int(ws))
-            bw[p == ws] = nvls if op == "all_reduce" else _max_busbw(profile, "all_gather")
-        t = MULTIMEM.alpha_us + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
+            ag = _max_busbw(profile, "all_gather") if impl == "multimem" else NCCL_SYMM.all_gather_busbw_gbps * scale
+            bw[p == ws] = nvls if op == "all_reduce" else ag
+        t = floor_us(profile, impl, pf) + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
     meas = measured_mask(profile, impl, op, p, n)
     if meas.any():  # a measured curve replaces the derived formula at its (p, nodes)
         t = np.array(t, dtype=float)
@@ -242,14 +267,17 @@ def formula(impl: str, op: str, profile: Profile, world_size: int | None = None,
                 f"calibration.collectives --impl {impl}), floored at the link")
     if impl == "oneshot":
         o = ONESHOT
-        head = (f"alpha {o.alpha_base_us:g} + {o.alpha_per_peer_us:g} (p-1) us + (p-1) b / {o.peer_read_gbps:g} GB/s"
-                if op == "all_reduce" else
-                f"alpha {o.all_gather_alpha8_us:g} + {o.alpha_per_peer_us:g} (p-8) us + (p-1) b / "
-                f"{o.all_gather_read_gbps:g} GB/s")
+        bw = o.peer_read_gbps if op == "all_reduce" else o.all_gather_read_gbps
+        head = f"{describe(profile, 'oneshot')} + (p-1) b / {bw:g} GB/s"
         return (f"oneshot {op} (derived): {head} (bandwidth x profile all-gather busbw / "
                 f"{HOPPER_NVLINK_BUSBW_GBPS:g}), floored at the link; {o.source}")
+    if impl == "nccl-symm":
+        bw = ("the profile's NVLS busbw at p" if op == "all_reduce" else
+              f"{NCCL_SYMM.all_gather_busbw_gbps:g} GB/s x profile all-gather busbw / {HOPPER_NVLINK_BUSBW_GBPS:g}")
+        return (f"nccl-symm {op} (derived): {describe(profile, 'nccl-symm')} + S f(p) / {bw}, floored at the link; "
+                f"{NCCL_SYMM.source}")
     bw = "the profile's NVLS busbw at p" if op == "all_reduce" else "the profile's fastest all-gather busbw"
-    return (f"multimem {op} (derived): {MULTIMEM.alpha_us:g} us + S f(p) / {bw}, floored at the link; "
+    return (f"multimem {op} (derived): {describe(profile, 'multimem')} + S f(p) / {bw}, floored at the link; "
             f"{MULTIMEM.source}")
 
 

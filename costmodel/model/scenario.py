@@ -20,7 +20,7 @@ from ..io.errors import InputError
 from ..io.schema_names import DTYPES
 from .engines import ENGINES, PLANS
 
-COLLECTIVE_IMPLS = ("nccl", "oneshot", "multimem")  # costmodel.model.collective_impls.IMPLS
+COLLECTIVE_IMPLS = ("nccl", "oneshot", "multimem", "nccl-symm")  # costmodel.model.collective_impls.IMPLS
 PAD_MULTIPLE = 64
 MAX_EXACT_FP32_ID = 2**24  # fp32 represents every integer id below this exactly
 

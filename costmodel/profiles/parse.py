@@ -336,6 +336,7 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
         gpus_per_node=_get(prov, "gpus_per_node", pw, int, default=None),
         nics_per_node=_get(prov, "nics_per_node", pw, int, default=None),
         nic_gbps=_get(prov, "nic_gbps", pw, float, default=None),
+        nvlink_generation=_get(prov, "nvlink_generation", pw, int, default=None),
         software=_get(prov, "software", pw, dict, default={}),
         date=_get(prov, "date", pw, str, default=""),
         citations=tuple(_get(prov, "citations", pw, list, default=[])),

@@ -165,6 +165,7 @@ PROVENANCE_FIELDS: dict[str, dict] = {
     "gpus_per_node": _int(1, 1024, nullable=True),
     "nics_per_node": _int(0, 1024, nullable=True),
     "nic_gbps": _num(0, 1e5, exclusive_low=True, nullable=True),
+    "nvlink_generation": _int(1, 100, nullable=True),  # costmodel.model.peer_sync: custom collectives' flag round
     "software": {"type": "object"},
     "date": _str(max_length=64),
     "citations": _arr(_str(), maxItems=10_000),

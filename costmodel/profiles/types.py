@@ -9,7 +9,7 @@ it is ever executed. Layout::
       "title": "8x H200 SXM, NVLink 4",
       "provenance": {"kind": "derived|measured|mixed", "source": str, "gpu": str,
                      "interconnect": str, "gpus_per_node": int, "nics_per_node": int?,
-                     "nic_gbps": float?, "software": {..},
+                     "nic_gbps": float?, "nvlink_generation": int?, "software": {..},
                      "date": "YYYY-MM-DD", "citations": [str], "files": [str]},
       "collectives": [                        # one curve per (op, world_size?, mode?)
         {"op": "all_gather", "world_size": null|int, "mode": null|"graph"|"eager", "nodes": null|int,
@@ -54,7 +54,8 @@ SCHEMA_VERSION = 1
 
 
 PROVENANCE_KINDS = ("derived", "measured", "mixed")
-CURVE_IMPLS = ("nccl", "oneshot", "multimem")  # the implementation a curve measures (costmodel.model.collective_impls)
+# the implementation a curve measures (costmodel.model.collective_impls)
+CURVE_IMPLS = ("nccl", "oneshot", "multimem", "nccl-symm")
 CURVE_SELECT = ("breakpoints", "min")  # how a curve picks its regime (costmodel.model.collectives)
 
 
@@ -138,6 +139,7 @@ class Provenance:
     gpus_per_node: int | None = None  # GPUs in one NVLink / PCIe domain ("node"; 72 for a GB200 NVL72 rack)
     nics_per_node: int | None = None  # scale-out NICs per node (multi-node bus bandwidth = NICs x NIC bw x eff)
     nic_gbps: float | None = None  # one NIC's line rate, GB/s (400 Gb/s = 50 GB/s)
+    nvlink_generation: int | None = None  # NVLink 3 / 4 / 5: the flag round of custom collectives (model.peer_sync)
     software: dict[str, Any] = field(default_factory=dict)
     date: str = ""
     citations: tuple[str, ...] = ()

@@ -142,21 +142,20 @@ def test_nccl_tests_rows_are_priced_under_their_host_floor(validated):
 
 # -- across nodes (2 x 8 GPUs): Ring / Tree / NVLS-Tree by NCCL's tuning.cc rules, hand-computed ----------------------
 F16 = 2 * 15 / 16  # all_reduce f(p) at p = 16: our busbw = f(p) x NCCL's algBw for a tree
-TREE_LL128_GBPS = F16 * 0.92 * 370.8 * 120 / 128 / 2  # Tree LL128: min(busBw 0.92 x 120/128, nCh x 36.7) / 2
 NVLS_TREE_GBPS = F16 * min(480.0 / 1.75, 8 * 50.0 * 0.9)  # min(NVLS algBw at 8 GPUs, 8 NICs x 50 GB/s x 0.9)
 NVLS_TREE_US = 25.0 + 2 * 14.0  # hwLat[NVLink][NVLSTree] + 2 log2(2) hwLat[NET][NVLSTree]
-TREE_LL128_US = 14.0 + 2 * (7 * 1.25 + 8.5)  # baseLat + 2 ((k-1) hwLat[NVLink][Tree] + log2(n) hwLat[NET][Tree])
 
 
 def test_two_node_tree_and_nvls_tree_times_hand_computed():
     two = H100.curve("all_reduce", 16, "graph", 2)
     assert two.select == "breakpoints" and two.nodes == 2
-    # 12 MiB: Tree LL128 at treeCorrectionFactor[LL128][log2(12 MiB / 64) = 17] = 0.9 (from 8 MiB, where the
-    # monotone envelope still holds the 0.8 bracket's end time: 8 MiB - 1 B at 0.8 x busbw)
-    assert [x.max_bytes for x in two.regimes if x.name == "Tree-LL128"][1] == 8 * 2**20 - 1
+    # no LL128 across nodes (scripts/derive_profiles.py INTER_NODE_LL128: the published 2-node tables step LL ->
+    # Simple); 12 MiB: NVLS-Tree with its ramp
+    assert not any("LL128" in x.name for x in two.regimes)
+    (nv,) = [r for r in H100.curve("all_reduce", 8, "graph", 1).regimes if r.name == "NVLS"]
     b = 12 * 2**20
-    assert regime_name(H100, "all_reduce", b, 16, nodes=2) == "Tree-LL128"
-    t = 4.0 + TREE_LL128_US + F16 * b / round(0.9 * round(TREE_LL128_GBPS, 2), 2) * 1e-3
+    assert regime_name(H100, "all_reduce", b, 16, nodes=2) == "NVLSTree"
+    t = 4.0 + NVLS_TREE_US + F16 * (b + nv.s_half_bytes) / round(NVLS_TREE_GBPS, 2) * 1e-3
     assert float(collective_time_us(H100, "all_reduce", b, 16, 2)) == pytest.approx(t, rel=1e-9)
     # 1 GiB: NVLS-Tree, priced with the NVLS ramp (same fill time: NVLS-Tree's algBw is NVLS's here)
     b = 2**30
@@ -175,22 +174,22 @@ def test_two_node_tree_and_nvls_tree_times_hand_computed():
 
 
 def test_two_node_choice_switches_where_the_rule_says():
-    # Tree LL128 (corrected 0.9 in [16, 32) MiB) vs NVLS-Tree: lines cross at S* (hand-computed); a sliver of ring
-    # LL128 (75.2 us, 341.14 GB/s) wins just below it
-    ll128 = round(0.9 * round(TREE_LL128_GBPS, 2), 2)
+    # ring LL across 2 nodes (lat 6.6 + (30 - 2) x 1.0 netOverhead + 2 x 2.7 = 40.0 us, llMaxBw[Intel][N2] 39 GB/s)
+    # vs NVLS-Tree: the lines cross at S* (hand-computed), where the pick switches
     nvls = round(NVLS_TREE_GBPS, 2)
     (r,) = [r for r in H100.curve("all_reduce", 8, "graph", 1).regimes if r.name == "NVLS"]
-    cross = (NVLS_TREE_US - TREE_LL128_US + F16 * r.s_half_bytes / nvls * 1e-3) / (F16 * (1 / ll128 - 1 / nvls) * 1e-3)
-    assert 16 * 2**20 < cross < 32 * 2**20
-    assert regime_name(H100, "all_reduce", 0.94 * cross, 16, nodes=2) == "Tree-LL128"
-    assert regime_name(H100, "all_reduce", 1.04 * cross, 16, nodes=2) == "NVLSTree"
+    ll_us = 6.6 + 28 * 1.0 + 2 * 2.7
+    cross = (NVLS_TREE_US - ll_us + F16 * r.s_half_bytes / nvls * 1e-3) / (F16 * (1 / 39.0 - 1 / nvls) * 1e-3)
+    assert 1 * 2**20 < cross < 2 * 2**20
+    assert regime_name(H100, "all_reduce", 0.97 * cross, 16, nodes=2) == "LL"
+    assert regime_name(H100, "all_reduce", 1.03 * cross, 16, nodes=2) == "NVLSTree"
     # treeCorrectionFactor[LL] drops from 1.0 to 0.9 at 64 B x 2^4 = 1 KiB: the Tree LL bracket splits there
     names = [(x.name, x.busbw_gbps) for x in H100.curve("all_reduce", 16, "graph", 2).regimes]
     assert names[0] == ("Tree-LL", 36.56) and names[1] == ("Tree-LL", round(0.9 * 36.56, 2))
     # no NVLS-Tree with one GPU per node (p = 2 on 2 nodes) nor on A100 (no NVSwitch multicast); the ring across
     # nodes is capped by the NICs (1 GPU per node: 1 NIC x 50 GB/s x 0.9 = 45)
-    assert {x.name for x in H100.curve("all_reduce", 2, "graph", 2).regimes} <= {"LL", "LL128", "Simple",
-                                                                                  "Tree-LL", "Tree-LL128"}
+    assert {x.name for x in H100.curve("all_reduce", 2, "graph", 2).regimes} <= {"LL", "Simple", "Tree-LL",
+                                                                                  "Tree-Simple"}
     assert max(x.busbw_gbps for x in H100.curve("all_reduce", 2, "graph", 2).regimes) == 45.0
     a100 = load_profile("a100-sxm-nvlink").curve("all_reduce", 16, "graph", 2)
     assert all(not x.name.startswith("NVLS") for x in a100.regimes)
