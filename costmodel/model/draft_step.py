@@ -112,7 +112,7 @@ class DraftStep:
         """The fastest valid strategy per scenario."""
         names = list(self.total_us)
         stack = np.stack([np.where(self.valid.get(n, True), self.total_us[n], np.inf) for n in names])
-        return np.asarray(names, dtype=object)[np.argmin(stack, axis=0)]
+        return np.asarray(np.asarray(names, dtype=object)[np.argmin(stack, axis=0)])
 
 
 def _graph_launch_us(profile: Profile) -> float:
