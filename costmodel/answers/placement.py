@@ -155,3 +155,18 @@ def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None)
         out.append(f"--placement {chosen['placement']}: {chosen['draft_step_us']:.1f} us per decode step with "
                    f"{chosen['best_strategy']}; engine: {chosen['engine']}")
     return out
+
+
+def placement_sweep(scenario: Scenario, profile: Profile, arch: DraftArch, batches, *, kv_len: int = 2048,
+                    forward_us: float | None = None) -> list[dict[str, Any]]:
+    """Tidy rows (placement, batch, draft_step_us, best_strategy) over `batches` for every placement: the best
+    valid strategy's draft step per decode step (the dashboard's chart)."""
+    b = np.asarray(batches, dtype=float)
+    rows: list[dict[str, Any]] = []
+    for step in draft_steps(scenario.with_(batch=b), profile, arch, kv_len=kv_len, forward_us=forward_us):
+        best = np.broadcast_to(step.best(), b.shape)
+        for i, batch in enumerate(b):
+            name = str(best[i])
+            rows.append({"placement": step.placement.name, "batch": float(batch), "best_strategy": name,
+                         "draft_step_us": float(np.broadcast_to(step.total_us[name], b.shape)[i])})
+    return rows
