@@ -40,7 +40,7 @@ def _row(step: DraftStep, profile: Profile, engine: str, p: int, free_bytes: flo
         "placement": step.placement.name, "draft_tp": step.placement.q, "best_strategy": best,
         "draft_step_us": total,
         "per_strategy_us": {k: float(np.asarray(v).item(0)) for k, v in step.total_us.items()},
-        "components_us": {"drafter_forward": calls * float(step.forward_gpu_us.item(0)),
+        "components_us": {"drafter_forward": float(np.asarray(step.forwards_gpu_us).flat[0]),
                           "of_which_all_reduces": calls * float(step.all_reduce_us.item(0)),
                           "lm_head": calls * float(step.lm_head_us.item(0)),
                           "logits_path": calls * float(np.asarray(step.logits_gpu_us[best]).item(0)),

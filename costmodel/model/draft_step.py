@@ -11,7 +11,9 @@ dp      each rank drafts ceil(B / p) of the sequences at q = 1, then one all-gat
 q=N     draft TP N dividing p (an engine must support it; see `engine_support`).
 
 One draft call (R rows per rank; R = B or ceil(B / p) at dp, x K with parallel drafting) runs three stages, each
-a `engines.Stage(host_us, gpu_us, ops)`:
+a `engines.Stage(host_us, gpu_us, ops)` (the first call's forward runs over the verified tokens, R x (K + 1) rows:
+`EagleProposer.propose` feeds all `target_token_ids` to the first forward and samples B of them; where the chain
+is not captured the host also launches `PREP_OPS` small torch ops before each forward):
     forward   GPU: `drafter.forward` (or the user's measured --forward-us); host: one CUDA-graph launch
               (`graph_launch_us`) where the forward is captured, else its torch ops x torch_op_us + its
               all-reduces x c10d_call_us
@@ -53,6 +55,13 @@ from .scenario import Scenario
 from .strategies import build_components, validity
 
 PLACEMENTS = ("target", "tp1", "dp")
+# eager torch ops the host launches around each draft call's forward where the chain is not captured, read from
+# vLLM `vllm/v1/spec_decode/eagle.py` `EagleProposer.propose` (commit f7eef1b): before the first call the input
+# shift (slice copy, index put) and the two buffer copies (positions, hidden states) = 4; before each later call
+# draft_ids.int(), positions += 1, >= max_model_len, torch.where, seq_lens += 1, masked_fill_, // block_size,
+# block_table.gather, * block_size, % block_size, +, slot_mapping.masked_fill_ and the three buffer copies = 15
+# (the attention metadata rebuild, `build_for_drafting`, is host work not counted here)
+PREP_OPS = (4, 15)
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,12 @@ class DraftStep:
     memory: DraftMemory
     forward_source: str
     valid: dict[str, np.ndarray] = field(default_factory=dict)
+    first_forward_gpu_us: np.ndarray | float = 0.0  # the first call's forward, over R x (K + 1) rows
+
+    @property
+    def forwards_gpu_us(self) -> np.ndarray:
+        """GPU time of the decode step's `calls` forwards: the first over the verified tokens, then calls - 1."""
+        return np.asarray(self.first_forward_gpu_us) + (self.calls - 1) * np.asarray(self.forward_gpu_us)
 
     def best(self) -> np.ndarray:
         """The fastest valid strategy per scenario."""
@@ -157,20 +172,25 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     whole = _whole_chain_captured(scq)
     fwd_graph = _forward_captured(scq)
     launch = _graph_launch_us(profile)
+    first_rows = np.where(scq.parallel, rows, rows * (scq.num_spec_tokens + 1))  # the verified tokens
     if forward_us is None:
         fwd = drafter.forward(profile, arch, rows, q, kv_len, collective=scq.collective, nodes=nodes)
         fwd_gpu, ar_us, fc_once = fwd.gpu_us, fwd.all_reduce_us, fwd.fc_once_us
+        fwd_first_gpu = drafter.forward(profile, arch, first_rows, q, kv_len, collective=scq.collective,
+                                        nodes=nodes).gpu_us
         eager_host = fwd.eager_ops * host.torch_op_us + fwd.all_reduces * host.c10d_call_us
         source = "derived: costmodel.model.drafter (the lm_head GEMM model per layer GEMM, KV-read attention)"
     else:
         if not np.isfinite(forward_us) or forward_us <= 0:
             raise InputError(f"--forward-us: expected a positive number of microseconds, got {forward_us}")
         fwd_gpu = np.full(np.shape(rows), float(forward_us))
+        fwd_first_gpu = fwd_gpu
         ar_us, fc_once = np.zeros(np.shape(rows)), np.zeros(np.shape(rows))
         eager_host = np.full(np.shape(rows), host.torch_op_us * drafter.EAGER_OPS_PER_LAYER * arch.layers)
         source = f"measured by the user: --forward-us {forward_us:g} per draft call"
-    fwd_host_first = np.where(fwd_graph, launch, eager_host)
-    fwd_host_next = np.where(whole, 0.0, fwd_host_first)
+    prep_first, prep_next = (np.where(whole, 0.0, n * host.torch_op_us) for n in PREP_OPS)
+    fwd_host_first = np.where(fwd_graph, launch, eager_host) + prep_first
+    fwd_host_next = np.where(whole, 0.0, np.where(fwd_graph, launch, eager_host) + prep_next)
     lm = drafter.gemm_us(profile, rows, arch.hidden, scq.shard) if profile.lm_head is not None \
         else np.zeros(np.shape(rows))
     lm_host = np.where(whole, 0.0, host.torch_op_us)
@@ -187,7 +207,9 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
         logits = [Stage(c.host_us, c.time_us, c.ops) for k, c in parts.items() if k != "host_exposed"]
         stages = [Stage(np.where(whole, 0.0, host.torch_op_us), fc_once)] if np.any(fc_once) else []
         for k in range(calls):
-            stages += [Stage(fwd_host_first if k == 0 else fwd_host_next, fwd_gpu, 1), Stage(lm_host, lm, 1), *logits]
+            first = k == 0
+            stages += [Stage(fwd_host_first if first else fwd_host_next, fwd_first_gpu if first else fwd_gpu, 1),
+                       Stage(lm_host, lm, 1), *logits]
         if placement.data_parallel and p > 1:
             stages.append(Stage(gather_host, gather, 1))
         totals[name] = step_time_us(stages)
@@ -197,7 +219,8 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     mem = drafter.memory(arch, q, target_tp=p, target_vocab=int(np.max(sc.vocab)), kv_len=kv_len,
                          sequences_per_rank=int(np.max(per_rank)))
     return DraftStep(placement, totals, np.asarray(fwd_gpu), np.asarray(np.where(fwd_graph, launch, eager_host)),
-                     np.asarray(ar_us), np.asarray(lm), logits_gpu, np.asarray(gather), calls, mem, source, valid)
+                     np.asarray(ar_us), np.asarray(lm), logits_gpu, np.asarray(gather), calls, mem, source, valid,
+                     np.asarray(fwd_first_gpu))
 
 
 def check_fits(profile: Profile, step: DraftStep, free_bytes: float | None = None) -> str | None:
