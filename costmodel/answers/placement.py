@@ -65,6 +65,7 @@ def placement_table(scenario: Scenario, profile: Profile, arch: DraftArch, *, kv
     steps = draft_steps(scenario, profile, arch, kv_len=kv_len, forward_us=forward_us)
     rows = [_row(s, profile, engine, p, free_bytes) for s in steps]
     return {"rows": rows, "drafter_forward_us": float(steps[0].forward_gpu_us.item(0)),
+            "target_savings": draft_step_crossovers(scenario, profile, arch, kv_len=kv_len, forward_us=forward_us),
             "drafter_forward_source": steps[0].forward_source, "kv_len": kv_len,
             "arch": {k: getattr(arch, k) for k in DraftArch.__dataclass_fields__}}
 
@@ -151,6 +152,15 @@ def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None)
                    f"{m['kv_bytes_per_sequence'] / 1e6:9.2f}  {r['best_strategy']}; {r['engine'].split(':')[0]}{fit}")
     out.append("(draft step = the K draft calls of one decode step, pipelined as the engine runs them; components "
                "are GPU time per decode step; extra GB = draft weights beyond what the target already holds)")
+    savings = table.get("target_savings") or {}
+    if savings:
+        parts = []
+        for name, v in savings.items():
+            cross = ", ".join(f"{b:.1f}" for b in v["crossover_batches"]) or "none in 1..4096"
+            parts.append(f"{name} {v['saving_us']:+.1f} us (crossover B {cross})"
+                         + ("" if v["valid"] else " [invalid]"))
+        out.append("savings vs full_all_gather under the whole draft step at the target placement, per decode step "
+                   "(host launches hidden behind the forward counted): " + "; ".join(parts))
     if chosen is not None:
         out.append(f"--placement {chosen['placement']}: {chosen['draft_step_us']:.1f} us per decode step with "
                    f"{chosen['best_strategy']}; engine: {chosen['engine']}")
@@ -170,3 +180,34 @@ def placement_sweep(scenario: Scenario, profile: Profile, arch: DraftArch, batch
             rows.append({"placement": step.placement.name, "batch": float(batch), "best_strategy": name,
                          "draft_step_us": float(np.broadcast_to(step.total_us[name], b.shape)[i])})
     return rows
+
+
+CROSSOVER_POINTS = 48  # log-spaced batches between 1 and max_batch
+
+
+def draft_step_crossovers(scenario: Scenario, profile: Profile, arch: DraftArch, *, placement: str = "target",
+                          baseline: str = "full_all_gather", max_batch: float = 4096.0, kv_len: int = 2048,
+                          forward_us: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per strategy, under the whole draft step at one placement: the saving vs `baseline` at the scenario's batch
+    (us per decode step) and the batches where it changes sign on a log grid of CROSSOVER_POINTS batches in
+    1..max_batch (linear in log batch between the grid points around each sign change) - the crossover with the
+    host launches the forward hides counted, unlike `costmodel.model.predict.crossover` (one call alone)."""
+    b0 = float(np.asarray(scenario.batch).item(0))
+    grid = np.unique(np.concatenate([np.geomspace(1.0, max_batch, CROSSOVER_POINTS), [b0]]))
+    step = draft_step(scenario.with_(batch=grid), profile, parse_placement(placement, int(scenario.tp)), arch,
+                      kv_len=kv_len, forward_us=forward_us)
+    base = np.asarray(step.total_us[baseline], dtype=float)
+    at = int(np.searchsorted(grid, b0))
+    out: dict[str, dict[str, Any]] = {}
+    for name, total in step.total_us.items():
+        if name == baseline:
+            continue
+        saving = base - np.asarray(total, dtype=float)
+        valid = np.broadcast_to(step.valid.get(name, True), grid.shape)
+        roots = []
+        for i in np.nonzero(np.sign(saving[:-1]) * np.sign(saving[1:]) < 0)[0]:
+            la, lb = np.log(grid[i]), np.log(grid[i + 1])
+            roots.append(float(np.exp(la + (lb - la) * saving[i] / (saving[i] - saving[i + 1]))))
+        out[name] = {"saving_us": float(saving[at]), "valid": bool(valid[at]), "crossover_batches": roots,
+                     "wins_at_batch": bool(saving[at] > 0)}
+    return out

@@ -9,8 +9,15 @@ import sys
 import numpy as np
 import pytest
 
-from costmodel.answers.placement import chosen_placement, placement_sweep, placement_table, recommend_placement
+from costmodel.answers.placement import (
+    chosen_placement,
+    draft_step_crossovers,
+    placement_sweep,
+    placement_table,
+    recommend_placement,
+)
 from costmodel.io.errors import InputError
+from costmodel.model.draft_step import draft_step, parse_placement
 from costmodel.model.drafter import DraftArch
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.presets import preset, preset_draft
@@ -75,3 +82,18 @@ def test_cli_predict_placement_json_and_refusal():
                "--gpu-free-gb", "0.5")
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "does not" not in bad.stdout
     assert "placement tp1: the draft needs" in bad.stderr
+
+
+def test_draft_step_crossovers_bracket_the_sign_change():
+    sc = Scenario(**preset("llama3-70b-eagle3"), tp=8, batch=16, num_spec_tokens=3, engine="sglang")
+    out = draft_step_crossovers(sc, H100, ARCH, max_batch=1024.0)
+    step = draft_step(sc, H100, parse_placement("target", 8), ARCH)
+    for name, v in out.items():
+        want = float(step.total_us["full_all_gather"]) - float(step.total_us[name])
+        assert v["saving_us"] == pytest.approx(want)
+        for b in v["crossover_batches"]:  # the saving changes sign across each root
+            lo = draft_step(sc.with_(batch=b / 1.2), H100, parse_placement("target", 8), ARCH)
+            hi = draft_step(sc.with_(batch=b * 1.2), H100, parse_placement("target", 8), ARCH)
+            s_lo = float(lo.total_us["full_all_gather"]) - float(lo.total_us[name])
+            s_hi = float(hi.total_us["full_all_gather"]) - float(hi.total_us[name])
+            assert s_lo * s_hi <= 0
