@@ -9,6 +9,7 @@ from costmodel.io.errors import InputError
 from costmodel.model import collective_impls
 from costmodel.model.draft_step import check_fits, draft_step, draft_steps, parse_placement, placements_for
 from costmodel.model.drafter import DraftArch, attention_us, forward, gemm_us, kv_bytes_per_sequence, memory
+from costmodel.model.engines import ENGINES
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.gpus import gpu_memory, gpu_table
 from costmodel.profiles.presets import preset, preset_draft, presets
@@ -149,3 +150,22 @@ def test_launches_hide_behind_the_forward():
     assert float(long.total_us[name]) - float(short.total_us[name]) < added_gpu - 1.0
     gpu = float(long.forwards_gpu_us) + 4 * (float(long.lm_head_us) + float(long.logits_gpu_us[name]))
     assert gpu - 1e-6 <= float(long.total_us[name])
+
+
+def test_every_preset_and_every_profile_prices_every_placement():
+    """Every preset on the H200 at TP 4 and one preset on every bundled GPU profile, all engines at once (an
+    engine array): every placement the draft's shapes allow is priced, finite and positive."""
+    engines = np.asarray(ENGINES)
+    for name in presets().index:
+        arch = DraftArch.from_fields(preset_draft(name))
+        sc = Scenario(**preset(name), tp=4, batch=4, num_spec_tokens=2, engine=engines)  # 4 divides every preset
+        for step in draft_steps(sc, H200, arch):
+            for total in step.total_us.values():
+                assert np.all(np.isfinite(total)) and np.all(total > 0), (name, step.placement)
+    arch = DraftArch.from_fields(preset_draft("llama3-8b-eagle3"))
+    for prof in bundled_profiles():
+        profile = load_profile(prof)
+        if profile.lm_head is None:
+            continue  # no GEMM model (cpu-gloo): --forward-us only, tested above
+        sc = Scenario(**preset("llama3-8b-eagle3"), tp=2, batch=4, num_spec_tokens=2, engine=engines)
+        assert {s.placement.name for s in draft_steps(sc, profile, arch)} == {"target", "tp1", "dp"}
