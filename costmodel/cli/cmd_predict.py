@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(terminal_text(_format_table(result), keep_newlines=True))
-    if "placement" in result:
+    if "unavailable" in result.get("placement", {}):
+        print(terminal_text(f"\nplacements not priced: {result['placement']['unavailable']}"))
+    elif "placement" in result:
         print(terminal_text("\n".join(placement_lines(result["placement"], result["placement"].get("chosen"))),
                             keep_newlines=True))
     if args.explain:
@@ -79,7 +81,13 @@ def add_placements(result: dict, pred, args: argparse.Namespace) -> None:
     arch = arch_from_args(args, int(sc.draft_vocab))
     if profile.lm_head is None and args.forward_us is None and not args.placement:
         return  # no GEMM model (e.g. cpu-gloo): no drafter forward to show
-    table = placement_table(sc, profile, arch, **kw)
+    try:
+        table = placement_table(sc, profile, arch, **kw)
+    except InputError as exc:  # e.g. a TP that does not divide the draft's heads: the strategy table still stands
+        if args.placement:
+            raise
+        result["placement"] = {"unavailable": str(exc)}
+        return
     if args.placement:
         table["chosen"] = chosen_placement(sc, profile, arch, args.placement, **kw)
     result["placement"] = table

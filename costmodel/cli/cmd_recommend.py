@@ -61,7 +61,6 @@ def placement_text(c) -> str:
     lines = [f"\nplacement: run the draft at {c.placement} with {c.strategy} over {c.collective}: "
              f"{c.expected_us:.1f} us per decode step expected (target + full_all_gather + nccl: {c.baseline_us:.1f})",
              f"  engine: {c.engine}"]
-    if c.config:
-        lines.append(f"  config: {c.config}")
+    lines.append(f"  config: {c.config}" if c.config else "  config: nothing to set (the engine's default placement)")
     lines += [f"  not considered: {r}" for r in c.refused]
     return "\n".join(lines)

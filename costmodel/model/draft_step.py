@@ -271,10 +271,11 @@ def engine_support(engine: str, placement: Placement, p: int) -> str:
 
 
 def paste_config(engine: str, placement: Placement) -> str:
-    """The config that requests the placement, where the engine has one (it may be ignored: engine_support)."""
-    if engine in ("vllm", "none") and placement.name in ("target", "tp1"):
-        q = "1" if placement.name == "tp1" else "<target TP>"
-        return f"--speculative-config '{{\"draft_tensor_parallel_size\": {q}, ...}}'"
+    """The config that requests a non-default placement, where the engine has a setting for it ("" for the
+    default target placement, which needs none, and where the engine has no setting). It may be ignored: see
+    `engine_support` (vLLM's EAGLE / MTP proposer ignores draft_tensor_parallel_size=1)."""
+    if engine in ("vllm", "none") and placement.name == "tp1":
+        return "--speculative-config '{\"draft_tensor_parallel_size\": 1, ...}'"
     return ""
 
 

@@ -97,3 +97,15 @@ def test_draft_step_crossovers_bracket_the_sign_change():
             s_lo = float(lo.total_us["full_all_gather"]) - float(lo.total_us[name])
             s_hi = float(hi.total_us["full_all_gather"]) - float(hi.total_us[name])
             assert s_lo * s_hi <= 0
+
+
+def test_cli_predict_when_the_draft_cannot_shard():
+    """TP 16 does not divide Maverick's 40 draft heads: predict still prints its strategy table and says why the
+    placements are not priced; asking for that placement fails in one line."""
+    args = ["predict", "--preset", "llama4-maverick", "--tp", "16", "--nodes", "2", "--profile", "b200-hgx-nvlink",
+            "--no-intervals"]
+    out = _cli(*args)
+    assert out.returncode == 0, out.stderr
+    assert "placements not priced: draft TP 16: must divide the draft's 40 heads" in out.stdout
+    bad = _cli(*args, "--placement", "target")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "draft TP 16" in bad.stderr
