@@ -17,6 +17,7 @@ from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
 from dashboard.data import bundled_profile_text, freeze_long_lived, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
+from dashboard.placement import placement_panel
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
 from dashboard.tables import preset_labels
 from dashboard.topk_panel import topk_panel
@@ -150,6 +151,7 @@ except InputError as exc:
 
 views.verdict(ev)
 topk_panel(ev)
+placement_panel(ev)
 compare_panel(ev)
 export_slot = st.container()  # filled after the open tab has drawn its charts
 ss["_drawn"] = {}

@@ -8,6 +8,7 @@ Modules (one concept each):
     tables   - the tidy tables behind every view (and their CSV bytes), the verdict summary
     charts   - Altair charts with one colour per strategy
     views    - the Streamlit rendering of each tab
+    placement - the draft placement panel (costmodel.answers.placement: table and chart over batch)
 
 Nothing here imports torch.
 """

@@ -849,3 +849,31 @@ def fused_strategy_funcs(device_type: str) -> dict[str, Strategy]:
 
     return {fused_name("local_argmax_pairs"): local_argmax_pairs_fused,
             fused_name("packed_allreduce_max"): packed_allreduce_max_fused}
+
+
+# -- the dp draft placement: each rank drafts its share of the sequences, then one all-gather of the tokens ----------
+def dp_rows(batch: int, world_size: int, rank: int) -> slice:
+    """The sequences rank r drafts under the dp placement: rows r*c .. min(B, (r+1)*c), c = ceil(B / p)
+    (costmodel.model.draft_step: ceil(B / p) sequences per rank; the last ranks may hold fewer, or none)."""
+    c = -(-batch // world_size)
+    return slice(min(batch, rank * c), min(batch, (rank + 1) * c))
+
+
+def dp_gather_tokens(tokens: torch.Tensor, comm: Comm, batch: int) -> torch.Tensor:
+    """All-gather the dp placement's draft tokens: `tokens` is this rank's [n_r, K] int64 ids (n_r rows of
+    `dp_rows`); each rank pads them to [ceil(B / p), K] (pad id -1), one all_gather_into_tensor concatenates the
+    p blocks in rank order, and the padding is dropped: every rank returns the same [B, K] ids, bit-exact, which
+    is what verification reads. Wire bytes per rank: ceil(B / p) x K x 8 (the model's token all-gather)."""
+    p, k = comm.world_size, tokens.shape[1]
+    c = -(-batch // p)
+    rows = dp_rows(batch, p, comm.rank)
+    if tokens.dtype != torch.int64 or tokens.shape[0] != rows.stop - rows.start:
+        raise ValueError(f"rank {comm.rank}: expected [{rows.stop - rows.start}, K] int64 tokens, got "
+                         f"{list(tokens.shape)} {tokens.dtype}")
+    block = tokens.new_full((c, k), -1)
+    block[: tokens.shape[0]] = tokens
+    out = tokens.new_empty((p * c, k))
+    comm.all_gather_into(out, block)
+    counts = [dp_rows(batch, p, r).stop - dp_rows(batch, p, r).start for r in range(p)]
+    index = torch.cat([r * c + torch.arange(n) for r, n in enumerate(counts)])
+    return out[index]

@@ -2,7 +2,8 @@
 
 `sweep` prices grids to Arrow / CSV / Parquet; `compare` one scenario on several profiles; `workload` reads a
 batch mix; `recommend`, `engine_config` and `recommend_text` turn a workload into a decision with the config to
-paste, `impact` a saving into ITL / TPOT / throughput; `sensitivity` ranks parameters by elasticity; `explain`
+paste, `impact` a saving into ITL / TPOT / throughput; `placement` says where the draft should run (placement table, the
+(placement, strategy, collective) triple); `sensitivity` ranks parameters by elasticity; `explain`
 restates each component as its formula; `report` assembles the offline HTML page. No pricing of their own: each
 calls `costmodel.model` / `costmodel.evidence`.
 """

@@ -10,11 +10,13 @@ import argparse
 import json
 
 from ..answers.explain import explain, format_explanation
+from ..answers.placement import chosen_placement, placement_lines, placement_table
 from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..model.predict import predict
 from ..model.verification import best_pair, matrix_rows
 from ..profiles.store import check_tp_placement, load_profile
+from .placement_args import arch_from_args, free_bytes
 from .render import _format_table, add_decode_step, add_intervals, prediction_dict
 from .scenario_args import check_impact_args, scenario_from_args
 
@@ -49,10 +51,16 @@ def run(args: argparse.Namespace) -> int:
         from ..answers.sensitivity import elasticities  # only when asked for (module doc)
 
         result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
+    add_placements(result, pred, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(terminal_text(_format_table(result), keep_newlines=True))
+    if "unavailable" in result.get("placement", {}):
+        print(terminal_text(f"\nplacements not priced: {result['placement']['unavailable']}"))
+    elif "placement" in result:
+        print(terminal_text("\n".join(placement_lines(result["placement"], result["placement"].get("chosen"))),
+                            keep_newlines=True))
     if args.explain:
         print("\n" + format_explanation(pred))
     if args.sensitivity:
@@ -61,3 +69,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_1pct']:+.2f} us per +1%)  "
                   f"{row['parameter']}")
     return 0
+
+
+def add_placements(result: dict, pred, args: argparse.Namespace) -> None:
+    """result["placement"]: the placement table (costmodel.answers.placement) and the --placement row; skipped with
+    --no-placements, or (without --placement) where the profile cannot price the drafter forward."""
+    if getattr(args, "no_placements", False) and not args.placement:
+        return
+    sc, profile = pred.scenario, pred.profile
+    kw = {"kv_len": args.kv_len, "forward_us": args.forward_us, "free_bytes": free_bytes(args)}
+    arch = arch_from_args(args, int(sc.draft_vocab))
+    if profile.lm_head is None and args.forward_us is None and not args.placement:
+        return  # no GEMM model (e.g. cpu-gloo): no drafter forward to show
+    try:
+        table = placement_table(sc, profile, arch, **kw)
+    except InputError as exc:  # e.g. a TP that does not divide the draft's heads: the strategy table still stands
+        if args.placement:
+            raise
+        result["placement"] = {"unavailable": str(exc)}
+        return
+    if args.placement:
+        table["chosen"] = chosen_placement(sc, profile, arch, args.placement, **kw)
+    result["placement"] = table

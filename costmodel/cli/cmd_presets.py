@@ -12,7 +12,8 @@ import csv
 
 from ..profiles.paths import PRESETS_CSV
 
-BOOL_COLUMNS = ("d2t", "softcap")  # read as `presets()` does: true when the text is "true" (any case)
+# read as `presets()` does: true when the text is "true" (any case)
+BOOL_COLUMNS = ("d2t", "softcap", "draft_fc_per_step", "draft_lm_head_shared")
 
 
 def _is_int(text: str) -> bool:

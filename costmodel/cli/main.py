@@ -22,7 +22,7 @@ from ..io.errors import InputError, OneLineParser, first_line
 from ..io.plain import terminal_text
 from ..io.schema_names import DTYPES
 from ..profiles.paths import DEFAULT_PROFILE
-from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, bounded_float
+from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, add_placement_args, bounded_float
 from .output import check_command_outputs
 
 
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --verify: the target logits' dtype (default: --dtype)")
     p.add_argument("--matrix-csv", default=None,
                    help="write the strategy x collective matrix (with each crossover batch) as CSV")
+    add_placement_args(p)
 
     r = sub.add_parser("recommend", formatter_class=Formatter,
                        help="on or off for a workload's batch mix: expected saving, interval, config to paste")
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --verify: the target logits' dtype (default: --dtype)")
     r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    add_placement_args(r)
 
     s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
     _add_scenario_args(s, lists=True)

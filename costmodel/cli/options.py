@@ -115,3 +115,22 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
 
 ITL_MS = bounded_float(0.0, 1e6, low_open=True)  # ms per decode step: (0, 1000 s]
 ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (checked against K later)
+
+
+def add_placement_args(p: argparse.ArgumentParser) -> None:
+    """Where the draft runs (costmodel/model/draft_step.py) and a custom draft (costmodel.model.drafter)."""
+    p.add_argument("--placement", default=None,
+                   help="target | tp1 | dp | q=N: price the draft step at this placement (refused when the draft "
+                        "does not fit the GPU); predict shows every placement in its table")
+    p.add_argument("--no-placements", action="store_true", help="skip the placement table (predict)")
+    for name, what in (("layers", "decoder layers"), ("hidden", "hidden size (default: --hidden / the preset's)"),
+                       ("heads", "attention heads"), ("kv-heads", "KV heads"), ("head-dim", "head dimension"),
+                       ("intermediate", "MLP intermediate size")):
+        p.add_argument(f"--draft-{name}", type=bounded_int(1, 10**7), default=None,
+                       help=f"custom draft: {what} (overrides the preset's draft architecture)")
+    p.add_argument("--forward-us", type=bounded_float(0.0, 1e7, low_open=True), default=None,
+                   help="measured drafter forward, us per draft call (replaces the derived forward's GPU time)")
+    p.add_argument("--kv-len", type=bounded_int(1, 10**7), default=2048,
+                   help="KV length (context tokens per sequence) the draft's attention reads at decode")
+    p.add_argument("--gpu-free-gb", type=bounded_float(0.0, 1e5, low_open=True), default=None,
+                   help="GPU memory left for the draft after the target, GB (default: the GPU's whole memory)")

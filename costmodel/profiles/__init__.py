@@ -5,5 +5,6 @@ against, `parse` the checks that turn a document into a `Profile`, `store` the b
 (`paths`: the data folder and the default profile, without numpy), `kernel_params` the GPU kernel model's parameter
 sets, `compact` the compact forms of an ensemble (seed + cited ranges, or columns), `consistency` the on-load check
 that the replicates agree with every priced point value and `replicates` the replicate documents as Profiles.
-`presets` reads `data/presets/models.csv`; `families` groups profiles by GPU family. Imports only `costmodel.io`.
+`presets` reads `data/presets/models.csv` (the draft architecture too), `gpus` the GPU memory table
+`data/presets/gpus.csv`; `families` groups profiles by GPU family. Imports only `costmodel.io`.
 """

@@ -13,6 +13,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the costmodel package
 DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data" / "profiles").is_dir() else _PACKAGE_DIR.parent / "data"
 PROFILE_DIR = DATA_DIR / "profiles"
 PRESETS_CSV = DATA_DIR / "presets" / "models.csv"
+GPUS_CSV = DATA_DIR / "presets" / "gpus.csv"  # GPU memory per provenance.gpu name (costmodel.profiles.gpus)
 REFERENCE_DIR = DATA_DIR / "reference"  # published and measured reference tables (costmodel.evidence.reference)
 DEFAULT_PROFILE = "h200-sxm-nvlink"
 

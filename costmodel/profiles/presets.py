@@ -16,6 +16,11 @@ from .paths import PRESETS_CSV
 if TYPE_CHECKING:
     import pandas as pd
 
+DRAFT_INT_FIELDS = ("draft_layers", "draft_hidden", "draft_heads", "draft_kv_heads", "draft_head_dim",
+                    "draft_intermediate", "draft_qkv_in_mult", "draft_fc_in_mult", "draft_experts_resident",
+                    "draft_experts_active")
+DRAFT_BOOL_FIELDS = ("draft_fc_per_step", "draft_lm_head_shared")
+
 
 @lru_cache(maxsize=1)
 def presets() -> pd.DataFrame:
@@ -24,8 +29,9 @@ def presets() -> pd.DataFrame:
 
     frame = pd.read_csv(PRESETS_CSV, dtype={"d2t": str})
     frame["d2t"] = frame["d2t"].str.lower().eq("true")
-    if "softcap" in frame.columns:
-        frame["softcap"] = frame["softcap"].astype(str).str.lower().eq("true")
+    for col in ("softcap", *DRAFT_BOOL_FIELDS):
+        if col in frame.columns:
+            frame[col] = frame[col].astype(str).str.lower().eq("true")
     return frame.set_index("preset")
 
 
@@ -59,3 +65,23 @@ def preset_logit_ops(name: str) -> dict:
     """Element-wise logit ops of a preset's model: {"softcap": bool} (the final logit soft-cap)."""
     preset(name)  # validates the name
     return {"softcap": _true(_preset_rows()[name].get("softcap"))}
+
+
+
+
+def preset_draft(name: str) -> dict:
+    """The preset's draft architecture as plain values (costmodel.model.drafter.DraftArch's fields, without the
+    `draft_` prefix) and its citation: layers, hidden, heads, kv_heads, head_dim, intermediate, qkv_in_mult,
+    fc_in_mult, fc_per_step, lm_head_shared, mlp_weight_mult (resident / active experts: 1 for a dense draft), vocab
+    (the draft lm_head's), source."""
+    fields = preset(name)
+    row = _preset_rows()[name]
+    try:
+        out: dict = {k.removeprefix("draft_"): int(row[k]) for k in DRAFT_INT_FIELDS}
+        out["mlp_weight_mult"] = out.pop("experts_resident") / max(out.pop("experts_active"), 1)
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"preset {name!r}: its draft architecture columns in models.csv are missing or not numbers") \
+            from None
+    out.update(fc_per_step=_true(row.get("draft_fc_per_step")), lm_head_shared=_true(row.get("draft_lm_head_shared")),
+               vocab=fields["draft_vocab"], source=row.get("draft_source", ""))
+    return out

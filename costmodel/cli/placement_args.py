@@ -1,0 +1,29 @@
+"""The placement flags as values: the draft architecture (preset + --draft-* overrides) and the memory budget."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..model.draft_step import arch_with
+from ..model.drafter import DraftArch
+from ..profiles.presets import preset_draft
+from .options import DEFAULT_PRESET
+
+_OVERRIDES = {"draft_layers": "layers", "draft_hidden": "hidden", "draft_heads": "heads",
+              "draft_kv_heads": "kv_heads", "draft_head_dim": "head_dim", "draft_intermediate": "intermediate"}
+
+
+def arch_from_args(args: argparse.Namespace, draft_vocab: int) -> DraftArch:
+    """The preset's draft architecture (the first --preset, else the default preset) with --draft-* overrides;
+    the lm_head vocabulary is the scenario's draft vocab."""
+    name = (args.preset or DEFAULT_PRESET).split(",")[0].strip()
+    arch = DraftArch.from_fields({**preset_draft(name), "vocab": int(draft_vocab)})
+    changes = {field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)}
+    if getattr(args, "hidden", None) and "hidden" not in changes:
+        changes["hidden"] = int(str(args.hidden).split(",")[0])
+    return arch_with(arch, **changes) if changes else arch
+
+
+def free_bytes(args: argparse.Namespace) -> float | None:
+    gb = getattr(args, "gpu_free_gb", None)
+    return None if gb is None else float(gb) * 1e9
