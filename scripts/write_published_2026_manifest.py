@@ -54,7 +54,7 @@ rows = [
         software="rccl-tests develop:a7809b3 (RCCL version not printed)",
         source=HIS + " lines 27-93 (AMD AAC8, Kubernetes)",
         status=P,
-        in_sample_bytes="16777216;8589934592",
+        in_sample_bytes="131072;262144;1048576;4194304;16777216;8589934592",
     ),
     dict(
         file="rtx4090x2_all_reduce_kalavai-docker-g2.log",
@@ -77,6 +77,7 @@ rows = [
         source=KAL + " lines 120-165",
         status=P,
         op="all_reduce",
+        in_sample_bytes="2147483648",
     ),
     dict(
         file="rtx4090x2_all_reduce_kalavai-k8s-g2.log",
@@ -253,6 +254,7 @@ rows = [
         size_col="Size",
         value_col="Group A time",
         value_kind="time_us",
+        in_sample_bytes="65536",
     ),
     dict(
         file="rtxpro6000x8_all_reduce_rtx6kpro-wrx90-cpayne-torchdist-ring.md",
