@@ -14,14 +14,17 @@ from costmodel import InputError
 from costmodel.answers.compare import bundled_family, compare_table, compare_wide, profiles_by_family
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
+from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
 
 
 def profile_label(name: str) -> str:
-    """'Blackwell · b200-hgx-nvlink' for a bundled profile (the picker groups by GPU family); uploads unchanged."""
+    """'NVIDIA Blackwell · b200-hgx-nvlink' for a bundled profile (the picker groups by vendor and GPU family);
+    uploads unchanged."""
     if name not in bundled_profiles():  # an upload's label: never looked up as a path
         return name
-    return f"{bundled_family(name)} · {name}"
+    family = bundled_family(name)
+    return f"{family_vendor(family)} {family} · {name}"
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

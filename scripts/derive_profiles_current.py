@@ -341,8 +341,16 @@ def build() -> list[tuple[dict, float]]:
     return out
 
 
+# re-derived from the RTX PRO 6000 tables of published-collectives-2026 (P2P behind PCIe switches) by
+# scripts/derive_profiles_fleet.py, which writes it; the block above keeps the old RTX 5090-based derivation for
+# reference only
+WRITTEN_ELSEWHERE = ("rtx-pro-6000-pcie",)
+
+
 def main() -> None:
     for data, _ in build():
+        if data["name"] in WRITTEN_ELSEWHERE:
+            continue
         path = ROOT / "data" / "profiles" / f"{data['name']}.json"
         save_profile(data, path)
         print(f"wrote {path.relative_to(ROOT)}")

@@ -15,6 +15,7 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   mode "graph"; N = 0 or absent -> "eager").
 * One `#  Rank  r Group g Pid ... on HOST device d [bus] GPU NAME` line per
   rank gives world_size (ranks per group), gpu and nodes (distinct HOSTs).
+  rccl-tests (AMD's fork, same table) may print no GPU NAME: then `Hints.gpu` names it, else "unknown".
   Without Rank lines: world_size = nThread * nGpus when that is > 1 (one process
   drives them); nThread 1 nGpus 1 without Rank lines (an mpirun table) or Rank
   lines that skip ranks are refused unless `Hints` (--world-size, --nodes) say
@@ -100,8 +101,11 @@ OUTPUT_COLUMNS: tuple[str, ...] = MEASUREMENT_COLUMNS + ("label", "source", "lau
 
 _MARKER = re.compile(r"^#?\s*Collective test starting:\s*(\S+)")
 _PARAMS = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
+# rccl-tests (ROCm/rccl-tests, the nccl-tests fork) prints the same table; its Rank lines may end after the bus id
+# (no GPU name) and it adds "rccl-tests: Version ..." / "RCCL version : ..." lines, which are skipped
 _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+(?:on\s+(\S+)\s+)?device\s+\d+\s+"
-                   r"\[[^\]]*\]\s+(.+?)\s*$")
+                   r"\[[^\]]*\](?:\s+(.+?))?\s*$")
+NO_GPU_NAME = "(not printed)"  # a Rank line without a GPU name (rccl-tests): the name comes from --gpu, else unknown
 _PROGRAM = re.compile(r"(?<![A-Za-z0-9])(all_gather|all_reduce|gather|broadcast|reduce_scatter|alltoallv?|reduce|"
                       r"scatter|sendrecv|hypercube)_perf(?:_mpi)?(?![A-Za-z0-9])")
 _FLAG = re.compile(r"(?:^|\s)(-[tg]|--nthreads|--ngpus)[ =](\d+)")
@@ -232,12 +236,12 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
             raise InputError(f"{where}: the Rank lines list groups of different sizes {sorted(sizes)}")
         nranks = sizes.pop()
         hosts = {host for _g, _p, host, _gpu in run.ranks.values()}
-        gpus = sorted({gpu for _g, _p, _h, gpu in run.ranks.values()})
+        gpus = sorted({gpu for _g, _p, _h, gpu in run.ranks.values()} - {NO_GPU_NAME})
         nodes = len(hosts)
         if len(gpus) > 1:
             raise InputError(f"{where}: the Rank lines name {len(gpus)} GPU models ({', '.join(gpus)}); "
                              "a run over mixed GPUs cannot calibrate one profile")
-        gpu = gpus[0]
+        gpu = gpus[0] if gpus else (hints.gpu or "unknown")
         listed = sorted(run.ranks)
         if listed != list(range(len(listed))) and len(groups) == 1:
             if hints.world_size is None:
@@ -379,7 +383,8 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
                 raise InputError(f"{at}: more than {MAX_RANK_LINES:,} '#  Rank' lines in one log (the limit)")
             # a Rank line without "on HOST" (older nccl-tests, or edited): one host
             run.ranks[_int(rank.group(1), at, "Rank")] = (rank.group(2) or "0", rank.group(3),
-                                                          rank.group(4) or "(host not printed)", rank.group(5))
+                                                          rank.group(4) or "(host not printed)",
+                                                          rank.group(5) or NO_GPU_NAME)
             continue
         header = _header_tokens(stripped)
         if header is not None:

@@ -2,7 +2,8 @@
 versus full_all_gather and the crossover batch (`predict.crossover`). Used by `python -m costmodel compare` and the
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
-Profiles are grouped by GPU family (`gpu_family`, from `costmodel.profiles.families`) for listings and pickers.
+Profiles are grouped by vendor and GPU family (`family_vendor`, `gpu_family`, from `costmodel.profiles.families`) for
+listings and pickers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..io import safe_io
 from ..model.components import BASELINE
 from ..model.predict import crossover, predict
 from ..model.scenario import Scenario
-from ..profiles.families import FAMILIES, gpu_family
+from ..profiles.families import FAMILIES, VENDORS, family_vendor, gpu_family
 from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
@@ -33,10 +34,11 @@ def bundled_family(name: str) -> str:
 
 
 def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
-    """(family, profile name) of the bundled profiles (or bundled `names`), ordered by FAMILIES then name."""
+    """(family, profile name) of the bundled profiles (or bundled `names`), grouped by vendor (VENDORS: NVIDIA, AMD,
+    other, CPU), then ordered by FAMILIES and name."""
     names = bundled_profiles() if names is None else names
     rows = [(bundled_family(n), n) for n in names]
-    return sorted(rows, key=lambda r: (FAMILIES.index(r[0]), r[1]))
+    return sorted(rows, key=lambda r: (VENDORS.index(family_vendor(r[0])), FAMILIES.index(r[0]), r[1]))
 
 
 def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0) -> pd.DataFrame:

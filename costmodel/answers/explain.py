@@ -119,7 +119,7 @@ def _explain_model_kernel(profile: Profile, op: str, shape: str, value: float, *
         width = world_size * cols if op == "relayout_argmax" else cols
         height = world_size * rows if op == "chunked_argmax" else rows
         lc = reduce_launch(np.asarray(float(height)), np.asarray(float(width)), model.sm_count,
-                           model.max_threads_per_sm)
+                           model.max_threads_per_sm, model.warp_size)
         launch = (f" (ATen reduce launch: {int(lc.blocks)} blocks x {int(lc.threads)} threads, "
                   f"{int(lc.values_per_thread)} values/thread, {int(lc.ctas_per_output)} CTAs per row, "
                   f"{int(lc.target_grid)} resident on {model.sm_count} SMs)")

@@ -10,11 +10,12 @@ Reductions over the last dim of a contiguous [R, C] tensor (torch.max(dim=-1), t
 -------------------------------------------------------------------------------------------
 ATen launches one `reduce_kernel` whose configuration `reduce_launch` reproduces
 (pytorch/pytorch aten/src/ATen/native/cuda/Reduce.cuh, `ReduceConfig::set_block_dimension`
-and `setReduceConfig`; vt0 = input_vec_size = 4, MAX_NUM_THREADS = 512):
+and `setReduceConfig`; vt0 = input_vec_size = 4, MAX_NUM_THREADS = 512; the block width cap is the warp size,
+`at::cuda::warp_size()`: 32 on NVIDIA, 64 on AMD CDNA wavefronts under ROCm - the profile's `warp_size`):
 
     dim0 = C / 4 if C >= 128 (vectorize along input) else C;  dim1 = R
     d0 = last_pow2(dim0) capped at 512, d1 = last_pow2(dim1) capped at 512
-    block_width  bw = min(d0, 32);  block_height bh = min(d1, 512 / bw);  bw = min(d0, 512 / bh)
+    block_width  bw = min(d0, warp);  block_height bh = min(d1, 512 / bw);  bw = min(d0, 512 / bh)
     lanes split the row: step = bw, values_per_thread vpt = ceil(C / step)
     split across warps  if vpt >= min(16 * bh, 256):  step *= bh (one output per block)
                         else each warp owns its own output (bh outputs per block)
@@ -129,14 +130,16 @@ class ReduceLaunch:
     target_grid: np.ndarray  # blocks resident at once: SMs * (max threads per SM / threads)
 
 
-def reduce_launch(rows, cols, sm_count: int, max_threads_per_sm: int = 2048) -> ReduceLaunch:
-    """Reduce.cuh's setReduceConfig for a contiguous [rows, cols] tensor reduced over its last dim."""
+def reduce_launch(rows, cols, sm_count: int, max_threads_per_sm: int = 2048,
+                  warp_size: int = WARP_SIZE) -> ReduceLaunch:
+    """Reduce.cuh's setReduceConfig for a contiguous [rows, cols] tensor reduced over its last dim (block width
+    capped at `warp_size`: 32 threads per warp on NVIDIA, 64 per wavefront on AMD CDNA)."""
     r = np.maximum(np.asarray(rows, dtype=float), 1.0)
     c = np.maximum(np.asarray(cols, dtype=float), 1.0)
     dim0 = np.where(c >= VECTORIZE_MIN_DIM0, np.floor(c / INPUT_VEC_SIZE), c)
     d0 = np.where(dim0 < MAX_NUM_THREADS, _last_pow2(dim0), MAX_NUM_THREADS)
     d1 = np.where(r < MAX_NUM_THREADS, _last_pow2(r), MAX_NUM_THREADS)
-    bw = np.minimum(d0, WARP_SIZE)
+    bw = np.minimum(d0, warp_size)
     bh = np.minimum(d1, MAX_NUM_THREADS / bw)
     bw = np.minimum(d0, MAX_NUM_THREADS / bh)
     threads = bw * bh
@@ -179,22 +182,22 @@ def reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> 
 _LAUNCHES = dedup.ContentCache(256)
 
 
-def _launch(rows, cols, sm_count: int, max_threads_per_sm: int) -> ReduceLaunch:
+def _launch(rows, cols, sm_count: int, max_threads_per_sm: int, warp_size: int = WARP_SIZE) -> ReduceLaunch:
     """reduce_launch, cached by the contents of small inputs (dedup.content_key; the result is shared: read only)."""
     found = dedup.content_key(rows, cols)
     if found is None:
-        return reduce_launch(rows, cols, sm_count, max_threads_per_sm)
-    key = (found, sm_count, max_threads_per_sm)
+        return reduce_launch(rows, cols, sm_count, max_threads_per_sm, warp_size)
+    key = (found, sm_count, max_threads_per_sm, warp_size)
     hit = _LAUNCHES.get(key)
     if hit is None:
-        hit = reduce_launch(rows, cols, sm_count, max_threads_per_sm)
+        hit = reduce_launch(rows, cols, sm_count, max_threads_per_sm, warp_size)
         _LAUNCHES.put(key, hit)
     return hit
 
 
 def _reduce_time_us(model: GpuKernelModel, kind: str, rows, cols, elem_bytes) -> np.ndarray:
     op = model.reduce_ops[kind]
-    launch = _launch(rows, cols, model.sm_count, model.max_threads_per_sm)
+    launch = _launch(rows, cols, model.sm_count, model.max_threads_per_sm, model.warp_size)
     rate = np.minimum(op.elems_per_us, model.reduce_gbps * 1e3 / np.asarray(elem_bytes, dtype=float))
     lat = launch.values_per_thread * model.value_us
     per_block = launch.threads * launch.values_per_thread / rate

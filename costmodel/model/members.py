@@ -112,8 +112,10 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
         if any(m.kernel_tables != first.kernel_tables or host_costs(m) != host_costs(first)
                or (m.kernel_model is None) != (model is None) for m in members):
             raise _Mismatch
-        if model is not None and any((m.kernel_model.sm_count, m.kernel_model.max_threads_per_sm)
-                                     != (model.sm_count, model.max_threads_per_sm) for m in members):
+        if model is not None and any((m.kernel_model.sm_count, m.kernel_model.max_threads_per_sm,
+                                      m.kernel_model.warp_size)
+                                     != (model.sm_count, model.max_threads_per_sm, model.warp_size)
+                                     for m in members):
             raise _Mismatch
         stacked = {name: _stack_values([getattr(m, name) for m in members]) for name in _PRICING_FIELDS}
     except _Mismatch:

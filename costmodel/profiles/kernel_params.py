@@ -32,6 +32,7 @@ class GpuKernelModel:
     sm_count: int
     hbm_gbps: float
     max_threads_per_sm: int = 2048
+    warp_size: int = 32  # threads per warp (NVIDIA) / wavefront (AMD CDNA: 64); ATen's block width cap
     reduce_gbps: float = 3600.0  # achieved read bandwidth of a reduction kernel
     value_us: float = 0.1  # one thread's serial time per reduced value
     wave_us: float = 2.0  # fixed cost per wave of blocks
@@ -53,6 +54,8 @@ class GpuKernelModel:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if self.warp_size == 32:  # the default: not written, so profiles without the field round-trip unchanged
+            del out["warp_size"]
         out["reduce_ops"] = {k: asdict(v) for k, v in self.reduce_ops.items()}
         return out
 
@@ -80,7 +83,7 @@ def model_from_dict(obj: Any, where: str = "kernels.model") -> GpuKernelModel:
             if not isinstance(obj[key], str):
                 raise InputError(f"{where}.{key}: expected a string")
             kw[key] = obj[key]
-    for key in ("sm_count", "max_threads_per_sm"):
+    for key in ("sm_count", "max_threads_per_sm", "warp_size"):
         value = obj.get(key)
         if key == "sm_count" or value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:

@@ -123,7 +123,7 @@ KERNEL_TABLE_FIELDS: dict[str, dict] = {
 _RATE = _num(0, 1e15, exclusive_low=True)  # elements per us
 KERNEL_MODEL_FIELDS: dict[str, dict] = {  # costmodel.profiles.kernel_params.model_from_dict
     "gpu": _str(max_length=1000), "provenance": _str(enum=_KIND + ("mixed",)), "source": _str(),
-    "sm_count": _int(1, 100_000), "max_threads_per_sm": _int(1, 100_000),
+    "sm_count": _int(1, 100_000), "max_threads_per_sm": _int(1, 100_000), "warp_size": _int(1, 1024),
     "hbm_gbps": _BW, "reduce_gbps": _BW,
     **{k: _LAT for k in ("value_us", "wave_us", "global_reduce_us", "small_us", "small_row_us", "copy_floor_us",
                          "pair_base_us", "pair_row_us", "pair_peer_us", "torch_op_us", "view_op_us",

@@ -190,7 +190,9 @@ def test_compare_table_is_each_profiles_own_prediction():
     assert list(wide["strategy"])[0] == "full_all_gather" and "total_us[rtx-pro-6000-pcie]" in wide.columns
     assert gpu_family("NVIDIA GB200") == "Blackwell" and gpu_family("NVIDIA L40S") == "Ada"
     fam = [f for f, _ in profiles_by_family()]
-    assert fam == sorted(fam, key=["Blackwell", "Hopper", "Ampere", "Ada", "other", "CPU"].index)
+    # grouped by vendor (NVIDIA families, then AMD's CDNA, then CPU), families in order inside each vendor
+    assert fam == sorted(fam, key=["Blackwell", "Hopper", "Ampere", "Ada", "CDNA", "other", "CPU"].index)
+    assert "CDNA" in fam and fam.index("CDNA") > fam.index("Ada")
 
 
 def test_dashboard_groups_the_picker_and_compares_two_profiles():
@@ -207,7 +209,8 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
     picker = at.selectbox(key="profile")
     assert list(picker.options)[:3] == [profile_label(n) for n in ("b200-hgx-nvlink", "b300-hgx-nvlink",
                                                                      "gb200-nvl72")]
-    assert profile_label("upload: mine") == "upload: mine" and profile_label("l40s-pcie") == "Ada · l40s-pcie"
+    assert profile_label("upload: mine") == "upload: mine" and profile_label("l40s-pcie") == "NVIDIA Ada · l40s-pcie"
+    assert profile_label("mi300x-xgmi") == "AMD CDNA · mi300x-xgmi"
     at.selectbox(key="compare_with").set_value("b200-hgx-nvlink")
     at.toggle(key="compare_show").set_value(True).run()
     assert not at.exception, at.exception
