@@ -204,7 +204,9 @@ def provenance(key: str, notes: str, interconnect: str, gpus_per_node: int, nics
                citations: list[str], software: dict[str, str]) -> dict:
     return {"kind": "derived", "source": "derived from public figures, not measured: " + notes,
             "gpu": NAMES[key], "interconnect": interconnect, "gpus_per_node": gpus_per_node,
-            "nics_per_node": nics, "nic_gbps": nic_gbps, "software": software, "date": DATE,
+            "nics_per_node": nics, "nic_gbps": nic_gbps,
+            **({"nvlink_generation": dpc.NVLINK_GENERATION[key]} if key in dpc.NVLINK_GENERATION else {}),
+            "software": software, "date": DATE,
             "citations": citations + [dp._REDUCE_CUH, GPUS[key][5],
                                       "kernel rates derived from the H200 fit: element rates x SMs (CUs) x clock, "
                                       "byte rates x memory bandwidth"], "files": []}
