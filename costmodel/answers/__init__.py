@@ -3,6 +3,7 @@
 `sweep` prices grids to Arrow / CSV / Parquet; `compare` one scenario on several profiles; `workload` reads a
 batch mix; `recommend`, `engine_config` and `recommend_text` turn a workload into a decision with the config to
 paste, `impact` a saving into ITL / TPOT / throughput; `sensitivity` ranks parameters by elasticity; `explain`
-restates each component as its formula; `report` assembles the offline HTML page. No pricing of their own: each
+restates each component as its formula; `report` assembles the offline HTML page; `provenance` words where the
+numbers come from (the sources line, a CSV cell, the GPU-mismatch badge). No pricing of their own: each
 calls `costmodel.model` / `costmodel.evidence`.
 """

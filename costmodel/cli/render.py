@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..answers.impact import impact_change
+from ..answers.provenance import source_lines
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
@@ -102,7 +103,7 @@ def _format_table(result: dict[str, Any]) -> str:
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
         _engine_line(result),
         *_kernel_lines(result),
-        *_source_lines(result),
+        *source_lines(result),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]
@@ -221,16 +222,6 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     elif result["scenario"].get("hidden") is not None:
         lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")
     return lines
-
-
-def _source_lines(result: dict[str, Any]) -> list[str]:
-    """Per component "measured (file)" / "from base (name)" / "derived" / "default", then the warnings."""
-    src = result.get("component_sources") or {}
-    by_label: dict[str, list[str]] = {}
-    for component, label in src.items():
-        by_label.setdefault(label, []).append(component)
-    lines = ["sources: " + "; ".join(f"{', '.join(c)} {label}" for label, c in by_label.items())] if src else []
-    return lines + [f"warning: {w}" for w in result.get("warnings") or []]
 
 
 def _engine_line(result: dict[str, Any]) -> str:
