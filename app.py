@@ -28,6 +28,7 @@ st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
 ss = st.session_state
 PROFILES = [name for _, name in profiles_by_family(bundled_profiles())]  # grouped by GPU family in the picker
 PRESETS = presets()
+BASE_NOTE_ITEMS = 4  # the sidebar names this many parts taken from the base; the Calibration tab lists them all
 ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
@@ -90,7 +91,9 @@ with st.sidebar:
         st.error(plain(ss["_upload_error"]))
     if ss["profile"] in ss["_base_notes"]:
         base_name, taken = ss["_base_notes"][ss["profile"]]
-        st.caption(plain(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
+        shown = ", ".join(taken[:BASE_NOTE_ITEMS]) + (f" and {len(taken) - BASE_NOTE_ITEMS} more (Calibration tab)"
+                                                      if len(taken) > BASE_NOTE_ITEMS else "")
+        st.caption(plain(f"From the base profile {base_name} ({len(taken)} parts): {shown}." if taken else
                          f"Every parameter was measured; nothing taken from {base_name}."))
     st.selectbox("Model preset", [CUSTOM, *PRESETS.index], key="preset", format_func=preset_label,
                  on_change=on_preset)

@@ -9,16 +9,22 @@ surface - CLI predict / recommend / compare, the dashboard, the CSV exports:
 * `provenance_cell(profile, scenario)`: the same as one CSV cell ("NAME (kind, GPU); sources: ...; warning: ...").
   A CSV comment line is not safe (a reader takes it for a row); the cell goes through
   `costmodel.io.safe_io.safe_cell` when written, so text starting with = + - @ is never a formula;
+* `with_provenance(frame, profile, scenario)`: a table with that cell as a `provenance` column (the dashboard's CSV
+  downloads);
 * `gpu_mismatch(profile)`: one line when a profile measured on one GPU keeps parts of a base profile measured on
   another (an H100 calibration fitted onto the H200 profile), else None - the dashboard's warning badge.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from ..model.sources import same_gpu, sources_dict
 from ..profiles.types import Profile
+
+if TYPE_CHECKING:  # predict imports this module and loads no pandas (tests/cli/test_lazy_imports.py)
+    import pandas as pd
 
 
 def source_lines(sources: dict[str, Any]) -> list[str]:
@@ -52,3 +58,16 @@ def gpu_mismatch(profile: Profile) -> str | None:
         return None
     return (f"measured on {prov.gpu}, but what was not measured is priced by base profile {prov.base} "
             f"({prov.base_gpu}): another GPU's numbers")
+
+
+def with_provenance(frame: pd.DataFrame, profile: Profile, scenario) -> pd.DataFrame:
+    """A copy of `frame` with a `provenance` column (`provenance_cell`): per row at the row's own TP where the
+    frame has a `tp` column (a TP heatmap prices several), else the one scalar `scenario`'s for every row."""
+    out = frame.copy()
+    if "tp" not in out.columns:
+        out["provenance"] = provenance_cell(profile, scenario)
+        return out
+    cells = {tp: provenance_cell(profile, dataclasses.replace(scenario, tp=int(tp)))
+             for tp in out["tp"].unique()}
+    out["provenance"] = out["tp"].map(cells)
+    return out

@@ -74,3 +74,20 @@ def test_sweep_compare_and_recommend_csv_carry_the_provenance(tmp_path):
     rec = tmp_path / "rec.csv"
     assert main(["recommend", "--workload", str(wl), "--profile", "cpu-gloo", "--tp", "4", "--csv", str(rec)]) == 0
     assert {r["provenance"] for r in _rows(rec)} == {cells["cpu-gloo"]}
+
+
+def test_with_provenance_prices_each_rows_own_tp():
+    import pandas as pd
+
+    from costmodel.answers.provenance import with_provenance
+
+    prof = load_profile("cpu-gloo")
+    sc = Scenario(vocab=202048, tp=4, batch=8.0)
+    frame = pd.DataFrame({"tp": [1, 4, 4], "batch": [1, 2, 3]})
+    out = with_provenance(frame, prof, sc)
+    assert list(out.columns) == ["tp", "batch", "provenance"] and "provenance" not in frame.columns
+    assert out["provenance"][1] == out["provenance"][2] == provenance_cell(prof, sc)
+    assert out["provenance"][0] == provenance_cell(prof, Scenario(vocab=202048, tp=1, batch=8.0))
+    assert out["provenance"][0] != out["provenance"][1]
+    flat = with_provenance(frame.drop(columns="tp"), prof, sc)
+    assert set(flat["provenance"]) == {provenance_cell(prof, sc)}

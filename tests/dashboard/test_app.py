@@ -31,6 +31,7 @@ from costmodel.model.kernels import kernel_context
 from costmodel.profiles.presets import preset, presets
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
+from dashboard.multi_upload import base_parameters
 from dashboard.verdict import evaluate, provenance_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -876,9 +877,13 @@ def test_multi_file_upload_yields_one_profile_with_the_base_named():
     assert {"all_gather"} <= set(measured.loc[measured["part"] == "collective", "name"])
     assert "local_argmax" in set(measured.loc[measured["part"] == "kernel", "name"])
     assert "base h100-sxm-nvlink" in profile.title
-    note = next(c for c in captions(at) if c.startswith("From the base profile h100-sxm-nvlink: "))
     from_base = parts[parts["provenance"] != "measured"]
-    assert len(from_base) > 0 and f"kernel {from_base[from_base['part'] == 'kernel'].iloc[0]['name']}" in note
+    note = next(c for c in captions(at) if c.startswith(f"From the base profile h100-sxm-nvlink ({len(from_base)} "
+                                                        "parts): "))
+    # a short note, not a run-on list of every part: the first four, then how many more (the Calibration tab)
+    taken = base_parameters(profile)
+    assert len(taken) == len(from_base) > 4 and ", ".join(taken[:4]) in note
+    assert note.endswith(f" and {len(taken) - 4} more (Calibration tab).")
     # the measurements of all three files are plotted together
     points, _ = data.measured_points(at.session_state["_uploads"][uploaded[0]],
                                      at.session_state["_measurements"][uploaded[0]])
@@ -968,3 +973,27 @@ def test_engine_choice_prices_what_the_engine_executes():
     assert eager.saving_us(FOCUS).item() != graph.saving_us(FOCUS).item()  # the choice matters here
     assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
     assert at.query_params["engine"] == "vllm"
+
+
+def test_header_shows_the_clis_sources_line():
+    from costmodel.answers.provenance import scenario_source_lines
+
+    at = run_app({"profile": "cpu-gloo", "tp": "4"})
+    want = scenario_source_lines(load_profile("cpu-gloo"), shown_scenario(at))
+    assert want[0].startswith("sources: all_gather, all_reduce, gather, broadcast measured")
+    assert markdown_text(want[0]) in [c.value for c in at.caption]
+
+
+def test_h100_logs_on_the_h200_base_get_a_gpu_badge_and_the_fabric_warning():
+    """issue 18: an upload measured on another GPU than its base is badged, and a base curve pricing an op the
+    upload measured at another p is a warning box (the CLI's warning line)."""
+    pytest.importorskip("calibration.fitting.fit")
+    pytest.importorskip("calibration.logs.import_nccl_tests")
+    at = run_app({"tp": "4"})
+    log = nccl_tests_log().replace("NVIDIA H200", "NVIDIA H100 80GB HBM3").encode()
+    at.file_uploader(key="upload").set_value(("h100.log", log, "text/plain")).run()
+    assert not at.exception and not at.error
+    badge = [unescape(m.value) for m in at.markdown if "another GPU's base" in m.value]
+    assert len(badge) == 1 and "NVIDIA H100 80GB HBM3" in badge[0] and "NVIDIA H200 SXM" in badge[0]
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("all_gather at TP 4" in w and "not measured in this profile (measured: p 8" in w for w in warnings)
