@@ -15,7 +15,7 @@ from costmodel.model.engines import ENGINES
 from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
-from dashboard.data import bundled_profile_text, freeze_long_lived, profile_from_text
+from dashboard.data import bundled_profile_text, example_workloads, freeze_long_lived, profile_from_text
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
 from dashboard.tables import preset_labels
@@ -33,7 +33,7 @@ ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", 
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
     restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,
-                                                  presets=list(PRESETS.index))
+                                                  presets=list(PRESETS.index), workloads=list(example_workloads()))
     widgets = state.session_values(restored)
     # a range slider is a range only when created with a (min, max) value, so it is seeded through `value`
     ss["_batch_range0"] = widgets.pop("batch_range")

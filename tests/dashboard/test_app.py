@@ -997,3 +997,38 @@ def test_h100_logs_on_the_h200_base_get_a_gpu_badge_and_the_fabric_warning():
     assert len(badge) == 1 and "NVIDIA H100 80GB HBM3" in badge[0] and "NVIDIA H200 SXM" in badge[0]
     warnings = [unescape(w.value) for w in at.warning]
     assert any("all_gather at TP 4" in w and "not measured in this profile (measured: p 8" in w for w in warnings)
+
+
+def test_url_carries_the_panels_and_the_workload():
+    """issue 18: the top-k / collective / verification panel, the compare selection and the workload are in the
+    URL (only where they differ from the panel's default) and a copied link restores them."""
+    query = {"topk": "1", "topk_k": "4", "coll": "oneshot", "verify": "1", "greedy": "0.5",
+             "cmp": "h100-sxm-nvlink", "cmp_show": "1", "tab": "Recommendation", "workload": "chat-diurnal.csv"}
+    at = run_app(query)
+    assert not at.error and not at.warning
+    assert at.toggle(key="topk_show").value and at.number_input(key="topk_k").value == 4
+    assert at.selectbox(key="topk_collective").value == "oneshot" and at.toggle(key="topk_verify").value
+    assert at.slider(key="topk_fraction").value == 0.5
+    assert at.selectbox(key="compare_with").value == "h100-sxm-nvlink" and at.toggle(key="compare_show").value
+    assert at.selectbox(key="workload").value == "chat-diurnal.csv"
+    assert {k: at.query_params[k] for k in query} == query
+    at.number_input(key="topk_k").set_value(8).run()
+    at.toggle(key="compare_show").set_value(False).run()
+    assert at.query_params["topk_k"] == "8" and "cmp_show" not in at.query_params  # back at its default
+    plain_app = run_app()
+    assert not {"topk", "topk_k", "coll", "verify", "greedy", "cmp", "cmp_show", "workload"} & set(
+        plain_app.query_params)
+
+
+def test_panel_params_that_cannot_be_restored_are_warnings():
+    back, warnings = state.parse_query_params({"cmp": "nope", "workload": "mine.csv", "coll": "pigeon",
+                                               "greedy": "2", "topk_k": "0"}, profiles=PROFILES,
+                                              presets=["llama4-maverick"], workloads=["chat-diurnal.csv"])
+    assert back == state.Inputs() and len(warnings) == 5
+    assert any("uploaded workloads live only in the session" in w for w in warnings)
+    full = state.Inputs(topk_show=True, topk_k=16, topk_collective="multimem", topk_verify=True, topk_fraction=0.25,
+                        compare_with="a100-sxm-nvlink", compare_show=True, workload="chat-diurnal.csv")
+    params = state.to_query_params(full)
+    assert state.parse_query_params(params, profiles=PROFILES, presets=["llama4-maverick"],
+                                    workloads=["chat-diurnal.csv"]) == (full, [])
+    assert state.inputs_from_session(state.session_values(full)) == full
