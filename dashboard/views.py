@@ -34,7 +34,7 @@ from .data import (
     sweep_frame,
 )
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
-from .sources_panel import provenance_badge, sources_caption
+from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
 from .tables import (
     breakdown_table,
     column_labels,
@@ -197,6 +197,7 @@ def sweep_tab(ev: Evaluation) -> None:
     st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
                 f"baseline); {marks}.")
     chart("saving_chart", table, cross, band, batch=inputs.batch)
+    range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline"):
         show_table(ev.crossovers)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..answers.impact import impact_change
 from ..answers.provenance import source_lines
+from ..answers.table_quirks import scenario_quirks
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
@@ -60,6 +61,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "strategies": strategies,
         **_collective_provenance(pred),
         **sources_dict(prof, sc),
+        "table_quirks": scenario_quirks(prof, sc),
     }
 
 
@@ -104,6 +106,7 @@ def _format_table(result: dict[str, Any]) -> str:
         _engine_line(result),
         *_kernel_lines(result),
         *source_lines(result),
+        *(f"note: {q}" for q in result.get("table_quirks") or []),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]

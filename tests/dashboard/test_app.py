@@ -1032,3 +1032,14 @@ def test_panel_params_that_cannot_be_restored_are_warnings():
     assert state.parse_query_params(params, profiles=PROFILES, presets=["llama4-maverick"],
                                     workloads=["chat-diurnal.csv"]) == (full, [])
     assert state.inputs_from_session(state.session_values(full)) == full
+
+
+def test_a_non_monotone_measured_table_is_a_warning_in_the_header():
+    """issue 18: H200 local_max bf16 32 x 8,000 = 28.0 us next to 32 x 16,000 = 6.5 us prices batch 16 at TP 4,
+    vocab 32,000 (the saving jumped there with no flag); the sweep tab names it for the charts' range."""
+    at = run_app({"preset": "custom", "vocab": "32000", "draft_vocab": "32000", "tp": "4", "batch": "16"})
+    warning = [unescape(w.value) for w in at.warning if "non-monotone measured table" in unescape(w.value)]
+    assert len(warning) == 1 and "local_max bf16 graph is non-monotone: 32 x 8,000 = 28.0 us" in warning[0]
+    assert any("non-monotone measured table node(s) price batches in this range" in c for c in captions(at))
+    default = run_app()
+    assert not [w for w in default.warning if "non-monotone" in unescape(w.value)]
