@@ -16,6 +16,7 @@ from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
 from dashboard.data import bundled_profile_text, example_workloads, freeze_long_lived, profile_from_text
+from dashboard.layout import apply_layout
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
 from dashboard.tables import preset_labels
@@ -25,6 +26,7 @@ from dashboard.verdict import evaluate
 
 # no page_icon: a ":material/..." favicon is fetched from a font CDN, a console error on a closed network
 st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
+apply_layout()  # narrow windows: tiles and tabs wrap (dashboard/layout.py)
 ss = st.session_state
 PROFILES = [name for _, name in profiles_by_family(bundled_profiles())]  # grouped by GPU family in the picker
 PRESETS = presets()

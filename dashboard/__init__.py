@@ -8,6 +8,7 @@ Modules (one concept each):
     tables   - the tidy tables behind every view (and their CSV bytes), the verdict summary
     charts   - Altair charts with one colour per strategy
     views    - the Streamlit rendering of each tab
+    layout   - page CSS for narrow windows (tiles and tabs wrap)
     sources_panel - the header's provenance badge, GPU-mismatch badge, sources line and its warnings
 
 Nothing here imports torch.

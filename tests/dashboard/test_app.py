@@ -1043,3 +1043,26 @@ def test_a_non_monotone_measured_table_is_a_warning_in_the_header():
     assert any("non-monotone measured table node(s) price batches in this range" in c for c in captions(at))
     default = run_app()
     assert not [w for w in default.warning if "non-monotone" in unescape(w.value)]
+
+
+@pytest.mark.parametrize("name", ["sweep_chart", "saving_chart"])
+def test_sweep_charts_keep_a_wide_plot_in_a_narrow_container(name):
+    """At 800 px the main column holds a 468 px chart (measured in Chromium, tests/dashboard/test_browser.py); fitted
+    to it as Streamlit fits a stretched chart, the plot is >= 200 px wide (was ~70: 190 px of padding for the end
+    labels on top of autosize's own room for them) and the y axis shows whole decades / round symlog ticks."""
+    import vl_convert
+
+    inputs = state.Inputs()
+    table = tables.sweep_table(data.sweep_frame(data.profile_text(inputs.profile, {}), inputs.spec,
+                                                inputs.batch_min, inputs.batch_max))
+    spec = getattr(dashboard_charts, name)(table, 3.5, None)
+    svg = vl_convert.vegalite_to_svg({**spec, "width": 468, "autosize": {"type": "fit", "contains": "padding"}})
+    x_axis = re.search(r'role-axis-domain" pointer-events="none"><line transform="translate\(0,0\)" x2="([\d.]+)" '
+                       r'y2="0"', svg)
+    assert x_axis is not None and float(x_axis.group(1)) >= 200
+    ticks = next(layer["encoding"]["y"]["axis"]["values"] for layer in spec["layer"]
+                 if "values" in layer.get("encoding", {}).get("y", {}).get("axis", {}))
+    if name == "sweep_chart":
+        assert all(math.log10(t).is_integer() for t in ticks) and 1000.0 in ticks
+    else:
+        assert 0.0 in ticks and all(t == 0 or math.log10(abs(t)).is_integer() for t in ticks)
