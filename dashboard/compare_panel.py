@@ -50,7 +50,7 @@ def compare_panel(ev: Any) -> None:
             return
         st.dataframe(compare_wide(table).round(1), width="stretch", hide_index=True)
         kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
-        st.caption(plain(f"us per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
+        st.caption(plain(f"µs per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
                          f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
                          "not measured)."))
         buf = io.StringIO()

@@ -1066,3 +1066,12 @@ def test_sweep_charts_keep_a_wide_plot_in_a_narrow_container(name):
         assert all(math.log10(t).is_integer() for t in ticks) and 1000.0 in ticks
     else:
         assert 0.0 in ticks and all(t == 0 or math.log10(abs(t)).is_integer() for t in ticks)
+
+
+def test_best_pair_line_says_why_it_differs_from_the_headline():
+    at = run_app()
+    line = next(c for c in captions(at) if c.startswith("Best (strategy, collective)"))
+    pair = line.split(": (", 1)[1].split(")")[0]
+    if not pair.endswith(", nccl"):  # another collective wins: the line says the headline is NCCL-only
+        assert "the headline above ranks the strategies with NCCL collectives only" in line
+    assert " us" not in line and "µs" in line  # the page's unit
