@@ -5,6 +5,7 @@ decode-step and engine lines.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -103,10 +104,8 @@ def _format_table(result: dict[str, Any]) -> str:
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
         f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
-        _engine_line(result),
-        *_kernel_lines(result),
-        *source_lines(result),
-        *(f"note: {q}" for q in result.get("table_quirks") or []),
+        *wrap_lines([_engine_line(result), *_kernel_lines(result), *source_lines(result),
+                     *(f"note: {q}" for q in result.get("table_quirks") or [])]),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]
@@ -225,6 +224,18 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     elif result["scenario"].get("hidden") is not None:
         lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")
     return lines
+
+
+TEXT_WIDTH = 100  # the header's prose lines wrap here (they ran to 200-250 columns); the table keeps its columns
+
+
+def wrap_lines(lines: list[str], width: int = TEXT_WIDTH) -> list[str]:
+    """Each line wrapped at `width` columns at spaces (words and paths never split), continuation lines indented."""
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return out
 
 
 def _engine_line(result: dict[str, Any]) -> str:
