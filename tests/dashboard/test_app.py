@@ -1075,3 +1075,19 @@ def test_best_pair_line_says_why_it_differs_from_the_headline():
     if not pair.endswith(", nccl"):  # another collective wins: the line says the headline is NCCL-only
         assert "the headline above ranks the strategies with NCCL collectives only" in line
     assert " us" not in line and "µs" in line  # the page's unit
+
+
+def test_html_report_states_engine_impact_and_sources():
+    pytest.importorskip("vl_convert")
+    from dashboard import export
+
+    inputs = state.Inputs(engine="vllm", itl_ms=12.5, acceptance_length=3.0)
+    ev = evaluate(inputs, {})
+    page = unescape(export.report_html(ev))
+    im = impact_change(ev.verdict.focus_saving_decode_us, 12.5, 3.0, FOCUS)
+    assert "engine" in page and "vllm" in page
+    assert f"ITL {im.itl_before_ms:.3f} -&gt; {im.itl_after_ms:.3f} ms" in page or \
+        f"ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms" in page
+    assert "sources: all_gather" in page
+    plain_page = unescape(export.report_html(evaluate(state.Inputs(), {})))
+    assert "Impact: not computed" in plain_page and "none (every component graph)" in plain_page
