@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
-from costmodel.io.formatting import format_batch, format_pct, format_us
+from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
 from .data import FOCUS
 
@@ -364,7 +364,7 @@ def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
 def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Output-throughput gain (%) per strategy with its 90% interval as an error bar; positive = faster."""
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
-    data = table.assign(label=[format_pct(v) for v in table["output_throughput_gain_pct"]])
+    data = table.assign(label=[format_small_pct(v) for v in table["output_throughput_gain_pct"]])
     y = alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300))
     bars = alt.Chart(data).mark_bar(height=22).encode(
         y=y, x=alt.X("output_throughput_gain_pct:Q", title="output throughput gain (%, positive = faster)"),
