@@ -197,13 +197,13 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         for comp in components:
             table[f"{comp}_us"] = stacked(lambda s, c=comp: pred.strategies[s].components_us.get(c, 0.0))
         table["total_us"] = stacked(lambda s: pred.strategies[s].total_us)
-        table["saving_us"] = stacked(lambda s: pred.saving_us(s))
+        table["saving_per_draft_step_us"] = stacked(lambda s: pred.saving_us(s))
         table["saving_per_decode_step_us"] = stacked(lambda s: pred.saving_per_decode_step_us(s))
         table["wire_bytes_per_rank"] = stacked(lambda s: pred.strategies[s].wire_bytes_per_rank)
         table["valid"] = stacked(lambda s: pred.strategies[s].valid, bool, False, nulls=False)
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
-        for key in ("total_us", "saving_us", "saving_per_decode_step_us", "wire_bytes_per_rank"):
+        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
         table["valid"] = pa.array(np.zeros(n * s_count, dtype=bool))
         table["extrapolated"] = pa.array(np.zeros(n * s_count, dtype=bool))

@@ -21,3 +21,13 @@ def test_predict_header_lines_fit_in_the_width(capsys):
     header = lines[2:lines.index("")]  # after the profile and scenario lines, up to the table
     assert any(x.startswith("sources: ") for x in header)
     assert all(len(x) <= TEXT_WIDTH for x in header), max(header, key=len)
+
+
+def test_sweep_names_the_saving_as_every_other_table_does(tmp_path):
+    """issue 18: `saving_us` in the sweep vs `saving_per_draft_step_us` in compare / recommend / the dashboard."""
+    import csv
+
+    out = tmp_path / "s.csv"
+    assert main(["sweep", "--tp", "8", "--batch", "1,64", "--out", str(out)]) == 0
+    header = next(csv.reader(out.open()))
+    assert "saving_per_draft_step_us" in header and "saving_us" not in header
