@@ -73,12 +73,12 @@ def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300)),
-        x=alt.X("sum(time_us):Q", title="time per draft step (us)"),
+        x=alt.X("sum(time_us):Q", title="time per draft step (µs)"),
         color=alt.Color("component:N", scale=component_scale(table["component"].unique()),
                         legend=alt.Legend(orient="bottom", columns=6, labelLimit=200,
-                                          values=sorted(set(table["component"])))),
-        order=alt.Order("component:N"),
-        tooltip=["strategy:N", "component:N", alt.Tooltip("time_us:Q", format=".2f", title="time (us)"),
+                                          values=list(dict.fromkeys(table["component"])))),  # first run first
+        order=alt.Order("step:Q") if "step" in table.columns else alt.Order("component:N"),  # execution order
+        tooltip=["strategy:N", "component:N", alt.Tooltip("time_us:Q", format=".2f", title="time (µs)"),
                  alt.Tooltip("share_pct:Q", format=".1f", title="share (%)")],
     )
     marks = alt.Chart(table).mark_square(size=140).encode(

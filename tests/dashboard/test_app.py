@@ -1091,3 +1091,17 @@ def test_html_report_states_engine_impact_and_sources():
     assert "sources: all_gather" in page
     plain_page = unescape(export.report_html(evaluate(state.Inputs(), {})))
     assert "Impact: not computed" in plain_page and "none (every component graph)" in plain_page
+
+
+def test_breakdown_stacks_components_in_execution_order():
+    """issue 18: the bars were stacked alphabetically; now in the order each strategy runs its components, the
+    order `predict` lists them in (the CLI's '= all_gather ..., relayout_copy ..., argmax ...')."""
+    inputs = state.Inputs()
+    point = data.point_frame(data.profile_text(inputs.profile, {}), inputs.spec, float(inputs.batch))
+    table = tables.breakdown_table(point)
+    pred = predict(inputs.spec.scenario(float(inputs.batch)), load_profile(inputs.profile))
+    for name, r in pred.strategies.items():
+        want = [c for c, v in r.components_us.items() if float(np.asarray(v).reshape(-1)[0]) > 0]
+        assert list(table.loc[table["strategy"] == name, "component"]) == want, name
+    spec = dashboard_charts.breakdown_chart(table).to_dict()
+    assert spec["layer"][0]["encoding"]["order"]["field"] == "step"
