@@ -15,7 +15,8 @@ from costmodel.model.engines import ENGINES
 from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
-from dashboard.data import bundled_profile_text, freeze_long_lived, profile_from_text
+from dashboard.data import bundled_profile_text, example_workloads, freeze_long_lived, profile_from_text
+from dashboard.layout import apply_layout
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.placement import placement_panel
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
@@ -26,14 +27,16 @@ from dashboard.verdict import evaluate
 
 # no page_icon: a ":material/..." favicon is fetched from a font CDN, a console error on a closed network
 st.set_page_config(page_title="Local argmax vs full all-gather", layout="wide")
+apply_layout()  # narrow windows: tiles and tabs wrap (dashboard/layout.py)
 ss = st.session_state
 PROFILES = [name for _, name in profiles_by_family(bundled_profiles())]  # grouped by GPU family in the picker
 PRESETS = presets()
+BASE_NOTE_ITEMS = 4  # the sidebar names this many parts taken from the base; the Calibration tab lists them all
 ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
     restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,
-                                                  presets=list(PRESETS.index))
+                                                  presets=list(PRESETS.index), workloads=list(example_workloads()))
     widgets = state.session_values(restored)
     # a range slider is a range only when created with a (min, max) value, so it is seeded through `value`
     ss["_batch_range0"] = widgets.pop("batch_range")
@@ -91,7 +94,9 @@ with st.sidebar:
         st.error(plain(ss["_upload_error"]))
     if ss["profile"] in ss["_base_notes"]:
         base_name, taken = ss["_base_notes"][ss["profile"]]
-        st.caption(plain(f"From the base profile {base_name}: {', '.join(taken)}." if taken else
+        shown = ", ".join(taken[:BASE_NOTE_ITEMS]) + (f" and {len(taken) - BASE_NOTE_ITEMS} more (Calibration tab)"
+                                                      if len(taken) > BASE_NOTE_ITEMS else "")
+        st.caption(plain(f"From the base profile {base_name} ({len(taken)} parts): {shown}." if taken else
                          f"Every parameter was measured; nothing taken from {base_name}."))
     st.selectbox("Model preset", [CUSTOM, *PRESETS.index], key="preset", format_func=preset_label,
                  on_change=on_preset)

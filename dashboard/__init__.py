@@ -9,6 +9,8 @@ Modules (one concept each):
     charts   - Altair charts with one colour per strategy
     views    - the Streamlit rendering of each tab
     placement - the draft placement panel (costmodel.answers.placement: table and chart over batch)
+    layout   - page CSS for narrow windows (tiles and tabs wrap)
+    sources_panel - the header's provenance badge, GPU-mismatch badge, sources line and its warnings
 
 Nothing here imports torch.
 """

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
-from costmodel.io.formatting import format_batch, format_pct, format_us
+from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
 from .data import FOCUS
 
@@ -73,12 +73,12 @@ def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300)),
-        x=alt.X("sum(time_us):Q", title="time per draft step (us)"),
+        x=alt.X("sum(time_us):Q", title="time per draft step (µs)"),
         color=alt.Color("component:N", scale=component_scale(table["component"].unique()),
                         legend=alt.Legend(orient="bottom", columns=6, labelLimit=200,
-                                          values=sorted(set(table["component"])))),
-        order=alt.Order("component:N"),
-        tooltip=["strategy:N", "component:N", alt.Tooltip("time_us:Q", format=".2f", title="time (us)"),
+                                          values=list(dict.fromkeys(table["component"])))),  # first run first
+        order=alt.Order("step:Q") if "step" in table.columns else alt.Order("component:N"),  # execution order
+        tooltip=["strategy:N", "component:N", alt.Tooltip("time_us:Q", format=".2f", title="time (µs)"),
                  alt.Tooltip("share_pct:Q", format=".1f", title="share (%)")],
     )
     marks = alt.Chart(table).mark_square(size=140).encode(
@@ -120,7 +120,7 @@ def _by_strategy(range_: list, legend: dict | None = None) -> dict:
 
 def _color_enc(legend: bool = True) -> dict:
     return _by_strategy([STRATEGY_COLORS[s] for s in STRATEGIES],
-                        {"orient": "bottom", "columns": 3, "title": None, "labelLimit": 400} if legend else None)
+                        {"orient": "bottom", "columns": 2, "title": None, "labelLimit": 400} if legend else None)
 
 
 def _line_encodings() -> dict:
@@ -161,6 +161,11 @@ def _spread(values: np.ndarray, gap: float) -> np.ndarray:
     return out - shift
 
 
+# the plot heights the end labels are spread for (sweep, saving chart): what the page draws of the specs' 420 / 340
+# (Streamlit fits the chart to its container; measured at 800 and 1400 px in Chromium), so labels stay >= 16 px apart
+LABEL_PLOT_PX = (240, 190)
+
+
 def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool = False) -> dict:
     """Direct labels at the right end of each strategy's line, spread vertically (>= 16 px apart) so lines
     that end together (local_argmax_pairs / packed_allreduce_max) keep readable labels."""
@@ -175,7 +180,10 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
         last = last[last[field] > 0]
         fwd, inv = np.log10, (lambda t: 10.0 ** t)
     if len(last) and len(values):
-        span = float(fwd(values.max()) - fwd(values.min())) or 1.0
+        lo, hi = float(fwd(values.min())), float(fwd(values.max()))
+        if not symlog:  # the log axis is drawn over whole decades (log_ticks): the labels' gap in its units
+            lo, hi = np.floor(lo), np.ceil(hi)
+        span = (hi - lo) or 1.0
         gap_px = 20.0 if symlog else 16.0
         last["label_y"] = inv(_spread(fwd(last[field].to_numpy(dtype=float)), gap_px * span / height_px))
     else:
@@ -193,8 +201,9 @@ def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
     A Vega-Lite dict; a legend click highlights one strategy."""
     columns = ["batch", "strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct"]
     data = {"values": _records(table, columns)}
-    y = {"field": "time_per_draft_step_us", "type": _Q, "scale": {"type": "log"}, "title": "time per draft step (µs)",
-         "axis": {"format": ",.3~r"}}
+    ticks = log_ticks(table["time_per_draft_step_us"])
+    y = {"field": "time_per_draft_step_us", "type": _Q, "title": "time per draft step (µs)",
+         "scale": {"type": "log", "domain": [ticks[0], ticks[-1]]}, "axis": {"values": ticks, "format": ",.0f"}}
     lines = {"data": data, "mark": {"type": "line"},
              "params": [{"name": "pick", "select": {"type": "point", "fields": ["strategy"]}, "bind": "legend"}],
              "encoding": {"x": _X_BATCH, "y": y, **_line_encodings(),
@@ -209,8 +218,19 @@ def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
                                        "title": "saving vs baseline (µs)"},
                                       {"field": "saving_pct", "type": _Q, "format": "+.1f", "title": "saving (%)"}]}}
     layers = [*_crossover_layers(crossover_batch, band), lines, hover,
-              _end_labels(table, "time_per_draft_step_us", 420)]
-    return {"$schema": VEGA_LITE_SCHEMA, "height": 420, "padding": {"right": 190}, "layer": layers}
+              _end_labels(table, "time_per_draft_step_us", LABEL_PLOT_PX[0])]
+    return {"$schema": VEGA_LITE_SCHEMA, "height": 420, "layer": layers}  # the end labels fit in autosize's bounds
+
+
+def log_ticks(values) -> list[float]:
+    """Whole decades 10^k spanning the positive finite values (1, 10, 100, 1,000, ...): the log axis's ticks and
+    domain, so no axis shows 10, 30, 200 without a 1,000."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if not len(values):
+        return [1.0, 10.0]
+    lo, hi = int(np.floor(np.log10(values.min()))), int(np.ceil(np.log10(values.max())))
+    return [10.0**k for k in range(lo, max(hi, lo + 1) + 1)]
 
 
 def symlog_ticks(values) -> list[float]:
@@ -245,8 +265,8 @@ def saving_chart(table: pd.DataFrame, crossover_batch: float | None = None,
     zero = {"data": {"values": [{"y": 0.0}]}, "mark": {"type": "rule", "color": "black"},
             "encoding": {"y": {"field": "y", "type": _Q}}}
     layers = [*_crossover_layers(crossover_batch, band), zero, lines,
-              _end_labels(data, "saving_per_decode_step_us", 340, symlog=True)]
-    return {"$schema": VEGA_LITE_SCHEMA, "height": 340, "padding": {"right": 190}, "layer": layers}
+              _end_labels(data, "saving_per_decode_step_us", LABEL_PLOT_PX[1], symlog=True)]
+    return {"$schema": VEGA_LITE_SCHEMA, "height": 340, "layer": layers}
 
 
 def with_batch_marker(spec: dict, batch: float) -> dict:
@@ -344,7 +364,7 @@ def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
 def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Output-throughput gain (%) per strategy with its 90% interval as an error bar; positive = faster."""
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
-    data = table.assign(label=[format_pct(v) for v in table["output_throughput_gain_pct"]])
+    data = table.assign(label=[format_small_pct(v) for v in table["output_throughput_gain_pct"]])
     y = alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300))
     bars = alt.Chart(data).mark_bar(height=22).encode(
         y=y, x=alt.X("output_throughput_gain_pct:Q", title="output throughput gain (%, positive = faster)"),

@@ -37,6 +37,8 @@ def compare_panel(ev: Any) -> None:
     with st.expander("Compare profiles"):
         names = [n for _, n in profiles_by_family()]
         others = [n for n in names if n != ev.profile.name] or names
+        if st.session_state.get("compare_with") not in (None, *others):  # a link's choice that is now the profile
+            del st.session_state["compare_with"]
         other = st.selectbox("Compare with", others, key="compare_with", format_func=profile_label,
                              index=others.index("b200-hgx-nvlink") if "b200-hgx-nvlink" in others else 0)
         if not st.toggle("Show the side-by-side table", key="compare_show"):
@@ -51,7 +53,7 @@ def compare_panel(ev: Any) -> None:
             return
         st.dataframe(compare_wide(table).round(1), width="stretch", hide_index=True)
         kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
-        st.caption(plain(f"us per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
+        st.caption(plain(f"µs per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
                          f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
                          "not measured)."))
         buf = io.StringIO()

@@ -104,6 +104,8 @@ def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataF
     frame = pred.to_frame()
     frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str
     frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]
+    # each strategy's components in the order the step runs them (the CLI's "= all_gather ..., argmax ..." order)
+    frame.attrs["component_order"] = {name: list(r.components_us) for name, r in pred.strategies.items()}
     return frame
 
 

@@ -16,7 +16,10 @@ import pandas as pd
 import vl_convert as vlc
 
 from costmodel import BASELINE
+from costmodel.answers.impact import impact_change
+from costmodel.answers.provenance import scenario_source_lines
 from costmodel.answers.report import ReportTable, html_report
+from costmodel.answers.table_quirks import scenario_quirks
 from costmodel.io.formatting import MISSING, column_formatter, format_batch, format_number, format_pct, format_us
 
 from . import charts
@@ -77,6 +80,7 @@ def report_html(ev: Evaluation) -> str:
         "target / draft vocab": f"{inputs.vocab:,} / {inputs.draft_vocab:,}" + (" (d2t map)" if inputs.d2t else ""),
         "TP size, nodes": f"{inputs.tp}, {inputs.nodes}",
         "logits dtype": inputs.dtype, "K (draft tokens)": str(inputs.k), "drafting": inputs.drafting,
+        "engine": inputs.engine if inputs.engine != "none" else f"none (every component {inputs.mode})",
         "mode": inputs.mode, "kernels": inputs.impl, "batch (sequences per decode step)": f"{inputs.batch:,}",
         "chart batch range": f"{inputs.batch_min:,}-{inputs.batch_max:,}",
     }
@@ -92,6 +96,19 @@ def report_html(ev: Evaluation) -> str:
     if intervals is not None:
         lines.append(f"{FOCUS} intervals (saving / draft step, / decode step, crossover): " + "; ".join(intervals)
                      + f" - {bootstrap_method(profile)}.")
+    if inputs.itl_ms is not None and inputs.acceptance_length is not None:
+        iv = None if v.interval is None else (float(v.interval.saving_per_decode_step_us.low),
+                                              float(v.interval.saving_per_decode_step_us.high))
+        im = impact_change(v.focus_saving_decode_us, inputs.itl_ms, inputs.acceptance_length, FOCUS, iv)
+        gain = im.output_throughput_gain_pct_interval
+        lines.append(f"Impact of {FOCUS} (baseline ITL {inputs.itl_ms:g} ms, acceptance length "
+                     f"{inputs.acceptance_length:g}): ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms "
+                     f"({format_pct(im.itl_reduction_pct)} ITL reduction), TPOT {im.tpot_before_ms:.3f} -> "
+                     f"{im.tpot_after_ms:.3f} ms, output throughput {format_pct(im.output_throughput_gain_pct)}"
+                     + ("" if gain is None else f" (90% interval {format_pct(gain[0])} to {format_pct(gain[1])})")
+                     + ".")
+    else:
+        lines.append("Impact: not computed (needs a baseline ITL and the mean acceptance length).")
     lines.append(f"Savings are {BASELINE} time minus the strategy's time, per rank: positive = faster.")
     table = _formatted(verdict_table(ev.point, ev.crossovers), f"Every strategy at batch {inputs.batch:,}", {
         "strategy": "strategy", "time_per_draft_step_us": "time / draft step",
@@ -110,7 +127,10 @@ def report_html(ev: Evaluation) -> str:
         (f"Where the time goes at batch {inputs.batch:,}", charts.breakdown_chart(breakdown_table(ev.point)).to_dict()),
     ]
     prov = profile.provenance
-    provenance = [f"{provenance_line(profile)[1]}.", prov.source] + [f"citation: {c}" for c in prov.citations]
+    scenario = inputs.spec.scenario(float(inputs.batch))
+    provenance = [f"{provenance_line(profile)[1]}.", prov.source, *scenario_source_lines(profile, scenario),
+                  *(f"note: {q}" for q in scenario_quirks(profile, scenario))] + [
+        f"citation: {c}" for c in prov.citations]
     if prov.date:
         provenance.append(f"profile date: {prov.date}")
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")

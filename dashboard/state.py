@@ -6,8 +6,11 @@ One frozen `Inputs` holds every choice the sidebar offers. It maps to
 * query parameters: `to_query_params(inputs)` gives {param: str}; `parse_query_params` reads them back,
   ignoring (with a warning) every unknown or invalid parameter.
 
-A copied link therefore restores the same view. Uploaded profiles live only in the session, so a link that
-names one falls back to the default profile with a warning.
+A copied link therefore restores the same view - the sidebar, the open tab and the panels under the verdict:
+the top-k / collective / verification matrix (shown or not, top-k, collective, greedy verification and its
+fraction), the compare selection (the second profile, shown or not) and the Recommendation tab's workload.
+Panel parameters appear in the URL only when they differ from the panel's default. Uploaded profiles and
+workloads live only in the session, so a link that names one falls back to the default with a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from costmodel import DEFAULT_PROFILE, InputError, Scenario
 from costmodel.io.measurements import DTYPES
+from costmodel.model.collective_impls import IMPLS as COLLECTIVE_IMPLS
 from costmodel.model.engines import ENGINES
 from costmodel.profiles.presets import preset
 
@@ -32,6 +36,9 @@ DRAFTING = ("serial", "parallel")
 MODES = ("graph", "eager")
 IMPLS = ("torch", "fused")
 DEFAULT_PRESET = "llama4-maverick"
+BEST_COLLECTIVE = "best available"
+TOPK_COLLECTIVES = (BEST_COLLECTIVE, *COLLECTIVE_IMPLS)  # the matrix panel's collective choice
+TOPK_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,15 @@ class Inputs:
     itl_ms: float | None = None
     acceptance_length: float | None = None
     tab: str = TABS[0]
+    # the panels under the verdict (dashboard/topk_panel.py, compare_panel.py) and the Recommendation tab
+    topk_show: bool = False
+    topk_k: int = 1
+    topk_collective: str = BEST_COLLECTIVE
+    topk_verify: bool = False
+    topk_fraction: float = 1.0
+    compare_with: str | None = None  # None: the panel's default second profile
+    compare_show: bool = False
+    workload: str | None = None  # None: the tab's first workload
 
     @property
     def spec(self) -> ScenarioSpec:
@@ -127,6 +143,13 @@ def _choice(options: Sequence[str]) -> Parser:
     return parse
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("expected a number in 0..1")
+    return value
+
+
 def _bool(text: str) -> bool:
     if text.lower() in ("1", "true", "yes", "on"):
         return True
@@ -156,7 +179,14 @@ _PARAMS: dict[str, tuple[str, Parser]] = {
     "itl": ("itl_ms", _float(1e-6)),
     "accept": ("acceptance_length", _float(1.0)),
     "tab": ("tab", _choice(TABS)),
+    "topk": ("topk_show", _bool),
+    "topk_k": ("topk_k", _int(1, TOPK_LIMIT)),
+    "coll": ("topk_collective", _choice(TOPK_COLLECTIVES)),
+    "verify": ("topk_verify", _bool),
+    "greedy": ("topk_fraction", _fraction),
+    "cmp_show": ("compare_show", _bool),
 }
+_PANEL_PARAMS = ("topk", "topk_k", "coll", "verify", "greedy", "cmp_show", "cmp", "workload")  # only when not default
 
 
 def _last(value: str | Sequence[str]) -> str:
@@ -166,8 +196,9 @@ def _last(value: str | Sequence[str]) -> str:
 
 
 def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: Sequence[str],
-                       presets: Sequence[str]) -> tuple[Inputs, list[str]]:
-    """Inputs from URL parameters; every unknown or invalid parameter is skipped with a one-line warning."""
+                       presets: Sequence[str], workloads: Sequence[str] = ()) -> tuple[Inputs, list[str]]:
+    """Inputs from URL parameters; every unknown or invalid parameter is skipped with a one-line warning.
+    `profiles`: the bundled profile names (also the compare panel's choices); `workloads`: the example workloads."""
     raw = {key: _last(value).strip() for key, value in params.items()}
     warnings: list[str] = []
     inputs = Inputs()
@@ -189,6 +220,19 @@ def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: S
             warnings.append(f"ignored query parameter profile={profile!r}: not a bundled profile")
 
     changes: dict[str, Any] = {}
+    other = raw.pop("cmp", None)
+    if other is not None:
+        if other in profiles:
+            changes["compare_with"] = other
+        else:
+            warnings.append(f"ignored query parameter cmp={other!r}: not a bundled profile")
+    workload = raw.pop("workload", None)
+    if workload is not None:
+        if workload in workloads:
+            changes["workload"] = workload
+        else:
+            warnings.append(f"ignored query parameter workload={workload!r}: not an example workload (uploaded "
+                            "workloads live only in the session that uploaded them; upload it again)")
     for key, text in raw.items():
         if key not in _PARAMS:
             warnings.append(f"ignored unknown query parameter {key!r}")
@@ -214,11 +258,12 @@ def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: S
 def to_query_params(inputs: Inputs) -> dict[str, str]:
     """URL parameters that restore `inputs` (custom-model fields only for preset=custom)."""
     out = {"profile": inputs.profile, "preset": inputs.preset}
-    for key, (field_name, _) in _PARAMS.items():
+    default = Inputs()
+    for key, (field_name, _) in {**_PARAMS, "cmp": ("compare_with", None), "workload": ("workload", None)}.items():
         if key in _CUSTOM_PARAMS and inputs.preset != CUSTOM:
             continue
         value = getattr(inputs, field_name)
-        if value is None:
+        if value is None or (key in _PANEL_PARAMS and value == getattr(default, field_name)):
             continue
         if isinstance(value, bool):
             out[key] = str(int(value))
@@ -236,8 +281,10 @@ WIDGET_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Inputs) if f.name no
 
 
 def session_values(inputs: Inputs) -> dict[str, Any]:
-    """{widget key: value} that makes the sidebar show `inputs`."""
-    out = {f.name: getattr(inputs, f.name) for f in fields(Inputs) if f.name not in ("batch_min", "batch_max")}
+    """{widget key: value} that makes the sidebar and the panels show `inputs` (a None panel choice is left to
+    the widget's own default)."""
+    out = {f.name: getattr(inputs, f.name) for f in fields(Inputs) if f.name not in ("batch_min", "batch_max")
+           and not (f.name in ("compare_with", "workload") and getattr(inputs, f.name) is None)}
     out["batch_range"] = (inputs.batch_min, inputs.batch_max)
     return out
 
@@ -257,20 +304,21 @@ def _positive_int(name: str, value: Any) -> int:
 
 # largest value of each integer widget (as in the query-parameter table above)
 _SESSION_MAX = {"vocab": 2**31 - 1, "draft_vocab": 2**31 - 1, "hidden": 2**20, "tp": 1024, "nodes": 1024, "k": 64,
-                "batch": BATCH_LIMIT}
+                "batch": BATCH_LIMIT, "topk_k": TOPK_LIMIT}
 
 
 def inputs_from_session(values: Mapping[str, Any]) -> Inputs:
     """Inputs from widget values; raises InputError for a value no widget should produce (e.g. TP 'abc')."""
     data = {key: values[key] for key in WIDGET_KEYS if key in values and key != "batch_range"}
-    for key in ("vocab", "draft_vocab", "hidden", "tp", "nodes", "k", "batch"):
+    for key in ("vocab", "draft_vocab", "hidden", "tp", "nodes", "k", "batch", "topk_k"):
         if key in data:
             data[key] = _positive_int(key, data[key])
     if "batch_range" in values:
         data["batch_min"], data["batch_max"] = (int(v) for v in values["batch_range"])
-    for key in ("itl_ms", "acceptance_length"):
+    for key in ("itl_ms", "acceptance_length", "topk_fraction"):
         if data.get(key) is not None:
             data[key] = float(data[key])
-    if "d2t" in data:
-        data["d2t"] = bool(data["d2t"])
+    for key in ("d2t", "topk_show", "topk_verify", "compare_show"):
+        if key in data:
+            data[key] = bool(data[key])
     return Inputs(**data)

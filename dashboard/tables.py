@@ -107,7 +107,9 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
 
 
 def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
-    """Long table strategy x component (components a strategy does not run are left out)."""
+    """Long table strategy x component (components a strategy does not run are left out), each strategy's
+    components in execution order (`step`: 0, 1, ... from point.attrs["component_order"], data.point_frame;
+    alphabetical without it)."""
     comps = component_columns(point)
     long = point.melt(id_vars=["strategy", "total_us"], value_vars=comps, var_name="component", value_name="time_us")
     long = long[long["time_us"] > 0].copy()
@@ -115,8 +117,13 @@ def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
     long["share_pct"] = 100.0 * long["time_us"] / long["total_us"]
     long = long.rename(columns={"total_us": "strategy_total_us"})
     order = {name: i for i, name in enumerate(point["strategy"])}
-    long = long.sort_values(["strategy", "component"], key=lambda s: s.map(order) if s.name == "strategy" else s)
-    return long[["strategy", "component", "time_us", "share_pct", "strategy_total_us"]].reset_index(drop=True)
+    steps = point.attrs.get("component_order") or {}
+    alpha = sorted(c.removesuffix("_us") for c in comps)  # without the order: alphabetical, after the known ones
+    long["step"] = [steps[s].index(c) if c in steps.get(s, []) else len(steps.get(s, [])) + alpha.index(c)
+                    for s, c in zip(long["strategy"], long["component"], strict=True)]
+    long = long.sort_values(["strategy", "step", "component"],
+                            key=lambda s: s.map(order) if s.name == "strategy" else s)
+    return long[["strategy", "component", "time_us", "share_pct", "strategy_total_us", "step"]].reset_index(drop=True)
 
 
 def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:

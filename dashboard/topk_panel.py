@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
+from costmodel.io.formatting import format_us
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.model.collective_impls import IMPLS, provenance_text
@@ -64,12 +65,14 @@ def best_pair_caption(ev: Any) -> str | None:
     except (InputError, ValueError):
         return None
     derived = "" if best["collective"] == "nccl" else (
-        f" (collective parameters {provenance_text(ev.profile, (best['collective'],), int(sc0.tp), int(sc0.nodes))})")
+        f" - the headline above ranks the strategies with NCCL collectives only; {best['collective']}'s parameters "
+        f"are {provenance_text(ev.profile, (best['collective'],), int(sc0.tp), int(sc0.nodes))}")
     fallback = "" if best["native"] else ", some collectives fall back to NCCL"
-    return (f"Best (strategy, collective) per decode step at batch {ev.inputs.batch}, top-k {k}"
-            f"{' with greedy verification' if verify else ''}: ({best['strategy']}, {best['collective']}) "
-            f"{best['decode_step_us']:.1f} us, {best['saving_vs_nccl_baseline_us']:+.1f} us vs "
-            f"(full_all_gather, nccl){fallback}{derived}.")
+    return (f"Best (strategy, collective) over every collective implementation, per decode step at batch "
+            f"{ev.inputs.batch}, top-k {k}{' with greedy verification' if verify else ''}: "
+            f"({best['strategy']}, {best['collective']}) {format_us(best['decode_step_us'])}, "
+            f"{format_us(best['saving_vs_nccl_baseline_us'], sign=True)} vs (full_all_gather, nccl)"
+            f"{fallback}{derived}.")
 
 
 def topk_panel(ev: Any) -> None:
@@ -99,13 +102,14 @@ def topk_panel(ev: Any) -> None:
             return
         fallback = "" if best["native"] else " (some of its collectives fall back to NCCL)"
         st.success(plain(f"Best (strategy, collective) at batch {ev.inputs.batch}, top-k {k}: "
-                         f"({best['strategy']}, {best['collective']}) {best['decode_step_us']:.1f} us per decode "
-                         f"step, {best['saving_vs_nccl_baseline_us']:+.1f} us vs (full_all_gather, nccl)"
+                         f"({best['strategy']}, {best['collective']}) {format_us(best['decode_step_us'])} per "
+                         f"decode step, {format_us(best['saving_vs_nccl_baseline_us'], sign=True)} vs "
+                         "(full_all_gather, nccl)"
                          f"{fallback}."))
         pivot = shown.pivot(index="strategy", columns="collective", values="decode_step_us")
         st.dataframe(pivot.round(1), width="stretch")
         invalid = sorted(set(shown.strategy[~shown.valid]))
-        st.caption(plain("us per decode step (draft x calls" + (" + verification" if verify else "") + "). "
+        st.caption(plain("µs per decode step (draft x calls" + (" + verification" if verify else "") + "). "
                          "oneshot / multimem: " + provenance_text(ev.profile, IMPLS, int(sc0.tp), int(sc0.nodes))
                          + "; "
                          "unavailable ones fall back to NCCL." + (f" Not exact here: {', '.join(invalid)}."

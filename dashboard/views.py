@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
+from costmodel.answers.provenance import with_provenance
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
@@ -33,6 +34,7 @@ from .data import (
     sweep_frame,
 )
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
+from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
 from .tables import (
     breakdown_table,
     column_labels,
@@ -44,7 +46,7 @@ from .tables import (
     verdict_table,
 )
 from .topk_panel import best_pair_caption
-from .verdict import Evaluation, bootstrap_method, fused_provenance, provenance_line
+from .verdict import Evaluation, bootstrap_method, fused_provenance
 
 PROGRESS_AFTER_S = 0.05
 
@@ -95,15 +97,13 @@ def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidde
                  column_order=column_order)
 
 
-def download(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
-    """A CSV download of exactly `frame` (no rerun on click)."""
+def download(frame: pd.DataFrame, name: str, label: str = "Download CSV", ev: Evaluation | None = None) -> None:
+    """A CSV download of exactly `frame` (no rerun on click); with `ev`, plus the `provenance` column of its
+    scenario (costmodel.answers.provenance.with_provenance)."""
+    if ev is not None:
+        frame = with_provenance(frame, ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
     st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
                        on_click="ignore", icon=":material/download:")
-
-
-def provenance_badge(profile: Profile) -> None:
-    color, sentence = provenance_line(profile)
-    st.markdown(f":{color}-badge[{profile.provenance.kind}] **{plain(profile.title)}** - {plain(sentence)}")
 
 
 def context_caption(ev: Evaluation) -> None:
@@ -125,6 +125,7 @@ def verdict(ev: Evaluation) -> None:
     v = ev.verdict
     provenance_badge(ev.profile)
     context_caption(ev)
+    sources_caption(ev)
     st.subheader(v.headline())
     st.caption(f"{v.fastest}: {DESCRIPTIONS[v.fastest]}. Savings are {BASELINE} time minus the strategy's time, "
                "per rank (positive: the strategy is faster).")
@@ -196,10 +197,11 @@ def sweep_tab(ev: Evaluation) -> None:
     st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
                 f"baseline); {marks}.")
     chart("saving_chart", table, cross, band, batch=inputs.batch)
-    download(table, "time_vs_batch")
+    range_quirks_caption(ev)
+    download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline"):
         show_table(ev.crossovers)
-        download(ev.crossovers, "crossovers")
+        download(ev.crossovers, "crossovers", ev=ev)
     fused_panel(ev)
 
 
@@ -219,7 +221,7 @@ def fused_panel(ev: Evaluation) -> None:
     show_table(frame, styler=display(frame, {f"status_{impl}": status_text for impl in ("torch", "fused")}))
     st.caption(f"{plain(fused_provenance(ev.profile))}. No crossover batch: no sign change in batch 1-65,536 (see the "
                "status).")
-    download(frame, "crossovers_torch_vs_fused")
+    download(frame, "crossovers_torch_vs_fused", ev=ev)
 
 
 def breakdown_tab(ev: Evaluation) -> None:
@@ -229,14 +231,14 @@ def breakdown_tab(ev: Evaluation) -> None:
              "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
              "crossover_status", "description"]
     show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
-    download(verdict, "verdict")
+    download(verdict, "verdict", ev=ev)
     table = breakdown_table(ev.point)
     st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
     chart("breakdown_chart", table)
-    download(table, "breakdown")
+    download(table, "breakdown", ev=ev)
     with st.expander("Full prediction table (Prediction.to_frame())"):
         show_table(ev.point)
-        download(ev.point, "prediction")
+        download(ev.point.rename(columns={"saving_us": "saving_per_draft_step_us"}), "prediction", ev=ev)
 
 
 def sensitivity_tab(ev: Evaluation) -> None:
@@ -261,7 +263,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
     elif table is not None:
         chart("sensitivity_chart", table.head(SENSITIVITY_TOP))
         show_table(table, styler=display(table, {"elasticity": lambda v: format_number(v, sign=True)}))
-        download(table, "sensitivity")
+        download(table, "sensitivity", ev=ev)
     with st.expander("How is this computed?"):
         st.markdown(f"Every priced call of every strategy at batch {inputs.batch}, its formula with the numbers "
                     "substituted (costmodel.answers.explain); each strategy's calls add up to its total.")
@@ -299,19 +301,19 @@ def heatmaps_tab(ev: Evaluation) -> None:
     tp, tp_skipped = _heat_rows("TP", heat_tps(inputs.spec, ev.profile),
                                 lambda p: heat_tp_row(text, inputs.spec, p, batches))
     bound = charts.heat_bound(vocab, tp)
-    _heatmap(vocab, vocab_skipped, f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)",
+    _heatmap(ev, vocab, vocab_skipped, f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)",
              "draft_vocab", "draft vocab", "saving_batch_x_draft_vocab", bound)
-    _heatmap(tp, tp_skipped, f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})", "tp",
+    _heatmap(ev, tp, tp_skipped, f"batch x TP size ({inputs.nodes} node(s); draft vocab {inputs.draft_vocab:,})", "tp",
              "TP size", "saving_batch_x_tp", bound)
 
 
-def _heatmap(frame: pd.DataFrame, skipped: list[str], caption: str, field: str, title: str, name: str,
-             bound: float) -> None:
+def _heatmap(ev: Evaluation, frame: pd.DataFrame, skipped: list[str], caption: str, field: str, title: str,
+             name: str, bound: float) -> None:
     """One heatmap of the FOCUS saving, its CSV, and the rows the model rejected."""
     st.markdown(caption)
     if not frame.empty:
         chart("heatmap", frame, field, title, bound, export=name)
-        download(frame, name)
+        download(frame, name, ev=ev)
     for line in skipped:
         st.caption(plain(line))
 
@@ -430,7 +432,7 @@ def impact_tab(ev: Evaluation) -> None:
     st.markdown("**Output throughput gain per strategy** (bars; whiskers: the 90% interval)")
     chart("impact_chart", frame)
     show_table(frame)
-    download(frame, "impact")
+    download(frame, "impact", ev=ev)
 
 
 # -- recommendation for a workload -------------------------------------------------------------------------
@@ -522,7 +524,7 @@ def recommendation_tab(ev: Evaluation) -> None:
                 "share of decode steps at each batch, coloured by the fastest strategy there)")
     table = recommendation_table(rec)
     show_table(table)
-    download(table, "recommendation")
+    download(table, "recommendation", ev=ev)
     chart("workload_chart", rec.per_batch)
     st.caption(plain(f"Workload {name} ({wl.source}): {wl.method}; {wl.observations:,} observations, "
                      f"{wl.batch.size} distinct batches. Intervals: {rec.interval_source}."))

@@ -4,6 +4,8 @@
 batch mix; `recommend`, `engine_config` and `recommend_text` turn a workload into a decision with the config to
 paste, `impact` a saving into ITL / TPOT / throughput; `placement` says where the draft should run (placement table, the
 (placement, strategy, collective) triple); `sensitivity` ranks parameters by elasticity; `explain`
-restates each component as its formula; `report` assembles the offline HTML page. No pricing of their own: each
+restates each component as its formula; `report` assembles the offline HTML page; `provenance` words where the
+numbers come from (the sources line, a CSV cell, the GPU-mismatch badge); `table_quirks` flags the non-monotone
+nodes of a measured kernel table a scenario is priced from. No pricing of their own: each
 calls `costmodel.model` / `costmodel.evidence`.
 """

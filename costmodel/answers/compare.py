@@ -20,6 +20,7 @@ from ..profiles.families import FAMILIES, VENDORS, family_vendor, gpu_family
 from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
+from .provenance import provenance_cell
 
 
 @lru_cache(maxsize=64)
@@ -44,7 +45,8 @@ def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
 def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0) -> pd.DataFrame:
     """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
     saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
-    of the saving in 1..max_batch, NaN: none)
+    of the saving in 1..max_batch, NaN: none), provenance (`answers.provenance.provenance_cell`: where each
+    component of the profile's numbers comes from)
     for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
     InputError naming the fix."""
     rows = []
@@ -52,6 +54,7 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
     for prof, label in zip(profiles, labels, strict=True):
         check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
         pred = predict(scenario, prof)
+        cell = provenance_cell(prof, scenario)
         for name, result in pred.strategies.items():
             saving = float(pred.saving_us(name))
             per_decode = float(pred.saving_per_decode_step_us(name))
@@ -60,7 +63,8 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
                          "family": gpu_family(prof.provenance.gpu), "strategy": name,
                          "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
                          "saving_per_decode_step_us": per_decode,
-                         "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch})
+                         "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch,
+                         "provenance": cell})
     return pd.DataFrame(rows)
 
 

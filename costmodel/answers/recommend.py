@@ -54,12 +54,14 @@ from ..model.components import BASELINE, STRATEGIES
 from ..model.members import predict_members
 from ..model.predict import Prediction, predict
 from ..model.scenario import Scenario
+from ..model.sources import sources_dict
 from ..model.verification import check_fraction, verification_scenario
 from ..profiles.replicates import replicate_profiles
 from ..profiles.store import default_profile
 from ..profiles.types import Profile
 from .engine_config import EngineConfig, _configs, config_notes
 from .impact import ImpactChange, impact_change  # noqa: F401 - re-exported: the impact lives with recommend too
+from .provenance import provenance_cell
 from .workload import Workload
 
 FLAG_STRATEGY = "local_argmax_pairs"
@@ -120,7 +122,8 @@ class Recommendation:
         rows = []
         for name, o in self.strategies.items():
             iv = o.interval_us
-            row = {"profile": self.profile["name"], **self.scenario, "workload": self.workload.name,
+            row = {"profile": self.profile["name"], "provenance": self.profile.get("provenance", ""),
+                   **self.scenario, "workload": self.workload.name,
                    "workload_source": self.workload.source, "mean_batch": self.workload.mean_batch,
                    "strategy": name, "expected_saving_per_decode_step_us": o.expected_saving_per_decode_step_us,
                    "interval_low_us": None if iv is None else iv[0], "interval_high_us": None if iv is None else iv[1],
@@ -284,7 +287,8 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     desc.pop("batch", None)
     desc.pop("rows_per_call", None)
     prof = {"name": profile.name, "kind": profile.provenance.kind, "gpu": profile.provenance.gpu,
-            "source": profile.provenance.source}
+            "source": profile.provenance.source, **sources_dict(profile, single),
+            "provenance": provenance_cell(profile, single)}
     return Recommendation(decision, headline, recommended, best_modelled, outcomes,
                           _configs(decision, k, method, bool(single.parallel), top_k),
                           workload, desc, prof, interval_source, per_batch, level, verification,

@@ -4,7 +4,10 @@ config to paste and the workload it was computed for.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..io.plain import terminal_text
+from .provenance import source_lines
 from .recommend import SHIPPED, Recommendation
 
 
@@ -20,6 +23,9 @@ def format_recommendation(rec: Recommendation) -> str:
         + ("" if not rec.verification.get("enabled") else
            f"  + greedy verification ({rec.verification['rows_per_batch_row']} target rows per batch row, "
            f"F = {rec.verification['greedy_fraction']:g}, {rec.verification['dtype']})"),
+        *(part for line in source_lines(rec.profile)  # prose wrapped at 100 columns, continuations indented
+          for part in textwrap.wrap(terminal_text(line), width=100, subsequent_indent="    ", break_long_words=False,
+                                    break_on_hyphens=False)),
         terminal_text(f"workload {wl.name} ({wl.source}): {wl.method}"),
         f"  {wl.observations} observations, {wl.batch.size} distinct batches, mean {wl.mean_batch:.1f}, "
         f"p50 {wl.quantile(0.5)}, p90 {wl.quantile(0.9)}, range {int(wl.batch[0])}..{int(wl.batch[-1])}",

@@ -12,7 +12,9 @@ Impossible combinations inside a grid - a TP size that does not divide the padde
 rows are kept with `valid = false`, empty times and `invalid_reason` saying why. Any other bad
 value (batch < 1, an unknown dtype, ...) is still a one-line error.
 
-Text cells go through `safe_io.safe_cell` (a profile named "=cmd" is written as "'=cmd").
+Text cells go through `safe_io.safe_cell` (a profile named "=cmd" is written as "'=cmd"). The `provenance`
+column says where each row's numbers come from (`answers.provenance.provenance_cell`, one text per distinct TP /
+nodes / engine / mode of the grid; empty on invalid rows).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..model.predict import predict
 from ..model.scenario import SCENARIO_FIELDS, Scenario, padded_vocab
 from ..profiles.store import tp_placement_problem
 from ..profiles.types import Profile
+from .provenance import provenance_cell
 
 FORMATS = ("csv", "parquet")
 
@@ -87,6 +90,32 @@ def _invalid_reason(cols: dict[str, np.ndarray], profile: Profile | None = None)
             codes[over & (tp == p) & (nodes == nn)] = len(reasons)
             reasons.append(tp_placement_problem(profile, p, nn))
     return codes, reasons
+
+
+SOURCE_KEYS = ("tp", "nodes", "engine", "mode")  # what decides which curve / plan prices a row (model.sources)
+
+
+def _provenance_codes(cols: dict[str, np.ndarray], cats: dict[str, tuple[np.ndarray, list]], ok: np.ndarray,
+                      profile: Profile) -> tuple[np.ndarray, list[str]]:
+    """(code per row, texts): `provenance_cell` of each distinct SOURCE_KEYS combination among the valid rows,
+    computed once per combination from the grid's integer codes; code 0 = "" (invalid rows)."""
+    n = len(ok)
+    combined = np.zeros(n, dtype=np.int64)
+    for key in SOURCE_KEYS:
+        if key in cats:
+            code, values = cats[key]
+            combined = combined * max(len(values), 1) + np.asarray(code, dtype=np.int64)
+    texts = [""]
+    out = np.zeros(n, dtype=np.int32)
+    if not ok.any():
+        return out, texts
+    uniq, first, inverse = np.unique(np.where(ok, combined, -1), return_index=True, return_inverse=True)
+    for j, (u, i) in enumerate(zip(uniq, first, strict=True)):
+        if u < 0:
+            continue
+        texts.append(provenance_cell(profile, Scenario(**{k: v[i:i + 1] for k, v in cols.items()})))
+        out[inverse.reshape(-1) == j] = len(texts) - 1
+    return out, texts
 
 
 def _default(name: str) -> Any:
@@ -168,17 +197,18 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         for comp in components:
             table[f"{comp}_us"] = stacked(lambda s, c=comp: pred.strategies[s].components_us.get(c, 0.0))
         table["total_us"] = stacked(lambda s: pred.strategies[s].total_us)
-        table["saving_us"] = stacked(lambda s: pred.saving_us(s))
+        table["saving_per_draft_step_us"] = stacked(lambda s: pred.saving_us(s))
         table["saving_per_decode_step_us"] = stacked(lambda s: pred.saving_per_decode_step_us(s))
         table["wire_bytes_per_rank"] = stacked(lambda s: pred.strategies[s].wire_bytes_per_rank)
         table["valid"] = stacked(lambda s: pred.strategies[s].valid, bool, False, nulls=False)
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
-        for key in ("total_us", "saving_us", "saving_per_decode_step_us", "wire_bytes_per_rank"):
+        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
         table["valid"] = pa.array(np.zeros(n * s_count, dtype=bool))
         table["extrapolated"] = pa.array(np.zeros(n * s_count, dtype=bool))
     table["invalid_reason"] = _text_column(reason_codes, reasons, s_count)
+    table["provenance"] = _text_column(*_provenance_codes(cols, cats, ok, profile), s_count)
     return pa.table(table)
 
 

@@ -185,9 +185,11 @@ def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
     busy = arr[arr >= 1]
     if busy.size == 0:
         raise InputError(f"workload {name}: every {RUNNING_GAUGE} sample is 0 (an idle server has no decode steps)")
-    return Workload(busy.astype(np.int64), np.ones(busy.size), "vllm-metrics", name,
-                    f"{RUNNING_GAUGE} gauge, {busy.size} busy samples ({arr.size - busy.size} idle dropped)",
-                    int(arr.size))
+    method = f"{RUNNING_GAUGE} gauge, {busy.size} busy samples ({arr.size - busy.size} idle dropped)"
+    if busy.size == 1:  # one scrape is one moment: a single batch size, not a distribution of them
+        method = (f"{RUNNING_GAUGE} gauge, ONE sample (batch {int(busy[0])}): a single scrape is one moment, not "
+                  "a distribution of decode batches - concatenate many scrapes (e.g. one a second for 10 minutes)")
+    return Workload(busy.astype(np.int64), np.ones(busy.size), "vllm-metrics", name, method, int(arr.size))
 
 
 # -- vllm bench serve JSON ----------------------------------------------------------------------------

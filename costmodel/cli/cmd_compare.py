@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..answers.compare import compare_table, compare_wide
+from ..answers.compare import column_labels, compare_table, compare_wide
+from ..answers.provenance import scenario_source_lines
 from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
@@ -32,4 +33,7 @@ def run(args: argparse.Namespace) -> int:
               terminal_text(f"{p.name} ({p.provenance.kind}: {p.provenance.gpu})") for p in profiles))
     print(terminal_text(compare_wide(table).to_string(index=False, float_format=lambda x: f"{x:.1f}", na_rep="none"),
                         keep_newlines=True))
+    for label, prof in zip(column_labels([p.name for p in profiles]), profiles, strict=True):
+        for line in scenario_source_lines(prof, scenario):
+            print(terminal_text(f"  {label}: {line}"))
     return 0

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
                     greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype)
     if args.csv:
         table = rec.per_batch.copy()
-        for key, value in reversed(list({"profile": profile.name, **rec.scenario}.items())):
+        head = {"profile": profile.name, "provenance": rec.profile["provenance"], **rec.scenario}
+        for key, value in reversed(list(head.items())):
             table.insert(0, key, value)
         write_csv(table, args.csv)
         print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)

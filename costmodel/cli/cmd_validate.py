@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.profile:  # say plainly where no held-out data exists
         none = profiles_without_reference(table)
         only_in = profiles_without_held_out(table)
-        if none:
+        if none and args.reference:  # a user's own files: the other profiles are simply not in them
+            print("not priced by these reference files: " + ", ".join(none))
+        elif none:
             print("no reference table for: " + ", ".join(none) + " (derived, unchecked: no published table matches "
                   "their GPU)")
         if only_in:

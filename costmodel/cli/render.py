@@ -5,11 +5,14 @@ decode-step and engine lines.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 import numpy as np
 
 from ..answers.impact import impact_change
+from ..answers.provenance import source_lines
+from ..answers.table_quirks import scenario_quirks
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
@@ -59,6 +62,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         "strategies": strategies,
         **_collective_provenance(pred),
         **sources_dict(prof, sc),
+        "table_quirks": scenario_quirks(prof, sc),
     }
 
 
@@ -100,9 +104,8 @@ def _format_table(result: dict[str, Any]) -> str:
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} (V_pad {sc['padded_draft_vocab']}, shard {sc['shard']}) "
         f"d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} nodes {sc['nodes']}  batch {sc['batch']}  "
         f"K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} impl {sc['impl']}",
-        _engine_line(result),
-        *_kernel_lines(result),
-        *_source_lines(result),
+        *wrap_lines([_engine_line(result), *_kernel_lines(result), *source_lines(result),
+                     *(f"note: {q}" for q in result.get("table_quirks") or [])]),
         "",
         f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]
@@ -223,14 +226,16 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _source_lines(result: dict[str, Any]) -> list[str]:
-    """Per component "measured (file)" / "from base (name)" / "derived" / "default", then the warnings."""
-    src = result.get("component_sources") or {}
-    by_label: dict[str, list[str]] = {}
-    for component, label in src.items():
-        by_label.setdefault(label, []).append(component)
-    lines = ["sources: " + "; ".join(f"{', '.join(c)} {label}" for label, c in by_label.items())] if src else []
-    return lines + [f"warning: {w}" for w in result.get("warnings") or []]
+TEXT_WIDTH = 100  # the header's prose lines wrap here (they ran to 200-250 columns); the table keeps its columns
+
+
+def wrap_lines(lines: list[str], width: int = TEXT_WIDTH) -> list[str]:
+    """Each line wrapped at `width` columns at spaces (words and paths never split), continuation lines indented."""
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return out
 
 
 def _engine_line(result: dict[str, Any]) -> str:

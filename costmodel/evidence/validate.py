@@ -110,7 +110,10 @@ def format_table_errors(table: pd.DataFrame, min_bytes_per_rank: int = TABLE_MIN
     """`table_errors` as text: one line per reference table, held-out rows only, in-sample rows counted."""
     errors = table_errors(table, min_bytes_per_rank)
     errors = errors[(errors["n"] > 0) | (errors["n_in_sample"] > 0)]
-    head = (f"per table, collectives at >= {min_bytes_per_rank // 1024} KiB per rank (held-out rows; target for "
+    what = ("held-out rows" if (errors["n"] > 0).any() else
+            "no held-out row here: every row was used to build its profile, so nothing is held out; n_in_sample "
+            "counted")
+    head = (f"per table, collectives at >= {min_bytes_per_rank // 1024} KiB per rank ({what}; target for "
             f"derived profiles: median <= {TABLE_TARGET_MEDIAN:.0%})")
     text = errors.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
     note = ("\n('-': no held-out row in that table - every row it has was used to build the profile)"

@@ -118,6 +118,17 @@ def format_pct(value_pct: Any, *, sign: bool = True) -> str:
     return _signed(text, x, sign) + "%"
 
 
+def format_small_pct(value_pct: Any, *, sign: bool = True) -> str:
+    """`format_pct`, but below 1% in magnitude two significant digits (+0.053%, -0.0012%), so a small impact is not
+    rounded to "+0.1%" or "0%"; exactly 0 is "0%"."""
+    if _missing(value_pct):
+        return MISSING
+    x = float(value_pct)
+    if x == 0 or abs(x) >= 0.995:  # from 0.995 on, .2g would print '1': the 1-decimal form
+        return format_pct(x, sign=sign)
+    return _signed(f"{abs(x):.2g}", x, sign) + "%"
+
+
 def format_bytes(value: Any) -> str:
     """Bytes with binary prefixes: 8 B, 1.5 KiB, 3.06 MiB."""
     if _missing(value):

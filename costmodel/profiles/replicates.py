@@ -3,9 +3,14 @@
 Parameter uncertainty. A profile may carry `bootstrap`: a list of replicate parameter sets, each
 an object with `collectives` (a full curve list) and/or `kernels` (a partial kernels object
 merged over the profile's). Each replicate becomes a complete profile after the physical
-constraints (`constrain`): within a curve a later (larger-message) protocol is never slower in
+constraints (`constrain`): within a derived curve a later (larger-message) protocol is never slower in
 bandwidth (busbw_i <= min_{j>i} busbw_j, e.g. LL <= LL128 <= Simple), latencies >= 0, and kernel
-bandwidths <= the profile's `kernels.hbm_gbps` where it states one. On load
+bandwidths <= the profile's `kernels.hbm_gbps` where it states one. The bandwidth ceiling is NCCL's
+protocol order, so it is not applied to a measured curve (`provenance: measured`, calibration.fit): its
+regimes are segments of a fit to measured medians, whose bandwidth may fall with size (the bundled cpu-gloo
+all_gather p=2: 0.73 > 0.46 > 0.24 > 0.11 GB/s, a gloo buffer / cache effect, and its tail ramps); clipping
+them to the last segment's would price every replicate at its slowest segment (issue 18: the cpu-gloo
+intervals then sat above their own point prediction and covered 173 / 224). On load
 (`consistency.check_replicates`) a profile whose replicates contradict its own point parameters - a point
 value outside the [min, max] of its replicates - is refused with one line.
 
@@ -70,17 +75,18 @@ def _replicates(profile: Profile) -> tuple[Profile, ...]:
 def constrain(data: dict[str, Any]) -> dict[str, Any]:
     """A copy of a profile document with the physical constraints of the module doc applied.
 
-    Per curve busbw_i <= min over later regimes (a larger-message protocol is never slower in
-    bandwidth: LL <= LL128 <= Simple); latencies clipped at 0; kernel op bandwidths <= kernels.hbm_gbps
-    when the profile states it. Only the parts that change are copied.
+    Per derived curve busbw_i <= min over later regimes (a larger-message protocol is never slower in
+    bandwidth: LL <= LL128 <= Simple; not for a measured curve, module doc); latencies clipped at 0; kernel op
+    bandwidths <= kernels.hbm_gbps when the profile states it. Only the parts that change are copied.
     """
     curves = []
     for c in data.get("collectives", []):
         regimes = [dict(r) for r in c.get("regimes", [])]
         ceiling = math.inf
+        protocols = c.get("provenance") != "measured"  # measured segments keep their own bandwidths
         for r in reversed(regimes):
             bw = r.get("busbw_gbps")
-            if isinstance(bw, (int, float)) and not isinstance(bw, bool):
+            if protocols and isinstance(bw, (int, float)) and not isinstance(bw, bool):
                 if bw > ceiling:
                     r["busbw_gbps"] = ceiling
                 ceiling = min(ceiling, r["busbw_gbps"])

@@ -322,3 +322,18 @@ def test_cli_recommend_header_and_config_name_top_k_collective_and_verify(tmp_pa
     assert res["scenario"]["top_k"] == 8 and res["scenario"]["collective"] == "oneshot"
     assert not res["verification"]["enabled"] and len(res["config_notes"]) == 2
     assert not [c for c in res["configs"] if c["engine"] == "vllm"][0]["available"]
+
+
+def test_a_single_metrics_scrape_says_it_is_one_sample(tmp_path, capsys):
+    """issue 18: one scrape (one busy gauge) is one moment, not a distribution - recommend and the dashboard say so
+    (the workload's method text); two busy gauges are two samples and read as before."""
+    one = parse_workload(scrape({"0": 12}), "one.txt")
+    assert one.observations == 1 and "ONE sample (batch 12)" in one.method and "not a distribution" in one.method
+    two = parse_workload(scrape({"0": 12, "1": 20}), "two.txt")
+    assert "ONE sample" not in two.method and "2 busy samples" in two.method
+    path = tmp_path / "one.txt"
+    path.write_text(scrape({"0": 12}))
+    from costmodel.cli.main import main
+
+    assert main(["recommend", "--workload", str(path)]) == 0
+    assert "ONE sample (batch 12)" in capsys.readouterr().out

@@ -114,7 +114,7 @@ def test_predict_says_per_component_measured_or_from_base_and_warns_on_a_fabric_
     save_profile(doc, tmp_path / "mine.json")
     args = ["predict", "--profile", str(tmp_path / "mine.json"), "--batch", "16", "--no-intervals"]
     assert main([*args, "--tp", "8"]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out.replace("\n    ", " ")  # the prose lines wrap at 100 columns (render.wrap_lines)
     assert "all_gather measured (uploaded measurements)" in out
     assert "all_reduce, gather, broadcast, kernels, lm_head, host from base (h100-sxm-nvlink)" in out
     assert "warning" not in out

@@ -176,7 +176,7 @@ def test_sweep_csv_carries_the_scenario_columns_and_parquet_matches(tmp_path):
     assert (a.profile == load_profile(None).name).all()
     assert a.total_us.to_numpy() == pytest.approx(b.total_us.to_numpy())
     k5 = a[(a.num_spec_tokens == 5)]
-    assert k5.saving_per_decode_step_us.to_numpy() == pytest.approx(5 * k5.saving_us.to_numpy())
+    assert k5.saving_per_decode_step_us.to_numpy() == pytest.approx(5 * k5.saving_per_draft_step_us.to_numpy())
 
 
 def test_sweep_text_cells_are_formula_safe(tmp_path):

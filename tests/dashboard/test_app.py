@@ -31,6 +31,7 @@ from costmodel.model.kernels import kernel_context
 from costmodel.profiles.presets import preset, presets
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
+from dashboard.multi_upload import base_parameters
 from dashboard.verdict import evaluate, provenance_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -876,9 +877,13 @@ def test_multi_file_upload_yields_one_profile_with_the_base_named():
     assert {"all_gather"} <= set(measured.loc[measured["part"] == "collective", "name"])
     assert "local_argmax" in set(measured.loc[measured["part"] == "kernel", "name"])
     assert "base h100-sxm-nvlink" in profile.title
-    note = next(c for c in captions(at) if c.startswith("From the base profile h100-sxm-nvlink: "))
     from_base = parts[parts["provenance"] != "measured"]
-    assert len(from_base) > 0 and f"kernel {from_base[from_base['part'] == 'kernel'].iloc[0]['name']}" in note
+    note = next(c for c in captions(at) if c.startswith(f"From the base profile h100-sxm-nvlink ({len(from_base)} "
+                                                        "parts): "))
+    # a short note, not a run-on list of every part: the first four, then how many more (the Calibration tab)
+    taken = base_parameters(profile)
+    assert len(taken) == len(from_base) > 4 and ", ".join(taken[:4]) in note
+    assert note.endswith(f" and {len(taken) - 4} more (Calibration tab).")
     # the measurements of all three files are plotted together
     points, _ = data.measured_points(at.session_state["_uploads"][uploaded[0]],
                                      at.session_state["_measurements"][uploaded[0]])
@@ -968,3 +973,135 @@ def test_engine_choice_prices_what_the_engine_executes():
     assert eager.saving_us(FOCUS).item() != graph.saving_us(FOCUS).item()  # the choice matters here
     assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
     assert at.query_params["engine"] == "vllm"
+
+
+def test_header_shows_the_clis_sources_line():
+    from costmodel.answers.provenance import scenario_source_lines
+
+    at = run_app({"profile": "cpu-gloo", "tp": "4"})
+    want = scenario_source_lines(load_profile("cpu-gloo"), shown_scenario(at))
+    assert want[0].startswith("sources: all_gather, all_reduce, gather, broadcast measured")
+    assert markdown_text(want[0]) in [c.value for c in at.caption]
+
+
+def test_h100_logs_on_the_h200_base_get_a_gpu_badge_and_the_fabric_warning():
+    """issue 18: an upload measured on another GPU than its base is badged, and a base curve pricing an op the
+    upload measured at another p is a warning box (the CLI's warning line)."""
+    pytest.importorskip("calibration.fitting.fit")
+    pytest.importorskip("calibration.logs.import_nccl_tests")
+    at = run_app({"tp": "4"})
+    log = nccl_tests_log().replace("NVIDIA H200", "NVIDIA H100 80GB HBM3").encode()
+    at.file_uploader(key="upload").set_value(("h100.log", log, "text/plain")).run()
+    assert not at.exception and not at.error
+    badge = [unescape(m.value) for m in at.markdown if "another GPU's base" in m.value]
+    assert len(badge) == 1 and "NVIDIA H100 80GB HBM3" in badge[0] and "NVIDIA H200 SXM" in badge[0]
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("all_gather at TP 4" in w and "not measured in this profile (measured: p 8" in w for w in warnings)
+
+
+def test_url_carries_the_panels_and_the_workload():
+    """issue 18: the top-k / collective / verification panel, the compare selection and the workload are in the
+    URL (only where they differ from the panel's default) and a copied link restores them."""
+    query = {"topk": "1", "topk_k": "4", "coll": "oneshot", "verify": "1", "greedy": "0.5",
+             "cmp": "h100-sxm-nvlink", "cmp_show": "1", "tab": "Recommendation", "workload": "chat-diurnal.csv"}
+    at = run_app(query)
+    assert not at.error and not at.warning
+    assert at.toggle(key="topk_show").value and at.number_input(key="topk_k").value == 4
+    assert at.selectbox(key="topk_collective").value == "oneshot" and at.toggle(key="topk_verify").value
+    assert at.slider(key="topk_fraction").value == 0.5
+    assert at.selectbox(key="compare_with").value == "h100-sxm-nvlink" and at.toggle(key="compare_show").value
+    assert at.selectbox(key="workload").value == "chat-diurnal.csv"
+    assert {k: at.query_params[k] for k in query} == query
+    at.number_input(key="topk_k").set_value(8).run()
+    at.toggle(key="compare_show").set_value(False).run()
+    assert at.query_params["topk_k"] == "8" and "cmp_show" not in at.query_params  # back at its default
+    plain_app = run_app()
+    assert not {"topk", "topk_k", "coll", "verify", "greedy", "cmp", "cmp_show", "workload"} & set(
+        plain_app.query_params)
+
+
+def test_panel_params_that_cannot_be_restored_are_warnings():
+    back, warnings = state.parse_query_params({"cmp": "nope", "workload": "mine.csv", "coll": "pigeon",
+                                               "greedy": "2", "topk_k": "0"}, profiles=PROFILES,
+                                              presets=["llama4-maverick"], workloads=["chat-diurnal.csv"])
+    assert back == state.Inputs() and len(warnings) == 5
+    assert any("uploaded workloads live only in the session" in w for w in warnings)
+    full = state.Inputs(topk_show=True, topk_k=16, topk_collective="multimem", topk_verify=True, topk_fraction=0.25,
+                        compare_with="a100-sxm-nvlink", compare_show=True, workload="chat-diurnal.csv")
+    params = state.to_query_params(full)
+    assert state.parse_query_params(params, profiles=PROFILES, presets=["llama4-maverick"],
+                                    workloads=["chat-diurnal.csv"]) == (full, [])
+    assert state.inputs_from_session(state.session_values(full)) == full
+
+
+def test_a_non_monotone_measured_table_is_a_warning_in_the_header():
+    """issue 18: H200 local_max bf16 32 x 8,000 = 28.0 us next to 32 x 16,000 = 6.5 us prices batch 16 at TP 4,
+    vocab 32,000 (the saving jumped there with no flag); the sweep tab names it for the charts' range."""
+    at = run_app({"preset": "custom", "vocab": "32000", "draft_vocab": "32000", "tp": "4", "batch": "16"})
+    warning = [unescape(w.value) for w in at.warning if "non-monotone measured table" in unescape(w.value)]
+    assert len(warning) == 1 and "local_max bf16 graph is non-monotone: 32 x 8,000 = 28.0 us" in warning[0]
+    assert any("non-monotone measured table node(s) price batches in this range" in c for c in captions(at))
+    default = run_app()
+    assert not [w for w in default.warning if "non-monotone" in unescape(w.value)]
+
+
+@pytest.mark.parametrize("name", ["sweep_chart", "saving_chart"])
+def test_sweep_charts_keep_a_wide_plot_in_a_narrow_container(name):
+    """At 800 px the main column holds a 468 px chart (measured in Chromium, tests/dashboard/test_browser.py); fitted
+    to it as Streamlit fits a stretched chart, the plot is >= 200 px wide (was ~70: 190 px of padding for the end
+    labels on top of autosize's own room for them) and the y axis shows whole decades / round symlog ticks."""
+    import vl_convert
+
+    inputs = state.Inputs()
+    table = tables.sweep_table(data.sweep_frame(data.profile_text(inputs.profile, {}), inputs.spec,
+                                                inputs.batch_min, inputs.batch_max))
+    spec = getattr(dashboard_charts, name)(table, 3.5, None)
+    svg = vl_convert.vegalite_to_svg({**spec, "width": 468, "autosize": {"type": "fit", "contains": "padding"}})
+    x_axis = re.search(r'role-axis-domain" pointer-events="none"><line transform="translate\(0,0\)" x2="([\d.]+)" '
+                       r'y2="0"', svg)
+    assert x_axis is not None and float(x_axis.group(1)) >= 200
+    ticks = next(layer["encoding"]["y"]["axis"]["values"] for layer in spec["layer"]
+                 if "values" in layer.get("encoding", {}).get("y", {}).get("axis", {}))
+    if name == "sweep_chart":
+        assert all(math.log10(t).is_integer() for t in ticks) and 1000.0 in ticks
+    else:
+        assert 0.0 in ticks and all(t == 0 or math.log10(abs(t)).is_integer() for t in ticks)
+
+
+def test_best_pair_line_says_why_it_differs_from_the_headline():
+    at = run_app()
+    line = next(c for c in captions(at) if c.startswith("Best (strategy, collective)"))
+    pair = line.split(": (", 1)[1].split(")")[0]
+    if not pair.endswith(", nccl"):  # another collective wins: the line says the headline is NCCL-only
+        assert "the headline above ranks the strategies with NCCL collectives only" in line
+    assert " us" not in line and "µs" in line  # the page's unit
+
+
+def test_html_report_states_engine_impact_and_sources():
+    pytest.importorskip("vl_convert")
+    from dashboard import export
+
+    inputs = state.Inputs(engine="vllm", itl_ms=12.5, acceptance_length=3.0)
+    ev = evaluate(inputs, {})
+    page = unescape(export.report_html(ev))
+    im = impact_change(ev.verdict.focus_saving_decode_us, 12.5, 3.0, FOCUS)
+    assert "engine" in page and "vllm" in page
+    assert f"ITL {im.itl_before_ms:.3f} -&gt; {im.itl_after_ms:.3f} ms" in page or \
+        f"ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms" in page
+    assert "sources: all_gather" in page
+    plain_page = unescape(export.report_html(evaluate(state.Inputs(), {})))
+    assert "Impact: not computed" in plain_page and "none (every component graph)" in plain_page
+
+
+def test_breakdown_stacks_components_in_execution_order():
+    """issue 18: the bars were stacked alphabetically; now in the order each strategy runs its components, the
+    order `predict` lists them in (the CLI's '= all_gather ..., relayout_copy ..., argmax ...')."""
+    inputs = state.Inputs()
+    point = data.point_frame(data.profile_text(inputs.profile, {}), inputs.spec, float(inputs.batch))
+    table = tables.breakdown_table(point)
+    pred = predict(inputs.spec.scenario(float(inputs.batch)), load_profile(inputs.profile))
+    for name, r in pred.strategies.items():
+        want = [c for c, v in r.components_us.items() if float(np.asarray(v).reshape(-1)[0]) > 0]
+        assert list(table.loc[table["strategy"] == name, "component"]) == want, name
+    spec = dashboard_charts.breakdown_chart(table).to_dict()
+    assert spec["layer"][0]["encoding"]["order"]["field"] == "step"

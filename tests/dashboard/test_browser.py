@@ -387,3 +387,35 @@ def test_hostile_uploaded_profile_forms_no_link_image_or_request(server, browser
     page.wait_for_timeout(1000)
     page.close()
     assert_local_only(urls)
+
+
+# -- narrow and wide windows (issue 18: at 800 px the tiles read "+1…", charts shrank to ~70 px) ----------------------
+LAYOUT_PROBE = """() => {
+  const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
+  const cut = [...document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 || e.innerText.includes('\\u2026')).map(e => e.innerText);
+  const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+    .map(e => Math.round(e.getBoundingClientRect().width));
+  const tabs = [...document.querySelectorAll('[data-testid="stMain"] [role="tab"]')].map(e => {
+    const r = e.getBoundingClientRect(); return [e.innerText, r.left >= main.left - 1 && r.right <= main.right + 1];
+  });
+  return {cut, charts, tabs};
+}"""
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_tiles_tabs_and_charts_fit_the_window(server, browser, width):
+    """Every verdict tile shows its whole value and label, every tab is on screen (none behind a scroll), and
+    the sweep charts are >= 300 px wide (their plot area at this width: test_app's
+    test_sweep_charts_keep_a_wide_plot_in_a_narrow_container; Streamlit draws them on a canvas)."""
+    page = browser.new_page(viewport={"width": width, "height": 1000})
+    page.goto(server)
+    page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
+    settle(page)
+    page.wait_for_timeout(1000)
+    probe = page.evaluate(LAYOUT_PROBE)
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-{width}px.png"), full_page=True)
+    page.close()
+    assert probe["cut"] == [], f"cut at {width} px: {probe['cut']}"
+    assert len(probe["tabs"]) == 7 and all(visible for _, visible in probe["tabs"]), probe["tabs"]
+    assert len(probe["charts"]) >= 2 and min(probe["charts"]) >= 300, probe["charts"]

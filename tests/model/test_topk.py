@@ -367,7 +367,7 @@ def test_dashboard_verdict_names_the_best_pair():
     at.number_input(key="topk_k").set_value(8).run()
     after = caption()
     assert "top-k 8:" in after
-    pair = after.split(": ", 1)[1].split(" us,")[0]  # "(strategy, collective) 123.4"
+    pair = after.split(": ", 1)[1].split(" µs,")[0]  # "(strategy, collective) 123 µs" (the page's µs)
     assert pair in unescape(at.success[-1].value)  # the panel names the same pair and time
 
 
