@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
     v.add_argument("--no-coverage", action="store_true", help="skip the 90%% interval coverage (faster)")
     v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
+    v.add_argument("--engine-figures", action="store_true",
+                   help="price the in-engine figures (data/reference/engine-figures: eager / graph all_reduce loop, "
+                        "engine pull requests) with the engine recipes: error, 90%% coverage and target per figure, "
+                        "then exit (non-zero when a figure misses its target)")
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true", help="print a JSON list")

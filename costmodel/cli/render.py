@@ -129,8 +129,8 @@ def _format_table(result: dict[str, Any]) -> str:
                          f"-> {s['verdict']}")
         parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
         lines.append(f"{'':30s}   = {parts}")
-        if "recipe" in s and result.get("engine", {}).get("name", "none") != "none":
-            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].split(" [")[0]))
+        if "recipe" in s and result.get("engine", {}).get("name", "none") != "none" and "reference" not in s["recipe"]:
+            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
             gain_iv = im.get("output_throughput_gain_pct_interval")
