@@ -98,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
     pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
     pp.add_argument("--engine", default=None,
-                    help="vllm | sglang | trtllm: price each row as that engine runs the op (captured: graph "
-                         "price; vllm: host launches + GPU through the step model); sets the mode column")
+                    help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each row as that engine runs the op "
+                         "(captured: graph price; vllm: host launches + GPU through the step model); sets the mode "
+                         "column")
     pp.add_argument("--intervals", action="store_true",
                     help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
                          "per-op model discrepancy; costmodel/evidence/discrepancy.py)")
