@@ -32,7 +32,8 @@ ss = st.session_state
 PROFILES = [name for _, name in profiles_by_family(bundled_profiles())]  # grouped by GPU family in the picker
 PRESETS = presets()
 BASE_NOTE_ITEMS = 4  # the sidebar names this many parts taken from the base; the Calibration tab lists them all
-ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM (V1 runner)", "vllm-v2": "vLLM (Model Runner V2)",
+                 "sglang": "SGLang", "trtllm": "TensorRT-LLM", "tokenspeed": "tokenspeed"}
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
     restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,

@@ -33,6 +33,7 @@ from ..io.errors import InputError
 from ..io.outputs import atomic_path
 from ..io.safe_io import safe_cell
 from ..model.components import STRATEGIES
+from ..model.engines import host_costs
 from ..model.predict import predict
 from ..model.scenario import SCENARIO_FIELDS, Scenario, padded_vocab
 from ..profiles.store import tp_placement_problem
@@ -118,6 +119,9 @@ def _provenance_codes(cols: dict[str, np.ndarray], cats: dict[str, tuple[np.ndar
     return out, texts
 
 
+_HOST_FIELDS = {"host_op_us": "torch_op_us", "host_collective_us": "c10d_call_us"}  # Scenario -> HostCosts
+
+
 def _default(name: str) -> Any:
     return next(f.default for f in fields(Scenario) if f.name == name)
 
@@ -169,6 +173,8 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
             code, values = cats[f]
         else:  # not swept: one value for every row (the scenario's, else the dataclass default)
             value = getattr(scenario, f) if scenario is not None else _default(f)
+            if value is None and f in _HOST_FIELDS:  # not given: the host costs that priced the rows
+                value = getattr(host_costs(profile), _HOST_FIELDS[f])
             if value is None:
                 table[f] = pa.nulls(n * s_count, pa.float64())
                 continue

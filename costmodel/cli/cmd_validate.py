@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..evidence.coverage import coverage_summary, format_coverage, interval_coverage
+from ..evidence.engine_figures import engine_figure_rows, format_engine_figures
 from ..evidence.reference import load_reference, reference_files
 from ..evidence.validate import (
     format_table_errors,
@@ -19,6 +20,12 @@ from .output import write_table
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "engine_figures", False):
+        figures = engine_figure_rows()
+        print(format_engine_figures(figures))
+        if args.out:
+            write_table(figures, args.out)
+        return 0 if bool(figures["within_target"].all()) else 1
     paths = args.reference or reference_files()
     table = validate(load_reference(paths), args.profile)
     summ = summary(table)

@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
     pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
     pp.add_argument("--engine", default=None,
-                    help="vllm | sglang | trtllm: price each row as that engine runs the op (captured: graph "
-                         "price; vllm: host launches + GPU through the step model); sets the mode column")
+                    help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each row as that engine runs the op "
+                         "(captured: graph price; vllm: host launches + GPU through the step model); sets the mode "
+                         "column")
     pp.add_argument("--intervals", action="store_true",
                     help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
                          "per-op model discrepancy; costmodel/evidence/discrepancy.py)")
@@ -116,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
     v.add_argument("--no-coverage", action="store_true", help="skip the 90%% interval coverage (faster)")
     v.add_argument("--summary-only", action="store_true", help="print only the per-source summary")
+    v.add_argument("--engine-figures", action="store_true",
+                   help="price the in-engine figures (data/reference/engine-figures: eager / graph all_reduce loop, "
+                        "engine pull requests) with the engine recipes: error, 90%% coverage and target per figure, "
+                        "then exit (non-zero when a figure misses its target)")
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true", help="print a JSON list")

@@ -100,8 +100,9 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
                    + many)
     p.add_argument("--dtype", default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
     p.add_argument("--engine", default=None,
-                   help="vllm | sglang | trtllm: price each component as that engine runs it (CUDA graph or host "
-                        "launches, syncs; costmodel/model/engines.py)" + many)
+                   help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each strategy as that engine runs "
+                        "it (its recipe: collective, relayout, selection kernel, local path; CUDA graph or host "
+                        "launches; costmodel/model/recipes.py, engines.py)" + many)
     p.add_argument("--mode", default=None,
                    help="graph (CUDA-graph replay) | eager (host launches every op), for every component; "
                         "default graph; not with --engine" + many)
@@ -111,8 +112,17 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
     p.add_argument("--collective", default="nccl",
                    help="nccl | oneshot | multimem | nccl-symm: the all-gather / all-reduce implementation (derived; "
                         "unavailable ones fall back to NCCL)" + many)
+    p.add_argument("--host-op-us", type=HOST_US, default=None,
+                   help="host time per eager torch op, us (default: the profile's kernels.host, else 8.0)")
+    p.add_argument("--host-collective-us", type=HOST_US, default=None,
+                   help="host time per eager c10d collective call, us (default: the profile's kernels.host, else "
+                        "23.4, a back-to-back eager all_reduce loop on 4x H100)")
+    p.add_argument("--no-serving-term", dest="serving_term", action="store_false",
+                   help="drop the fixed cost per collective call of a serving step (7 us, derived from engine "
+                        "figures; costmodel/model/serving.py) - for pricing synchronized microbenchmarks")
 
 
+HOST_US = bounded_float(0.0, 1e6)  # host time per call, us
 ITL_MS = bounded_float(0.0, 1e6, low_open=True)  # ms per decode step: (0, 1000 s]
 ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (checked against K later)
 

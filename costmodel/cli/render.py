@@ -16,9 +16,11 @@ from ..answers.table_quirks import scenario_quirks
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
-from ..model.engines import HOST_SOURCE, PLANS, host_costs
+from ..model.engines import HOST_SOURCE, PLANS, host_costs, with_overrides
 from ..model.kernels import kernel_context
 from ..model.predict import Prediction, crossover
+from ..model.recipes import describe as describe_recipe
+from ..model.serving import SERVING_CALL_US, SERVING_SOURCE
 from ..model.sources import sources_dict
 from .options import HEADLINE
 
@@ -31,6 +33,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
     for name, r in pred.strategies.items():
         entry: dict[str, Any] = {
             "description": DESCRIPTIONS[name],
+            "recipe": describe_recipe(str(sc.engine), name),
             "total_us": float(r.total_us),
             "components": {k: float(v) for k, v in r.components_us.items()},
             "wire_bytes_per_rank": float(r.wire_bytes_per_rank),
@@ -81,10 +84,14 @@ def _collective_provenance(pred: Prediction) -> dict[str, Any]:
 
 def engine_dict(pred: Prediction) -> dict[str, Any]:
     """How the step was executed: the engine's plan (with its source) or one mode for every component."""
-    sc, hc = pred.scenario.item(0), host_costs(pred.profile)
+    sc = pred.scenario.item(0)
+    hc = with_overrides(host_costs(pred.profile), sc.host_op_us, sc.host_collective_us)
     name = str(sc.engine)
-    out: dict[str, Any] = {"name": name, "host_torch_op_us": hc.torch_op_us, "host_c10d_call_us": hc.c10d_call_us,
-                           "host_source": hc.source}
+    out: dict[str, Any] = {"name": name, "host_torch_op_us": float(hc.torch_op_us),
+                           "host_c10d_call_us": float(hc.c10d_call_us), "host_source": hc.source,
+                           "serving_term_us_per_collective_call": (SERVING_CALL_US if name != "none"
+                                                                   and bool(sc.serving_term) else 0.0),
+                           "serving_term_source": SERVING_SOURCE}
     if name == "none":
         out.update(execution=f"--mode {sc.mode} for every component", source="user (--mode)")
     else:
@@ -125,6 +132,8 @@ def _format_table(result: dict[str, Any]) -> str:
                          f"-> {s['verdict']}")
         parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
         lines.append(f"{'':30s}   = {parts}")
+        if "recipe" in s and result.get("engine", {}).get("name", "none") != "none" and "reference" not in s["recipe"]:
+            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
             gain_iv = im.get("output_throughput_gain_pct_interval")
@@ -245,7 +254,9 @@ def _engine_line(result: dict[str, Any]) -> str:
     who = "engine none" if eng["name"] == "none" else f"engine {eng['name']} ({eng['source']})"
     return (f"{who}: {eng['execution']}; host per torch op {eng['host_torch_op_us']:g} us, "
             f"per c10d call {eng['host_c10d_call_us']:g} us"
-            + (" (defaults: no kernels.host in the profile)" if eng.get("host_source") == HOST_SOURCE else ""))
+            + (" (defaults: no kernels.host in the profile)" if eng.get("host_source") == HOST_SOURCE else "")
+            + (f"; serving term {eng['serving_term_us_per_collective_call']:g} us per collective call (derived)"
+               if eng.get("serving_term_us_per_collective_call") else ""))
 
 
 def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float) -> None:

@@ -125,7 +125,19 @@ def _grid(args: argparse.Namespace) -> dict[str, list]:
         "impl": parse_choice_list(args.impl, "impl", ("torch", "fused")),
         "top_k": parse_int_list(getattr(args, "top_k", "1"), "top-k"),
         "collective": parse_choice_list(getattr(args, "collective", "nccl"), "collective", COLLECTIVE_IMPLS),
+        **_host_and_serving(args),
     }
+
+
+def _host_and_serving(args: argparse.Namespace) -> dict[str, list]:
+    """--host-op-us / --host-collective-us / --no-serving-term, only where given (the defaults add no column)."""
+    out: dict[str, list] = {}
+    if not getattr(args, "serving_term", True):
+        out["serving_term"] = [False]
+    for flag in ("host_op_us", "host_collective_us"):
+        if getattr(args, flag, None) is not None:
+            out[flag] = [float(getattr(args, flag))]
+    return out
 
 
 def _execution(args: argparse.Namespace) -> dict[str, list]:

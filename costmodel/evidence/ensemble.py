@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.serving import SERVING_SIGMA_LOG
 from ..profiles.replicates import replicate_profiles
 from ..profiles.types import Profile
 from .discrepancy import DISCREPANCY_OPS, Discrepancy, discrepancy
+
+SERVING_SEED = 17  # the serving term's draws (issue 17)
 
 PRIOR_MEMBERS = 100  # ensemble size for a profile without replicates (discrepancy draws only)
 
@@ -59,4 +62,8 @@ def ensemble(profile: Profile, *, nodes: int = 1, with_discrepancy: bool = True
     disc = discrepancy(profile) if with_discrepancy else None
     factors = (_op_factors(disc, DISCREPANCY_OPS, len(reps), nodes=int(nodes)) if disc is not None
                else [None] * len(reps))
+    if disc is not None:  # the serving term's own spread (model/serving.py), from its own stream: the ops' draws stay
+        z = np.random.default_rng(SERVING_SEED).standard_normal(len(reps))
+        for f, zi in zip(factors, z, strict=True):
+            f["serving"] = float(np.exp(SERVING_SIGMA_LOG * zi))
     return reps, factors, disc

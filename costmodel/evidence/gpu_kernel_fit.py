@@ -15,6 +15,7 @@ clock, byte rates (reduction read bandwidth, copy rates) with HBM bandwidth; lat
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -226,11 +227,21 @@ def fit_lm_head(path: str | Path = H200_DIR / "lm_head.csv") -> tuple[dict, pd.D
     return params, pd.DataFrame({"abs_rel_error": err})
 
 
-def c10d_call_us(path: str | Path = H200_DIR / "c10d_world1.csv", max_bytes: int = 32 * 2**20) -> dict:
-    """Median eager c10d all_gather at world size 1 up to `max_bytes` (no communication: a call's own cost)."""
+ENGINE_FIGURES = DATA_DIR / "reference" / "engine-figures" / "torch_all_reduce_eager_vs_graph_4xh100.json"
+
+
+def c10d_loop_us(path: str | Path = ENGINE_FIGURES, lo_bytes: int = 1024, hi_bytes: int = 256 * 1024) -> float:
+    """Host time per eager c10d call: the median `eager_us` of a back-to-back all_reduce loop over
+    lo..hi bytes, where the loop is host-bound (eager > graph; see costmodel.model.engines)."""
+    sweep = json.loads(Path(path).read_text())["size_sweep"]
+    return round(float(np.median([r["eager_us"] for r in sweep if lo_bytes <= r["bytes"] <= hi_bytes])), 1)
+
+
+def c10d_call_us(path: str | Path = H200_DIR / "c10d_world1.csv") -> dict:
+    """c10d_call_us = `c10d_loop_us()`; c10d_table = the H200 single eager all_gather at world size 1 per size
+    (no communication: a call's one-off cost, an upper bound)."""
     d = read_measurements(path)
-    small = d[d["bytes_per_rank"] <= max_bytes]
-    return {"c10d_call_us": round(float(small["median_us"].median()), 2),
+    return {"c10d_call_us": c10d_loop_us(),
             "c10d_table": {"bytes": [int(b) for b in d["bytes_per_rank"]],
                            "median_us": [round(float(v), 3) for v in d["median_us"]]}}
 
@@ -261,7 +272,8 @@ def kernel_sections(n_replicates: int = 100, seed: int = 0) -> dict[str, dict]:
     lm, _ = fit_lm_head()
     host = {"torch_op_us": round(fitted.torch_op_us, 2), "view_op_us": round(fitted.view_op_us, 2),
             **c10d_call_us(), "source": f"{H200_PROVENANCE}: torch_op_us / view_op_us fitted on the eager columns "
-            "of kernels.csv (costmodel.evidence.gpu_kernel_fit); c10d_call_us = median of c10d_world1.csv up to 32 MiB"}
+            "of kernels.csv (costmodel.evidence.gpu_kernel_fit); c10d_call_us = median eager all_reduce time per call "
+            "of a back-to-back loop, 1 KiB-256 KiB, 4x H100 (engine-figures; c10d_table: the H200 world-size-1 call)"}
     cv = pd.concat([cross_validate(frame, H200_BASE, by, full=fitted) for by in ("batch", "vocab")])
     src = f"data/calibration/h200-2026-11-30 ({H200_PROVENANCE}; {H200_SOFTWARE})"
     out = {"h200": {"model": _rounded(replace(fitted, provenance="measured",

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..io.errors import InputError
 from ..profiles.types import Profile
-from . import collective_impls
+from . import collective_impls, recipes
 from .collectives import collective_time_us
-from .engines import ENGINES, PLANS, captured_mask, host_costs
+from .engines import ENGINES, PLANS, captured_mask, host_costs, with_overrides
 from .kernels import ID_BYTES, kernel_time_us, table_us
 from .scenario import Scenario
 
@@ -111,8 +111,11 @@ class _Ctx:
         self.any_fused = bool(np.any(self.fused))
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
+        self.recipe = recipes.masks(scenario)
+        self.multimem_gather = self.recipe.multimem_gather & self.multi
+        self.any_multimem_gather = bool(np.any(self.multimem_gather))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))
-        self.host = host_costs(profile)
+        self.host = with_overrides(host_costs(profile), scenario.host_op_us, scenario.host_collective_us)
         self._captured: dict[str, np.ndarray] = {}
         self._argmax_vocab: np.ndarray | None = None
         self._engine_is = {e: scenario.engine == e for e in ENGINES}  # string compares once, not per component
@@ -147,18 +150,20 @@ class _Ctx:
             hit = self._eager_when[key] = (when, self._eager_f * np.asarray(when, dtype=bool))
         return (per_call_us * calls) * hit[1]
 
-    def collective(self, op: str, bytes_per_rank, component: str | None = None) -> Component:
-        """The profile's NCCL curve, or - where the scenario's `collective` is oneshot / multimem and available
-        there - that implementation (costmodel/model/collective_impls.py; NCCL is the fallback)."""
+    def collective(self, op: str, bytes_per_rank, component: str | None = None, impl=None) -> Component:
+        """The profile's NCCL curve, or - where the scenario's `collective` (or `impl`, an engine recipe's
+        choice) is oneshot / multimem and available there - that implementation
+        (costmodel/model/collective_impls.py; NCCL is the fallback)."""
         sc = self.sc
         t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
         args = {"bytes_per_rank": bytes_per_rank}
-        if self.any_impl:
-            t, native = collective_impls.collective_us(self.profile, sc.collective, op, bytes_per_rank, sc.tp,
+        chosen = sc.collective if impl is None else impl
+        if self.any_impl or impl is not None:
+            t, native = collective_impls.collective_us(self.profile, chosen, op, bytes_per_rank, sc.tp,
                                                        sc.nodes, nccl_us=t)
-            args.update(collective=sc.collective, native=native)
-            if sc.size == 1 and str(sc.collective) != "nccl" and bool(np.all(native)):  # for explanations
-                impl, p, n = str(sc.collective), int(np.asarray(sc.tp)), int(np.asarray(sc.nodes))
+            args.update(collective=chosen, native=native)
+            if sc.size == 1 and str(chosen) != "nccl" and bool(np.all(native)):  # for explanations
+                impl, p, n = str(chosen), int(np.asarray(sc.tp)), int(np.asarray(sc.nodes))
                 args.update(gpu_us=t, formula=collective_impls.formula(impl, op, self.profile, p, n),
                             impl_provenance=collective_impls.provenance(self.profile, impl, op, p, n))
         t = t * self.factors.get(op, 1.0)
@@ -360,11 +365,13 @@ class _Ctx:
         return self.topk_component("d2t_lookup", k1, np.where(self.sc.d2t, gpu, 0.0), TORCH_OPS["d2t_lookup_topk"],
                                    when=self.sc.d2t, how="the d2t_lookup kernel model over R x k ids")
 
-    def relayout(self, *, view_at_one_row: bool = True) -> Component:
-        """The relayout copy - a view (0 us on the GPU) at p = 1 or, for the all-gather's reshape, at one row."""
+    def relayout(self, *, view_at_one_row: bool = True, skip=False) -> Component:
+        """The relayout copy - a view (0 us on the GPU) at p = 1 or, for the all-gather's reshape, at one row;
+        none where `skip` (a multimem all-gather that writes the final [R, V] layout itself)."""
         copies = self.rows > 1 if view_at_one_row else np.ones(np.shape(self.rows), dtype=bool)
-        return self.kernel("relayout_copy", self.shard, world_size=self.p, when=self.multi & copies,
-                           host_when=self.multi, torch_ops=np.where(copies, TORCH_OPS["relayout_copy"], 0),
+        run = self.multi & ~np.asarray(skip, dtype=bool)
+        return self.kernel("relayout_copy", self.shard, world_size=self.p, when=run & copies,
+                           host_when=run, torch_ops=np.where(copies, TORCH_OPS["relayout_copy"], 0),
                            views=np.where(copies, TORCH_VIEWS["relayout_copy"], TORCH_VIEWS["relayout_copy"] + 1))
 
 

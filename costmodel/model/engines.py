@@ -47,15 +47,33 @@ trtllm - `tensorrt_llm/_torch/speculative/mtp.py`, `MTPWorker.draft_sampler`: at
 `engine = "none"` keeps the user's `mode` for every component (graph: all captured; eager: all
 launched by the host, no sync) - for users who know better than these plans.
 
+vllm-v2 - `vllm/v1/worker/gpu/spec_decode/eagle/speculator.py`, `EagleSpeculator.capture` /
+         `multi_step_decode`: each draft step's `generate_draft` (forward + `compute_logits` + `_sample_draft`
+         + input update) is one FULL CUDA graph (`eagle/cudagraph.py` `EagleCudaGraphManager`, FULL only),
+         replayed per step; the host builds attention metadata between replays, no sync. Plan: every
+         component captured. Which vLLM runs V2: `costmodel/model/recipes.py`.
+tokenspeed - lightseekorg/tokenspeed `python/tokenspeed/runtime/layers/logits_processor.py`
+         `LogitsProcessor`: its collective states are built outside capture ("never rendezvous inside
+         capture", `acquire_dist_argmax_state`) and the draft's logits path - multimem all-gather,
+         CuTe argmax / `distributed_argmax` - is written to replay inside the engine's CUDA graphs.
+         Plan: every component captured.
+
 Host costs come from the profile's `kernels.host` object when present ({"torch_op_us": ..,
-"c10d_call_us": .., "graph_launch_us": ..}); otherwise from `DEFAULT_HOST` below, whose figures
-are the H200 measurements of 2026-11-30 (../shared/measurements/h200-2026-11-30/):
-c10d_call_us = 44.4 us, the median of `nccl_world1_eager.csv` (an eager
-`all_gather_into_tensor` at world size 1: 28-46 us up to 32 MiB, no communication), and
-torch_op_us = 8.0 us per torch op, what the same run's eager-minus-graph gaps imply per op
-(`local_pack_eager_us` 45-64 us vs 13-14 us graph for about 5 torch ops at small batch) and
-inside the 5-20 us cited for eager launches from Python; view_op_us = 3.4 us per view op (reshape,
-movedim, slice: no kernel), the figure the GPU kernel model's fit of the same eager columns gives.
+"c10d_call_us": .., "view_op_us": ..}); otherwise from `DEFAULT_HOST` below; `Scenario.host_op_us` /
+`host_collective_us` (CLI --host-op-us / --host-collective-us) override both (host speed is the user's CPU).
+c10d_call_us is the host time of one eager c10d collective call as a BACK-TO-BACK LOOP sees it:
+23.4 us, the median of `eager_us` over 1 KiB-256 KiB in ../shared/measurements/engine-figures/
+torch_all_reduce_eager_vs_graph_4xh100.json (copied to data/reference/engine-figures/; 4x H100, 200
+iterations per point: eager 21.2-28.6 us with two outliers (47.2 us at 8 KiB, 81.5 us at 512 KiB), graph
+11.8-14.2 us). Why the eager figure and not the eager-minus-graph gap (~10 us): the loop has no host
+sync, so it is a two-stage pipeline whose steady state per call is max(host, GPU), not host + GPU -
+at 2 and 4 MiB the eager loop is FASTER than the graph replay (27.3 vs 30.6 us, 40.5 vs 43.3 us), which
+only a pipelined loop can show; where eager > graph the loop is host-bound and eager_us is the host time
+per call. The single timed call at world size 1 (44.5 us, nccl_world1_eager.csv) that this replaces
+includes a call's one-off costs the loop amortizes. torch_op_us = 8.0 us per torch op (the H200 run's
+eager-minus-graph gaps per op, `local_pack_eager_us` 45-64 us vs 13-14 us graph for about 5 torch ops)
+and view_op_us = 3.4 us per view op (the GPU kernel model's fit of the same eager columns). The spread of
+host speed is the "host" factor of the uncertainty model (evidence.discrepancy HOST_SIGMA_LOG).
 """
 
 from __future__ import annotations
@@ -66,11 +84,12 @@ from typing import Any
 
 import numpy as np
 
-ENGINES: tuple[str, ...] = ("none", "vllm", "sglang", "trtllm")
+ENGINES: tuple[str, ...] = ("none", "vllm", "vllm-v2", "sglang", "trtllm", "tokenspeed")
 
-DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "view_op_us": 3.4, "c10d_call_us": 44.4}
-HOST_SOURCE = ("no kernels.host in the profile: defaults from the H200 run of 2026-11-30 (c10d_call_us = median of "
-               "nccl_world1_eager.csv; torch_op_us from its eager-minus-graph kernel timings)")
+DEFAULT_HOST: dict[str, float] = {"torch_op_us": 8.0, "view_op_us": 3.4, "c10d_call_us": 23.4}
+HOST_SOURCE = ("no kernels.host in the profile: defaults (c10d_call_us = median eager all_reduce loop, 1 KiB-256 KiB, "
+               "4x H100, engine-figures/torch_all_reduce_eager_vs_graph_4xh100.json; torch_op_us from the H200 "
+               "run's eager-minus-graph kernel timings)")
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,15 @@ PLANS: dict[str, EnginePlan] = {
                          source="tensorrt_llm/_torch/speculative/mtp.py MTPWorker.draft_sampler",
                          notes=("local max + (id, value) all-gather inside the model forward, captured in "
                                 "the PyTorch backend's CUDA graph",)),
+    "vllm-v2": EnginePlan("vllm-v2", frozenset({"*"}),
+                          source="vllm/v1/worker/gpu/spec_decode/eagle/speculator.py EagleSpeculator.multi_step_decode",
+                          notes=("Model Runner V2: forward + compute_logits + sampling of each draft step replayed "
+                                 "as one FULL CUDA graph (EagleCudaGraphManager)",)),
+    "tokenspeed": EnginePlan("tokenspeed", frozenset({"*"}), default_strategy="packed_allreduce_max",
+                             source="lightseekorg/tokenspeed python/tokenspeed/runtime/layers/logits_processor.py "
+                             "LogitsProcessor",
+                             notes=("draft logits path (multimem gather / CuTe distributed_argmax) replayed in the "
+                                    "engine's CUDA graphs",)),
 }
 
 
@@ -118,7 +146,8 @@ class HostCosts:
 
 
 def host_costs(profile: Any) -> HostCosts:
-    """Per-op host launch costs: the profile's `kernels.host` where present, else `DEFAULT_HOST`."""
+    """Per-op host launch costs: the profile's `kernels.host` where present, else `DEFAULT_HOST` (the scenario's
+    overrides are applied by `with_overrides`)."""
     raw = getattr(profile, "raw", {}) or {}
     host = (raw.get("kernels") or {}).get("host") or {}
     values = {}
@@ -128,6 +157,19 @@ def host_costs(profile: Any) -> HostCosts:
         values[key] = float(value) if ok else default
     source = str(host.get("source") or ("profile kernels.host" if host else HOST_SOURCE))
     return HostCosts(values["torch_op_us"], values["c10d_call_us"], source, values["view_op_us"])
+
+
+def with_overrides(hc: HostCosts, op_us: Any = None, collective_us: Any = None) -> HostCosts:
+    """`hc` with the user's per-op and per-collective host times (None / NaN: keep the profile's)."""
+    def pick(user: Any, base: float) -> Any:
+        if user is None:
+            return base
+        u = np.asarray(user, dtype=float)
+        return np.where(np.isnan(u), base, u) if u.ndim else (base if np.isnan(u) else float(u))
+    if op_us is None and collective_us is None:
+        return hc
+    return HostCosts(pick(op_us, hc.torch_op_us), pick(collective_us, hc.c10d_call_us),
+                     hc.source + "; overridden by --host-op-us / --host-collective-us", hc.view_op_us)
 
 
 def captured_mask(component: str, engine: Any, mode: Any) -> np.ndarray:

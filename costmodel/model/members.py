@@ -126,14 +126,15 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
 
 
 def _stackable(scenario: Scenario) -> bool:
-    """Only the batch varies (at most 1-d), NCCL collectives: the paths whose formulas take (M, 1) parameters."""
+    """Only the batch varies (at most 1-d), NCCL collectives (tokenspeed's recipe runs multimem itself,
+    recipes.py): the paths whose formulas take (M, 1) parameters."""
     if np.ndim(scenario.batch) > 1:
         return False
     for name in SCENARIO_FIELDS:
         value = getattr(scenario, name)
         if name != "batch" and value is not None and np.ndim(value):
             return False
-    return bool(np.all(scenario.collective == "nccl"))
+    return bool(np.all(scenario.collective == "nccl")) and not bool(np.any(scenario.engine == "tokenspeed"))
 
 
 def stack_factors(factors: Sequence[dict[str, float] | None]) -> dict[str, Any] | None:

@@ -72,9 +72,10 @@ class Scenario:
     mode: "graph" (CUDA-graph replay) or "eager".
     impl: "torch" (the torch ops engines ship) or "fused" (fused kernels; the
         profile must carry fused kernel parameters).
-    engine: "none" (every component as `mode` says) or "vllm" | "sglang" |
-        "trtllm": what that engine captures in a CUDA graph and where it syncs,
-        per component (costmodel/model/engines.py; `mode` is then not used).
+    engine: "none" (every component as `mode` says) or "vllm" | "vllm-v2" |
+        "sglang" | "trtllm" | "tokenspeed": what that engine captures in a CUDA
+        graph and where it syncs (costmodel/model/engines.py; `mode` is then not
+        used) and which kernels / collectives it runs (costmodel/model/recipes.py).
     softcap: the model applies a final logit soft-cap cap * tanh(x / cap)
         (3 element-wise kernels over the logits the strategy reads).
     logit_scale: the model multiplies the logits by a scale (1 kernel).
@@ -82,6 +83,10 @@ class Scenario:
         the k largest per row, see calibration/reference/strategies.py `stable_topk`).
     collective: "nccl" | "oneshot" | "multimem" - the implementation of the strategies' all-gather /
         all-reduce (costmodel/model/collective_impls.py; unavailable ones fall back to NCCL).
+    serving_term: add the fixed cost per collective call of a serving step (arrival skew, launch placement;
+        costmodel/model/serving.py) where an engine runs the step; False prices synchronized microbenchmarks.
+    host_op_us / host_collective_us: host time per eager torch op / per eager c10d call (None: the
+        profile's kernels.host, else engines.DEFAULT_HOST) - host speed is the user's CPU.
     """
 
     vocab: Any = 202048
@@ -101,6 +106,9 @@ class Scenario:
     logit_scale: Any = False
     top_k: Any = 1
     collective: Any = "nccl"
+    serving_term: Any = True
+    host_op_us: Any = None
+    host_collective_us: Any = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -124,6 +132,10 @@ class Scenario:
         set_(self, "softcap", _as_array(self.softcap, bool))
         set_(self, "logit_scale", _as_array(self.logit_scale, bool))
         set_(self, "collective", _categorical("collective", self.collective, COLLECTIVE_IMPLS))
+        set_(self, "serving_term", _as_array(self.serving_term, bool))
+        for name in ("host_op_us", "host_collective_us"):
+            if getattr(self, name) is not None:
+                set_(self, name, _as_array(getattr(self, name), np.float64))
         set_(self, "_shape", np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)
                                                    if getattr(self, f.name) is not None)))
         self._validate()
@@ -148,6 +160,10 @@ class Scenario:
         first_bad(self.tp % self.nodes != 0, "nodes", "must divide the TP size")
         if self.hidden is not None:
             first_bad(self.hidden < 1, "hidden", "must be >= 1")
+        for name in ("host_op_us", "host_collective_us"):
+            value = getattr(self, name)
+            if value is not None:
+                first_bad(~np.isfinite(value) | (value < 0) | (value > 1e6), name, "must be a number in 0..1e6 us")
         v_pad = padded_vocab(self.draft_vocab)
         bad = (v_pad % self.tp) != 0
         if np.any(bad):

@@ -41,23 +41,47 @@ scale is applied before keying (a non-positive scale is rejected).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from ..io.errors import InputError
 from ..profiles.types import Profile
+from . import engine_kernels as ek
 from .components import STRATEGIES, TORCH_OPS, Call, Component, _Ctx
 from .engines import Stage, step_time_us, sync_mask
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, lm_head_time_us
 from .scenario import Scenario
+from .serving import SERVING_SOURCE, serving_us
+
+
+def _override(comp: Component, where, gpu_us, formula: str, *, collective: bool = False) -> Component:
+    """`comp` with its GPU time replaced by `gpu_us` where `where` (an engine recipe's kernel; recipes.py); its
+    own calls then apply only elsewhere. collective: the recipe's kernel is one collective call (serving term)."""
+    where = np.asarray(where, dtype=bool)
+    if not where.any():
+        return comp
+    gpu = np.where(where, gpu_us, comp.time_us)
+    call = Call("kernel", "recipe", {"formula": formula, "gpu_us": gpu, "counts_as_collective": collective}, where)
+    own = tuple(replace(c, when=np.asarray(c.when) & ~where) for c in comp.calls)
+    return replace(comp, time_us=gpu, extrapolated=np.where(where, False, comp.extrapolated), calls=own + (call,))
 
 
 def _select_full(c: _Ctx) -> dict[str, Component]:
-    """The baseline's last step: argmax (top-k 1) or torch.topk over [R, V or V_target] (key "topk" then)."""
-    arg = c.argmax_full()
+    """The baseline's last step: argmax (top-k 1) or torch.topk over [R, V or V_target] (key "topk" then);
+    the recipe's bandwidth-bound argmax (tokenspeed) and SGLang's softmax over [R, V] before it."""
+    m, vocab = c.recipe, c.sc.argmax_vocab
+    out = {}
+    if np.any(m.softmax_max):
+        gpu = np.where(m.softmax_max, ek.softmax_us(c.profile, c.rows, vocab, c.e), 0.0) * c.factors.get("softmax", 1.0)
+        out["softmax"] = Component(gpu, 0.0, False, (Call("kernel", "softmax", {"formula": "engine_kernels."
+                                   "softmax_us: " + ek.DERIVED, "gpu_us": gpu}, m.softmax_max),),
+                                   c._host("softmax", c.host.torch_op_us, 1, m.softmax_max), 1)
+    arg = _override(c.argmax_full(), m.argmax_bw, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
+                    "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
     if not c.any_topk:
-        return {"argmax": arg}
-    return {"topk": c.topk_component("topk", arg, c.topk_us(c.rows, c.sc.argmax_vocab), TORCH_OPS["topk"])}
+        return {**out, "argmax": arg}
+    return {**out, "topk": c.topk_component("topk", arg, c.topk_us(c.rows, vocab), TORCH_OPS["topk"])}
 
 
 def _ids_bytes(c: _Ctx):
@@ -66,9 +90,11 @@ def _ids_bytes(c: _Ctx):
 
 
 def full_all_gather(c: _Ctx) -> dict[str, Component]:
+    mm = c.multimem_gather  # tokenspeed: its multimem all-gather writes [R, V] itself (no relayout)
+    impl = np.where(mm, "multimem", c.sc.collective) if c.any_multimem_gather else None
     return {
-        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
-        "relayout_copy": c.relayout(),
+        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e, impl=impl),
+        "relayout_copy": c.relayout(skip=mm),
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
         **_select_full(c),
@@ -147,11 +173,33 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
 
 
 def local_argmax_pairs(c: _Ctx) -> dict[str, Component]:
-    return _local(c, "local_argmax", "all_gather", PAIR_BYTES, "pair_reduce", c.p)
+    comps = _local(c, "local_argmax", "all_gather", PAIR_BYTES, "pair_reduce", c.p)
+    w = c.recipe.compiled_pairs  # TensorRT-LLM: torch.compile'd local max + pack, and pick
+    if np.any(w):
+        first, last = ("local_topk", "topk_merge") if "local_topk" in comps else ("local_argmax", "pair_reduce")
+        comps[first] = _override(comps[first], w, ek.argmax_bw_us(c.profile, c.rows, c.shard, c.e),
+                                          "compiled get_local_max_and_combined = engine_kernels.argmax_bw_us: "
+                                          + ek.DERIVED)
+        for k in ("pad_mask", "rank_offset"):  # inside the compiled kernel
+            comps[k] = _override(comps[k], w, 0.0, "fused into the compiled local reduce")
+        comps[last] = _override(comps[last], w, ek.small_us(c.profile, c.rows, c.p * PAIR_BYTES),
+                                         "compiled get_draft_tokens_from_gathered = engine_kernels.small_us: "
+                                         + ek.DERIVED)
+    return comps
 
 
 def packed_allreduce_max(c: _Ctx) -> dict[str, Component]:
-    return _local(c, "key_pack", "all_reduce", ID_BYTES, "key_unpack", 1)
+    comps = _local(c, "key_pack", "all_reduce", ID_BYTES, "key_unpack", 1)
+    w = c.recipe.fused_packed  # tokenspeed: one CuTe distributed_argmax kernel does all of it
+    if np.any(w):
+        exchange = c.collective("all_reduce", c.rows * ID_BYTES, impl="multimem").time_us
+        comps["key_pack"] = _override(comps["key_pack"], w,
+                                      ek.fused_dist_argmax_us(c.profile, c.rows, c.shard, c.e, exchange),
+                                      "CuTe distributed_argmax = engine_kernels.fused_dist_argmax_us: " + ek.DERIVED,
+                                      collective=True)
+        for k in ("pad_mask", "rank_offset", "all_reduce", "key_unpack"):  # inside the one kernel
+            comps[k] = _override(comps[k], w, 0.0, "inside the fused distributed_argmax kernel")
+    return comps
 
 
 def _add(a, b):
@@ -187,12 +235,25 @@ def build_components(scenario: Scenario, profile: Profile, strategies: tuple[str
     with kernel_memo():  # one evaluation: identical kernel calls and factorizations priced once
         ctx = _Ctx(scenario, profile, factors)
         out = {}
+        serving = ctx.recipe.serving & ctx.multi
+        any_serving = bool(np.any(serving))
         for name in strategies:
             comps = BUILDERS[name](ctx)
+            if any_serving:
+                comps["serving"] = _serving(ctx, comps, serving)
             if ctx.any_host:
                 comps["host_exposed"] = _host_exposed(ctx, comps)
             out[name] = comps
     return out
+
+
+def _serving(ctx: _Ctx, comps: dict[str, Component], enabled) -> Component:
+    """The serving term (costmodel/model/serving.py): SERVING_CALL_US per collective call the strategy issues."""
+    calls = sum((np.asarray(call.when, dtype=float) for comp in comps.values() for call in comp.calls
+                 if call.kind == "collective" or call.args.get("counts_as_collective")), np.zeros(()))
+    t = serving_us(calls, enabled, ctx.factors.get("serving", 1.0))
+    return Component(t, 0.0, False, (Call("serving", "serving", {"collective_calls": calls, "gpu_us": t, "formula":
+                                                                  SERVING_SOURCE}, enabled & (calls > 0)),))
 
 
 def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:

@@ -60,12 +60,36 @@ def test_predict_is_finite_with_sources_on_every_profile(engine, fitted, capsys)
         result = json.loads(capsys.readouterr().out)
         for name, s in result["strategies"].items():
             assert math.isfinite(s["total_us"]) and math.isfinite(s["saving_per_decode_step_us"]), (profile, name)
+            assert s["total_us"] > 0, (profile, name)
             _finite(s["components"], f"{profile} {name}")
+            assert s["recipe"].startswith(f"{engine} recipe: "), (profile, name)  # which recipe priced it
+            # the serving term: one per collective call where an engine runs the step (p = 4: every strategy has one)
+            assert (s["components"].get("serving", 0.0) > 0) == (engine != "none"), (profile, name)
         assert set(result["component_sources"]) == set(COMPONENTS), profile
         assert main(args) == 0
         text = capsys.readouterr().out
         assert "nan" not in text.lower().replace("nanoseconds", ""), profile
         assert "sources: " in text
+
+
+@pytest.mark.parametrize("engine", ENGINES[1:])
+def test_host_and_serving_flags_reach_the_prices(engine, capsys):
+    args = ["predict", "--tp", "8", "--batch", "1", "--no-intervals", "--engine", engine, "--json"]
+    assert main(args) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main([*args, "--no-serving-term", "--host-op-us", "0", "--host-collective-us", "0"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["engine"]["host_torch_op_us"] == 0.0 and off["engine"]["host_c10d_call_us"] == 0.0
+    assert off["engine"]["serving_term_us_per_collective_call"] == 0.0
+    for name, s in off["strategies"].items():
+        assert "serving" not in s["components"] and s["components"].get("host_exposed", 0.0) < 1e-9, name
+        assert s["total_us"] < base["strategies"][name]["total_us"], name
+
+
+def test_bad_host_flag_is_one_error_line(capsys):
+    assert main(["predict", "--engine", "vllm", "--host-op-us", "-3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 2 and "--host-op-us" in err[-1]
 
 
 def test_fitted_sources_are_measured_or_from_base(fitted, capsys):

@@ -104,8 +104,8 @@ def test_lm_head_and_host_costs_are_compared_when_replicates_carry_them():
     doc = verbose("h200-sxm-nvlink")
     for i, rep in enumerate(doc["bootstrap"]):
         rep["kernels"]["lm_head"] = {**doc["kernels"]["lm_head"], "floor_us": 3.0 + i / 100}
-        rep["kernels"]["host"] = {**copy.deepcopy(doc["kernels"]["host"]), "c10d_call_us": 40.0 + i / 10}
-    check_replicates(doc, "p.json")  # the point (3.789, 44.52) lies inside both ranges
+        rep["kernels"]["host"] = {**copy.deepcopy(doc["kernels"]["host"]), "c10d_call_us": 20.0 + i / 10}
+    check_replicates(doc, "p.json")  # the point (3.789, 23.4) lies inside both ranges
     moved = copy.deepcopy(doc)
     moved["kernels"]["lm_head"]["floor_us"] = 9.0
     refused(moved, "kernels.lm_head.floor_us = 9")

@@ -1,0 +1,154 @@
+"""Per-engine recipes: what each engine runs for the baseline and for the local path, read from its source.
+
+`engines.PLANS` says what an engine captures in a CUDA graph and where its host syncs; a `Recipe` says WHICH
+kernels and collectives it runs for the two strategies engines ship (the full-vocab baseline
+`full_all_gather` and a local path). Sources read 2026-12-02 (file, function):
+
+vllm (V1 GPUModelRunner; the default runner for most models, see vllm-v2)
+    baseline: `vllm/model_executor/layers/logits_processor.py` `LogitsProcessor._gather_logits` ->
+    `tensor_model_parallel_all_gather` (NCCL all_gather_into_tensor, then the GroupCoordinator.all_gather
+    movedim/reshape: the relayout copy), then `logits.argmax(dim=-1)` in `vllm/v1/spec_decode/eagle.py`
+    `EagleProposer.propose` (ATen argmax). Local: `get_top_tokens` with
+    `SpeculativeConfig.use_local_argmax_reduction` (vllm/config/speculative.py): torch ops.
+vllm-v2 (Model Runner V2, `vllm/v1/worker/gpu/`)
+    `vllm/v1/worker/gpu/spec_decode/eagle/speculator.py` `EagleSpeculator.capture` records `generate_draft`
+    (model forward + `compute_logits` + `_sample_draft` (`logits.argmax(dim=-1)` when greedy) +
+    `update_eagle_draft_inputs`) as one FULL CUDA graph per batch size (`eagle/cudagraph.py`
+    `EagleCudaGraphManager`, FULL mode only) and `multi_step_decode` replays it per draft step
+    (`run_fullgraph`). Same collective, relayout and ATen argmax as V1; V2 has no local-argmax option
+    (`_sample_draft` always argmaxes the gathered logits): its local path is priced as the torch ops, captured.
+    Which runner runs: `vllm/config/vllm.py` `VllmConfig.use_v2_model_runner` - `VLLM_USE_V2_MODEL_RUNNER`
+    if set; unset, V1 up to the releases where V2 was opt-in (env default "0", V2 "[Experimental]" in
+    vllm/v1/worker/gpu/README.md), then V2 for the architectures in `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`
+    (Llama / Mistral / Qwen3 dense, unquantized, from about v0.23) - a list later widened; check your
+    release's `use_v2_model_runner` (uncertain: version boundaries read from third-party notes of the source).
+sglang
+    `python/sglang/srt/speculative/eagle_worker.py` `EAGLEWorker.draft_forward`: per draft step
+    `torch.softmax(logits_output.next_token_logits, dim=-1)` over [B, V] then `fast_topk` (`torch.max` at
+    top-k 1, `torch.topk` above; `python/sglang/srt/utils` / `speculative/spec_utils.py` `fast_topk`); the
+    logits come from `python/sglang/srt/layers/logits_processor.py` `LogitsProcessor._get_logits`
+    (`tensor_model_parallel_all_gather`: NCCL + the relayout). Baseline = NCCL + relayout + softmax + max.
+    Local: the packed local argmax of PR #37106 (off by default) / torch ops, captured.
+trtllm
+    `tensorrt_llm/_torch/speculative/mtp.py` `MTPWorker.draft_sampler`: `get_local_max_and_combined` and
+    `get_draft_tokens_from_gathered` are `@torch.compile`d, so the local path is one fused reduce over the
+    shard (max, id + rank * shard, (id, value) pair) + the pair all-gather + one fused pick: priced as a
+    bandwidth-bound reduce over [R, s] and one small kernel. Baseline: NCCL + relayout + ATen argmax.
+tokenspeed (github lightseekorg/tokenspeed)
+    `python/tokenspeed/runtime/layers/logits_processor.py` `LogitsProcessor`: draft models construct with
+    `do_argmax=True`; `_argmax` runs `tokenspeed_kernel.ops.sampling.cute_dsl.distributed_argmax` (one CuTe
+    kernel: local argmax, packed (value, id) key multimem store, poll, reduce) where `_init_dist_argmax_state`
+    allows it: 2 <= TP <= 32, an unpadded vocab split (vocab_per_rank * tp == vocab), `supports_dist_argmax_shape`
+    (vocab_per_rank >= 4096, a multiple of 32), rows <= `_LOGITS_DIST_ARGMAX_MAX_TOKENS` (8192). The gather
+    path (`require_full_vocab_logits`, speculative sampling): `_get_logits` all-gathers through its Triton
+    multimem all-gather (`all_gather_inner`) straight into [T, V] for rows <= `_LOGITS_AG_MAX_TOKENS` (128)
+    and V_pad % (8 p) == 0 (NCCL otherwise), then `tokenspeed_kernel.ops.sampling.argmax` (the CuTe
+    `ArgmaxKernel`, bandwidth-bound; V >= 4096 and V % 32 == 0, else torch.argmax).
+
+`none` keeps the project's reference recipe (NCCL + relayout + ATen argmax; torch-op local paths) for every
+engine-free scenario, so `--mode` pricing is unchanged. Each recipe applies to `full_all_gather` and the local
+strategies; `full_all_gather_no_relayout` and `gather_to_rank0` are priced as the project's reference
+implementations in every engine (no engine ships them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .engines import ENGINES
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What an engine runs. baseline_collective: "nccl" | "multimem"; selection: "argmax" (ATen) |
+    "argmax_bw" (bandwidth-bound) | "softmax_max" (softmax over [B, V], then max); local: "torch" |
+    "compiled" (torch.compile'd pair path) | "fused" (one distributed-argmax kernel)."""
+
+    engine: str
+    baseline_collective: str = "nccl"
+    selection: str = "argmax"
+    local: str = "torch"
+    source: str = ""
+    baseline_text: str = "NCCL all-gather + relayout copy + torch.argmax (ATen)"
+    local_text: str = "torch ops"
+
+
+RECIPES: dict[str, Recipe] = {
+    "none": Recipe("none", source="the project's reference implementations (calibration/reference/strategies.py)"),
+    "vllm": Recipe("vllm", source="vllm/v1/spec_decode/eagle.py EagleProposer.propose; "
+                   "vllm/model_executor/layers/logits_processor.py LogitsProcessor._gather_logits",
+                   local_text="torch ops (get_top_tokens, use_local_argmax_reduction), eager"),
+    "vllm-v2": Recipe("vllm-v2", source="vllm/v1/worker/gpu/spec_decode/eagle/speculator.py "
+                      "EagleSpeculator.generate_draft / capture; eagle/cudagraph.py EagleCudaGraphManager",
+                      local_text="torch ops inside the FULL graph (V2 ships no local-argmax option)"),
+    "sglang": Recipe("sglang", selection="softmax_max",
+                     source="python/sglang/srt/speculative/eagle_worker.py EAGLEWorker.draft_forward (softmax + "
+                     "fast_topk); python/sglang/srt/layers/logits_processor.py LogitsProcessor._get_logits",
+                     baseline_text="NCCL all-gather + relayout copy + softmax over [B, V] + max (fast_topk)",
+                     local_text="torch ops, captured (packed local argmax, PR #37106, off by default)"),
+    "trtllm": Recipe("trtllm", local="compiled",
+                     source="tensorrt_llm/_torch/speculative/mtp.py MTPWorker.draft_sampler "
+                     "(@torch.compile get_local_max_and_combined, get_draft_tokens_from_gathered)",
+                     local_text="torch.compile'd: one fused local reduce + pair all-gather + one fused pick "
+                     "(local_argmax_pairs at top-k 1; torch ops otherwise)"),
+    "tokenspeed": Recipe("tokenspeed", baseline_collective="multimem", selection="argmax_bw", local="fused",
+                         source="lightseekorg/tokenspeed python/tokenspeed/runtime/layers/logits_processor.py "
+                         "LogitsProcessor._get_logits / _argmax / _init_dist_argmax_state",
+                         baseline_text="multimem all-gather into [T, V] (rows <= 128; else NCCL + relayout) + "
+                         "CuTe bandwidth-bound argmax",
+                         local_text="one CuTe distributed_argmax kernel (local argmax, packed multimem store, poll, "
+                         "reduce) for packed_allreduce_max where its shape gates hold; torch ops otherwise"),
+}
+assert tuple(RECIPES) == ENGINES, "one recipe per engine"
+
+TOKENSPEED_AG_MAX_ROWS = 128  # LogitsProcessor._LOGITS_AG_MAX_TOKENS
+TOKENSPEED_DIST_ARGMAX_MAX_ROWS = 8192  # LogitsProcessor._LOGITS_DIST_ARGMAX_MAX_TOKENS
+CUTE_MIN_COLS, CUTE_COL_ALIGN = 4096, 32  # cute_dsl._MIN_VOCAB_SIZE, _VOCAB_SIZE_ALIGNMENT
+
+
+@dataclass(frozen=True)
+class RecipeMasks:
+    """Per-scenario booleans (broadcast with the scenario) saying where each recipe choice applies."""
+
+    multimem_gather: Any  # the baseline all-gather goes through multimem straight into [T, V]: no relayout
+    argmax_bw: Any  # the baseline selection is the bandwidth-bound argmax kernel
+    softmax_max: Any  # the baseline selection is softmax over [R, V] then max
+    compiled_pairs: Any  # local_argmax_pairs runs as torch.compile'd fused kernels
+    fused_packed: Any  # packed_allreduce_max runs as one fused distributed-argmax kernel
+    serving: Any  # the serving term applies (an engine, and Scenario.serving_term on)
+
+
+def masks(sc: Any) -> RecipeMasks:
+    """The recipe choices per scenario (see the module doc for each engine's gates)."""
+    eng = np.asarray(sc.engine)
+    rows, p, k = np.asarray(sc.rows), np.asarray(sc.tp), np.asarray(sc.top_k)
+    multi = p > 1
+    ts = eng == "tokenspeed"
+    v_pad, vocab = np.asarray(sc.padded_draft_vocab), np.asarray(sc.argmax_vocab)
+    draft = np.asarray(sc.draft_vocab)
+    per_rank = draft // p
+    dist_ok = ((p >= 2) & (p <= 32) & (v_pad == draft) & (per_rank >= CUTE_MIN_COLS) & (per_rank % CUTE_COL_ALIGN == 0)
+               & (rows <= TOKENSPEED_DIST_ARGMAX_MAX_ROWS) & (k == 1) & ~np.asarray(sc.d2t))
+    return RecipeMasks(
+        multimem_gather=ts & multi & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0),
+        argmax_bw=ts & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1),
+        softmax_max=eng == "sglang",
+        compiled_pairs=(eng == "trtllm") & multi & (k == 1),
+        fused_packed=ts & dist_ok,
+        serving=(eng != "none") & np.asarray(sc.serving_term),
+    )
+
+
+def describe(engine: str, strategy: str) -> str:
+    """Which recipe priced `strategy` under `engine` (one line, for predict's text and JSON)."""
+    r = RECIPES[engine]
+    if strategy == "full_all_gather":
+        what = r.baseline_text
+    elif strategy in ("local_argmax_pairs", "packed_allreduce_max"):
+        what = r.local_text
+    else:
+        what = "the project's reference implementation (no engine ships it)"
+    return f"{engine} recipe: {what} [{r.source}]"

@@ -1,0 +1,70 @@
+"""`validate --engine-figures` (costmodel/evidence/engine_figures.py): the issue's "done when" figures as reproduced."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from costmodel.cli.main import main
+from costmodel.evidence.engine_figures import LOOP_FILE, _loop_per_call, engine_figure_rows
+from costmodel.model.engines import DEFAULT_HOST, host_costs
+from costmodel.model.predict import predict
+from costmodel.model.scenario import Scenario
+from costmodel.profiles.presets import preset
+from costmodel.profiles.store import load_profile
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return engine_figure_rows().set_index("figure")
+
+
+def test_the_host_figure_is_the_median_eager_loop_figure_at_1_to_256_kib():
+    sweep = json.loads(LOOP_FILE.read_text())["size_sweep"]
+    eager = sorted(r["eager_us"] for r in sweep if 1024 <= r["bytes"] <= 262144)
+    assert len(eager) == 9 and round(eager[4], 1) == DEFAULT_HOST["c10d_call_us"] == 23.4
+    assert host_costs(load_profile("h100-sxm-nvlink")).c10d_call_us == 23.4  # the bundled profiles carry it too
+
+
+def test_one_eager_call_in_a_loop_costs_max_of_host_and_gpu(rows):
+    # hand-computed: 200 calls of host 23.4 / GPU 14.2 us -> 23.4 + 14.2 / 200 per call
+    assert float(_loop_per_call(23.4, 14.2)) == pytest.approx(23.4 + 14.2 / 200)
+    assert float(_loop_per_call(10.0, 30.0)) == pytest.approx(30.0 + 10.0 / 200)
+    # the torch eager all_reduce loop within 25% at 1 KiB-256 KiB, but for the 8 KiB outlier (2x its neighbours)
+    for b in (1024, 2048, 4096, 16384, 32768, 65536, 131072, 262144):
+        r = rows.loc[f"torch-eager-loop-{b}B"]
+        assert abs(r.rel_error) <= 0.25 and r.check == "in-sample", b
+    assert not rows.loc["torch-eager-loop-8192B"].within_target
+
+
+def test_the_serving_figures_are_in_sample_and_within_30_percent(rows):
+    for name in ("vllm-55021-logits-all-gather", "sglang-32551-logits-all-gather", "sglang-32461-draft-all-reduce",
+                 "sglang-37106-packed-path-h20"):
+        r = rows.loc[name]
+        assert r.check == "in-sample" and abs(r.rel_error) <= 0.30 and r.covered, name
+
+
+def test_vllm_55961_packed_top_k_saving_as_the_model_prices_it(rows):
+    """Saving of one packed all-gather: within 30% at 8 rows; 2x too large at 32 / 128 rows (the B300 profile's
+    small all-gather, derived, is ~15 us where the figure implies ~6-8 us) - stated, not hidden."""
+    assert rows.loc["vllm-55961-saving-rows-8"].within_target
+    for n in (32, 128):
+        r = rows.loc[f"vllm-55961-saving-rows-{n}"]
+        assert r.predicted_us > 0 and not r.within_target
+
+
+def test_sglang_h20_one_row_sign_row_matches_predict(rows):
+    """The model's saving of the packed local path at one row on H20 (sglang recipe): the row reports predict's
+    number; the done-when sign (local slower) is missed - the baseline's torch.max over [1, 129280] is priced
+    at ATen's single-row reduce (~27 us: measured 26.6 us at 128256 columns on H200)."""
+    sc = Scenario(**preset("deepseek-v3"), tp=8, batch=1, engine="sglang")
+    saving = float(predict(sc, load_profile("h20-hgx-nvlink")).saving_us("packed_allreduce_max"))
+    r = rows.loc["sglang-37106-saving-sign-1-row"]
+    assert r.predicted_us == pytest.approx(saving) and r.low_us < 0 < r.high_us  # undecided within its interval
+
+
+def test_validate_engine_figures_prints_the_set_and_fails_on_a_miss(capsys):
+    assert main(["validate", "--engine-figures"]) == 1  # some figures miss their target (see above)
+    out = capsys.readouterr().out
+    assert out.startswith("engine figures") and "within target" in out.splitlines()[-1]
