@@ -21,6 +21,7 @@ from .engines import ENGINES, PLANS, captured_mask, host_costs, with_overrides
 from .kernels import ID_BYTES, kernel_time_us, table_us
 from .scenario import Scenario
 
+CUTE_NVLINK_GENERATIONS = (4, 5)  # NVIDIA sm 9.x / 10.x (Hopper, datacenter Blackwell): tokenspeed's CuTe kernels
 BASELINE = "full_all_gather"
 STRATEGIES: tuple[str, ...] = (
     "full_all_gather",
@@ -111,7 +112,13 @@ class _Ctx:
         self.any_fused = bool(np.any(self.fused))
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
-        self.recipe = recipes.masks(scenario)
+        # the hardware gates only tokenspeed's recipe reads (its scenarios are priced member by member, never on a
+        # stacked profile: members.predict_members)
+        tokenspeed = bool(np.any(scenario.engine == "tokenspeed"))
+        multimem_ok = (collective_impls.available(profile, "multimem", "all_gather", 0.0, scenario.tp, scenario.nodes)
+                       if tokenspeed else True)
+        self.recipe = recipes.masks(scenario, multimem_ok,
+                                    profile.provenance.nvlink_generation in CUTE_NVLINK_GENERATIONS)
         self.multimem_gather = self.recipe.multimem_gather & self.multi
         self.any_multimem_gather = bool(np.any(self.multimem_gather))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))

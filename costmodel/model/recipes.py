@@ -44,6 +44,11 @@ tokenspeed (github lightseekorg/tokenspeed)
     multimem all-gather (`all_gather_inner`) straight into [T, V] for rows <= `_LOGITS_AG_MAX_TOKENS` (128)
     and V_pad % (8 p) == 0 (NCCL otherwise), then `tokenspeed_kernel.ops.sampling.argmax` (the CuTe
     `ArgmaxKernel`, bandwidth-bound; V >= 4096 and V % 32 == 0, else torch.argmax).
+    Hardware gates (`masks(..., multimem_ok, cute_ok)`): the multimem gather and the distributed argmax's packed
+    multimem store need NVLS multicast (`collective_impls.available(profile, "multimem", ...)`: an NVSwitch domain
+    at that TP on one node), else NCCL + relayout and the torch-op packed path; the CuTe kernels run only on
+    NVIDIA sm 9.x / 10.x (`cute_dsl._ts_supported_arch`: Hopper / datacenter Blackwell; ROCm, Ada and sm_120 get
+    the torch fallback) - a profile with `provenance.nvlink_generation` 4 or 5.
 
 `none` keeps the project's reference recipe (NCCL + relayout + ATen argmax; torch-op local paths) for every
 engine-free scenario, so `--mode` pricing is unchanged. Each recipe applies to `full_all_gather` and the local
@@ -121,8 +126,9 @@ class RecipeMasks:
     serving: Any  # the serving term applies (an engine, and Scenario.serving_term on)
 
 
-def masks(sc: Any) -> RecipeMasks:
-    """The recipe choices per scenario (see the module doc for each engine's gates)."""
+def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True) -> RecipeMasks:
+    """The recipe choices per scenario (see the module doc for each engine's gates). multimem_ok: where the profile
+    runs an NVLS multicast at the scenario's (TP, nodes); cute_ok: whether its GPU runs tokenspeed's CuTe kernels."""
     eng = np.asarray(sc.engine)
     rows, p, k = np.asarray(sc.rows), np.asarray(sc.tp), np.asarray(sc.top_k)
     multi = p > 1
@@ -133,11 +139,11 @@ def masks(sc: Any) -> RecipeMasks:
     dist_ok = ((p >= 2) & (p <= 32) & (v_pad == draft) & (per_rank >= CUTE_MIN_COLS) & (per_rank % CUTE_COL_ALIGN == 0)
                & (rows <= TOKENSPEED_DIST_ARGMAX_MAX_ROWS) & (k == 1) & ~np.asarray(sc.d2t))
     return RecipeMasks(
-        multimem_gather=ts & multi & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0),
-        argmax_bw=ts & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1),
+        multimem_gather=ts & multi & multimem_ok & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0),
+        argmax_bw=ts & cute_ok & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1),
         softmax_max=eng == "sglang",
         compiled_pairs=(eng == "trtllm") & multi & (k == 1),
-        fused_packed=ts & dist_ok,
+        fused_packed=ts & dist_ok & multimem_ok & cute_ok,
         serving=(eng != "none") & np.asarray(sc.serving_term),
     )
 

@@ -71,6 +71,18 @@ def test_tokenspeed_fused_distributed_argmax_only_where_its_gates_hold():
     assert float(no.total_us("packed_allreduce_max")) == pytest.approx(float(ref.total_us("packed_allreduce_max")))
 
 
+@pytest.mark.parametrize("name", ["mi300x-xgmi", "l40s-pcie", "a100-sxm-nvlink"])
+def test_tokenspeed_off_hopper_blackwell_nvls_falls_back_to_nccl_aten_and_torch_ops(name):
+    """No NVLS multicast (xGMI, PCIe, A100 NVLink 3) and no sm 9.x / 10.x: NCCL + relayout, ATen argmax, torch ops -
+    the reference recipe - where on the H200 every tokenspeed gate is open (the tests above)."""
+    prof = load_profile(name)
+    ts = predict(Scenario(**BASE, batch=64, engine="tokenspeed", serving_term=False), prof)
+    ref = predict(Scenario(**BASE, batch=64, mode="graph"), prof)
+    for strategy in ("full_all_gather", "packed_allreduce_max"):
+        assert float(ts.total_us(strategy)) == pytest.approx(float(ref.total_us(strategy)))
+    assert float(_comps(ts, "full_all_gather")["relayout_copy"]) > 0.0
+
+
 def test_trtllm_compiled_pair_path_is_two_fused_kernels_and_the_gather():
     tr = predict(Scenario(**BASE, batch=32, engine="trtllm", serving_term=False), H200)
     c = _comps(tr, "local_argmax_pairs")
