@@ -326,18 +326,25 @@ def build() -> list[tuple[dict, float]]:
             f"PCIe {gen} x16 through the host / PCIe switches, no NVLink, one node of 8 GPUs", 8, nics, nic,
             ["8x RTX 5090 (PCIe Gen5) all-reduce busbw 28 GB/s at 8 GPUs, 35 GB/s at 4 (NVIDIA/nccl#1639)",
              "NCCL topology: PCIe Gen4 x16 link 24 GB/s (PCI[24.0], NVIDIA/nccl-tests#307)"])))
+    return assemble(specs, kernel_section, {k: v[1] for k, v in GPUS.items()}, first_seed=10)
+
+
+def assemble(specs: list, section_of, hbm_gbps: dict[str, float], first_seed: int) -> list[tuple[dict, float]]:
+    """The profile documents of `specs` ((key, name, title, collectives, provenance) each): the kernels section of
+    `section_of(key)` at the GPU's HBM bandwidth `hbm_gbps[key]`, and the derived ensemble seeded first_seed, +1, ..
+    (shared with scripts/derive_profiles_fleet.py)."""
     out = []
-    for seed, (key, name, title, coll, prov) in enumerate(specs, start=10):
-        section = kernel_section(key)
+    for seed, (key, name, title, coll, prov) in enumerate(specs, start=first_seed):
+        section = section_of(key)
         dp.KERNEL_SECTIONS[name.split("-")[0]] = section  # dp.ensemble / dp.kernels look the section up by prefix
         data = {"schema_version": 1, "name": name, "title": title,
                 "provenance": {**prov, "source": prov["source"] + " Kernels: " + section["model"]["source"] + "."},
-                "collectives": coll, "kernels": dp.kernels(GPUS[key][1], section)}
+                "collectives": coll, "kernels": dp.kernels(hbm_gbps[key], section)}
         data["bootstrap_method"] = ("derived ensemble, not a statistical bootstrap: " + str(dp.N_REPLICATES)
                                     + " uniform draws of the uncertain parameters over the cited ranges "
                                     "(scripts/derive_profiles.py RANGES)")
-        data["ensemble"] = dp.ensemble(data, GPUS[key][1], seed)
-        out.append((data, GPUS[key][1]))
+        data["ensemble"] = dp.ensemble(data, hbm_gbps[key], seed)
+        out.append((data, hbm_gbps[key]))
     return out
 
 

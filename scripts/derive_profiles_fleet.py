@@ -327,19 +327,7 @@ def build() -> list[tuple[dict, float]]:
             "pair, NCCL 2.27.5",
             "8x RTX 5090 (PCIe Gen5, GeForce: no P2P) all-reduce busbw 28 GB/s (NVIDIA/nccl#1639): no longer used"],
         {"nccl": "2.23+ tuning model, PCIe (scripts/derive_profiles_fleet.py)"})))
-    out = []
-    for seed, (key, name, title, coll, prov) in enumerate(specs, start=30):
-        section = kernel_section(key)
-        dp.KERNEL_SECTIONS[name.split("-")[0]] = section  # dp.ensemble / dp.kernels look the section up by prefix
-        data = {"schema_version": 1, "name": name, "title": title,
-                "provenance": {**prov, "source": prov["source"] + " Kernels: " + section["model"]["source"] + "."},
-                "collectives": coll, "kernels": dp.kernels(GPUS[key][1], section)}
-        data["bootstrap_method"] = ("derived ensemble, not a statistical bootstrap: " + str(dp.N_REPLICATES)
-                                    + " uniform draws of the uncertain parameters over the cited ranges "
-                                    "(scripts/derive_profiles.py RANGES)")
-        data["ensemble"] = dp.ensemble(data, GPUS[key][1], seed)
-        out.append((data, GPUS[key][1]))
-    return out
+    return dpc.assemble(specs, kernel_section, {k: v[1] for k, v in GPUS.items()}, first_seed=30)
 
 
 def main() -> None:

@@ -456,18 +456,25 @@ REFERENCE_COLUMNS = ("id", "table", "gpu", "profile", "op", "backend", "device",
 FLOOR_BELOW_BYTES_PER_RANK = 64 * 1024  # host floor = median time of the table's rows below this size
 
 
-def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
-    """Validation rows (REFERENCE_COLUMNS) of every "priced" log listed in `manifest` (see the module doc)."""
-    manifest = Path(manifest)
+def read_manifest_table(manifest: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """A manifest CSV as strings: read bounded (stat first), its header checked (column count and length) before
+    pandas parses it, every one of `columns` present; one-line InputError otherwise."""
     try:
-        data = read_bytes(manifest, limit_bytes=MAX_LOG_BYTES)  # stat first, bounded
-        check_csv_header(data, str(manifest))  # column count and header length before pandas parses it
+        data = read_bytes(manifest, limit_bytes=MAX_LOG_BYTES)
+        check_csv_header(data, str(manifest))
         table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{manifest}: cannot read the manifest ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in MANIFEST_COLUMNS if c not in table.columns]
+    missing = [c for c in columns if c not in table.columns]
     if missing:
         raise InputError(f"{manifest}: missing column(s) {', '.join(missing)}")
+    return table
+
+
+def reference_from_manifest(manifest: str | Path) -> pd.DataFrame:
+    """Validation rows (REFERENCE_COLUMNS) of every "priced" log listed in `manifest` (see the module doc)."""
+    manifest = Path(manifest)
+    table = read_manifest_table(manifest, MANIFEST_COLUMNS)
     frames = []
     for _, entry in table.iterrows():  # every listed log must import; only "priced" ones become rows
         priced = entry["status"] == "priced"

@@ -27,7 +27,6 @@ Every table must parse; those with `status` "priced" become rows (REFERENCE_COLU
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 from collections.abc import Sequence
@@ -39,17 +38,16 @@ import pandas as pd
 
 from calibration.logs.import_nccl_tests import (
     FLOOR_BELOW_BYTES_PER_RANK,
-    MAX_LOG_BYTES,
     PROGRAMS,
     REFERENCE_COLUMNS,
     Hints,
     parse_nccl_tests_text,
     read_log,
+    read_manifest_table,
 )
 from costmodel.io.errors import InputError, OneLineParser
-from costmodel.io.measurements import check_csv_header
 from costmodel.io.outputs import check_output
-from costmodel.io.safe_io import read_bytes, write_csv
+from costmodel.io.safe_io import write_csv
 
 FORMATS = ("nccl-tests", "markdown", "none")
 VALUE_KINDS = ("busbw_gbps", "time_us")
@@ -248,16 +246,7 @@ def import_table(entry: pd.Series, folder: Path) -> pd.DataFrame:
 
 
 def read_manifest(manifest: Path) -> pd.DataFrame:
-    data = read_bytes(manifest, limit_bytes=MAX_LOG_BYTES)
-    check_csv_header(data, str(manifest))
-    try:
-        table = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{manifest}: cannot read the manifest ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in MANIFEST_COLUMNS if c not in table.columns]
-    if missing:
-        raise InputError(f"{manifest}: missing column(s) {', '.join(missing)}")
-    return table
+    return read_manifest_table(manifest, MANIFEST_COLUMNS)
 
 
 def import_manifest(manifest: str | Path) -> pd.DataFrame:
