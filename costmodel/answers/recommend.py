@@ -66,6 +66,8 @@ from .workload import Workload
 
 FLAG_STRATEGY = "local_argmax_pairs"
 SHIPPED = {BASELINE: "every engine's default", FLAG_STRATEGY: "vLLM use_local_argmax_reduction"}
+V2_HEADLINE = ("vLLM Model Runner V2 has no local-argmax path (the flag works on the V1 runner only; see the "
+               "configs) - priced as if it had one: ")
 DECISIONS = ("enable", "keep off", "uncertain")
 
 
@@ -268,7 +270,10 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     candidates = [s for s in STRATEGIES if outcomes[s].valid_share >= 1.0 - 1e-9]
     best_modelled = max(candidates, key=lambda s: outcomes[s].expected_saving_per_decode_step_us)
     top_k, collective = int(single.top_k), str(single.collective)
+    engine = str(single.engine)
     headline = _headline(decision, flag, workload, interval_source if not reps else "", level, top_k)
+    if engine == "vllm-v2" and top_k == 1:
+        headline = V2_HEADLINE + headline
     if method is None:
         method = "eagle3" if bool(single.d2t) else "eagle"
     per_batch = pd.DataFrame({"batch": workload.batch, "weight": w, "best": best,
@@ -290,9 +295,9 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
             "source": profile.provenance.source, **sources_dict(profile, single),
             "provenance": provenance_cell(profile, single)}
     return Recommendation(decision, headline, recommended, best_modelled, outcomes,
-                          _configs(decision, k, method, bool(single.parallel), top_k),
+                          _configs(decision, k, method, bool(single.parallel), top_k, engine),
                           workload, desc, prof, interval_source, per_batch, level, verification,
-                          tuple(config_notes(top_k, collective, ver is not None)))
+                          tuple(config_notes(top_k, collective, ver is not None, engine)))
 
 
 def _headline(decision: str, flag: StrategyOutcome, workload: Workload, no_interval: str, level: float,
