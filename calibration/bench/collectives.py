@@ -640,6 +640,9 @@ class PointFailed(RuntimeError):
 
 
 SILENT_RANKS_WAIT_S = 3.0  # how long a failed rank waits for the other survivors to report
+# an input error: how long the ranks that do not print it wait before exiting (torchrun stops every rank when the
+# first one exits, which could kill the reporting rank before it prints)
+QUIET_RANK_LINGER_S = 3.0
 
 
 def silent_ranks(rank: int, world_size: int, wait_s: float = SILENT_RANKS_WAIT_S) -> list[int] | None:
@@ -851,6 +854,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             (launch.rank == 0 if rendezvous else launch.local_rank == 0)
         if first:
             print(f"error: {exc}", file=sys.stderr, flush=True)
+        else:  # torchrun SIGTERMs every rank once one exits non-zero: let the reporting rank exit first
+            time.sleep(QUIET_RANK_LINGER_S)
         return EXIT_INPUT
     except PointFailed as exc:
         silent = silent_ranks(launch.rank, launch.world_size)
