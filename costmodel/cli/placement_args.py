@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
-from ..model.draft_step import arch_with
 from ..model.drafter import DraftArch
 from ..profiles.presets import preset_draft
 from .options import DEFAULT_PRESET
@@ -21,7 +21,7 @@ def arch_from_args(args: argparse.Namespace, draft_vocab: int) -> DraftArch:
     changes = {field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)}
     if getattr(args, "hidden", None) and "hidden" not in changes:
         changes["hidden"] = int(str(args.hidden).split(",")[0])
-    return arch_with(arch, **changes) if changes else arch
+    return replace(arch, **changes) if changes else arch  # re-validated by __post_init__
 
 
 def free_bytes(args: argparse.Namespace) -> float | None:

@@ -33,13 +33,13 @@ The draft step time of a strategy = step_time_us(all stages) + nothing else; sav
 differences of these totals, so they count how much of each strategy's host launches the forward hides.
 
 `graph_launch_us` is the profile's `kernels.host.graph_launch_us` when present, else an ASSUMPTION of one torch
-op's host time (`HostCosts.torch_op_us`): a cudaGraphLaunch is one host call, like one eager kernel launch.
+op's host time (`engines.HostCosts.launch_us`): a cudaGraphLaunch is one host call, like one eager kernel launch.
+Host costs are the logits path's: the profile's, with the scenario's --host-op-us / --host-collective-us.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from ..profiles.types import Profile
 from . import collective_impls, drafter
 from .components import STRATEGIES
 from .drafter import DraftArch, DraftMemory
-from .engines import PLANS, Stage, host_costs, step_time_us
+from .engines import Stage, captured_mask, host_costs, step_time_us, with_overrides
 from .kernels import ID_BYTES
 from .scenario import Scenario
 from .strategies import build_components, validity
@@ -130,22 +130,6 @@ class DraftStep:
         return np.asarray(np.asarray(names, dtype=object)[np.argmin(stack, axis=0)])
 
 
-def _graph_launch_us(profile: Profile) -> float:
-    raw = ((getattr(profile, "raw", {}) or {}).get("kernels") or {}).get("host") or {}
-    v = raw.get("graph_launch_us")
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
-    return float(v) if ok else host_costs(profile).torch_op_us
-
-
-def _whole_chain_captured(sc: Scenario) -> np.ndarray:
-    """True where the engine captures the whole draft step (every component): SGLang, TensorRT-LLM, graph mode."""
-    out = (sc.engine == "none") & (sc.mode == "graph")
-    for name, plan in PLANS.items():
-        if plan.is_captured("*"):
-            out = out | (sc.engine == name)
-    return out
-
-
 def _forward_captured(sc: Scenario) -> np.ndarray:
     """The drafter forward runs from a CUDA graph: every engine plan (vLLM captures it too), or graph mode."""
     return (sc.engine != "none") | (sc.mode == "graph")
@@ -168,10 +152,10 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     nodes = sc.nodes if q == p else np.ones_like(sc.nodes)
     scq = sc.with_(tp=q, batch=per_rank, nodes=nodes, hidden=arch.hidden)
     rows = scq.rows
-    host = host_costs(profile)
-    whole = _whole_chain_captured(scq)
+    host = with_overrides(host_costs(profile), sc.host_op_us, sc.host_collective_us)  # as the logits path's
+    whole = captured_mask("*", scq.engine, scq.mode)  # the engine captures the whole draft step
     fwd_graph = _forward_captured(scq)
-    launch = _graph_launch_us(profile)
+    launch = host.launch_us
     first_rows = np.where(scq.parallel, rows, rows * (scq.num_spec_tokens + 1))  # the verified tokens
     if forward_us is None:
         fwd = drafter.forward(profile, arch, rows, q, kv_len, collective=scq.collective, nodes=nodes)
@@ -292,8 +276,3 @@ def draft_steps(scenario: Scenario, profile: Profile, arch: DraftArch, *, kv_len
             if pl.name == "target":
                 raise
     return out
-
-
-def arch_with(arch: DraftArch, **changes: Any) -> DraftArch:
-    """A copy with some fields replaced (re-validated): the CLI's --draft-* overrides."""
-    return DraftArch(**{**{k: getattr(arch, k) for k in DraftArch.__dataclass_fields__}, **changes})

@@ -139,10 +139,23 @@ PLANS: dict[str, EnginePlan] = {
 
 @dataclass(frozen=True)
 class HostCosts:
+    """Host launch costs. graph_launch_us: one CUDA-graph replay's host call, the profile's
+    `kernels.host.graph_launch_us`; None = the ASSUMPTION of one torch op's host time (`launch_us`)."""
+
     torch_op_us: float
     c10d_call_us: float
     source: str
     view_op_us: float = DEFAULT_HOST["view_op_us"]
+    graph_launch_us: float | None = None
+
+    @property
+    def launch_us(self) -> Any:
+        """Host time of one CUDA-graph launch: graph_launch_us, else one torch op (a single host call)."""
+        return self.torch_op_us if self.graph_launch_us is None else self.graph_launch_us
+
+
+def _nonnegative(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value)) and value >= 0
 
 
 def host_costs(profile: Any) -> HostCosts:
@@ -150,13 +163,12 @@ def host_costs(profile: Any) -> HostCosts:
     overrides are applied by `with_overrides`)."""
     raw = getattr(profile, "raw", {}) or {}
     host = (raw.get("kernels") or {}).get("host") or {}
-    values = {}
-    for key, default in DEFAULT_HOST.items():
-        value = host.get(key)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value >= 0
-        values[key] = float(value) if ok else default
+    values = {key: float(host[key]) if _nonnegative(host.get(key)) else default
+              for key, default in DEFAULT_HOST.items()}
+    launch = host.get("graph_launch_us")
     source = str(host.get("source") or ("profile kernels.host" if host else HOST_SOURCE))
-    return HostCosts(values["torch_op_us"], values["c10d_call_us"], source, values["view_op_us"])
+    return HostCosts(values["torch_op_us"], values["c10d_call_us"], source, values["view_op_us"],
+                     float(launch) if _nonnegative(launch) else None)
 
 
 def with_overrides(hc: HostCosts, op_us: Any = None, collective_us: Any = None) -> HostCosts:
@@ -169,7 +181,8 @@ def with_overrides(hc: HostCosts, op_us: Any = None, collective_us: Any = None) 
     if op_us is None and collective_us is None:
         return hc
     return HostCosts(pick(op_us, hc.torch_op_us), pick(collective_us, hc.c10d_call_us),
-                     hc.source + "; overridden by --host-op-us / --host-collective-us", hc.view_op_us)
+                     hc.source + "; overridden by --host-op-us / --host-collective-us", hc.view_op_us,
+                     hc.graph_launch_us)
 
 
 def captured_mask(component: str, engine: Any, mode: Any) -> np.ndarray:

@@ -9,7 +9,7 @@ from costmodel.io.errors import InputError
 from costmodel.model import collective_impls
 from costmodel.model.draft_step import check_fits, draft_step, draft_steps, parse_placement, placements_for
 from costmodel.model.drafter import DraftArch, attention_us, forward, gemm_us, kv_bytes_per_sequence, memory
-from costmodel.model.engines import ENGINES
+from costmodel.model.engines import ENGINES, host_costs
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.gpus import gpu_memory, gpu_table
 from costmodel.profiles.presets import preset, preset_draft, presets
@@ -169,3 +169,21 @@ def test_every_preset_and_every_profile_prices_every_placement():
             continue  # no GEMM model (cpu-gloo): --forward-us only, tested above
         sc = Scenario(**preset("llama3-8b-eagle3"), tp=2, batch=4, num_spec_tokens=2, engine=engines)
         assert {s.placement.name for s in draft_steps(sc, profile, arch)} == {"target", "tp1", "dp"}
+
+
+def test_the_draft_step_prices_the_users_host_costs():
+    """--host-op-us / --host-collective-us reach the whole draft step as they reach the logits path: with vLLM's
+    eager logits path and a forward short enough to leave the chain host-bound, a dearer host makes the step slower,
+    and giving the profile's own figures equals leaving the fields out."""
+    base = dict(**preset("llama3-8b"), tp=8, batch=1, num_spec_tokens=4, engine="vllm")
+    pl = parse_placement("target", 8)
+    plain = draft_step(Scenario(**base), H200, pl, LLAMA8, forward_us=5.0)
+    own = host_costs(H200)
+    same = draft_step(Scenario(**base, host_op_us=own.torch_op_us, host_collective_us=own.c10d_call_us), H200, pl,
+                      LLAMA8, forward_us=5.0)
+    dear = draft_step(Scenario(**base, host_op_us=40.0, host_collective_us=80.0), H200, pl, LLAMA8, forward_us=5.0)
+    for name in plain.total_us:
+        assert float(same.total_us[name]) == float(plain.total_us[name])
+        assert float(dear.total_us[name]) > float(plain.total_us[name]) + 1.0
+    # the captured forward's launch (no kernels.host.graph_launch_us in this profile: one torch op) follows the flag
+    assert float(plain.forward_host_us) == own.torch_op_us and float(dear.forward_host_us) == 40.0
