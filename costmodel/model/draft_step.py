@@ -230,11 +230,14 @@ def check_fits(profile: Profile, step: DraftStep, free_bytes: float | None = Non
 
 def engine_support(engine: str, placement: Placement, p: int) -> str:
     """What the engine does with the placement (from its current source; see docs/placement.md):
-    "supported: <config>", "ignored: <why>" or "unsupported: <why>"."""
+    "supported: <config>", "ignored: <why>", "unsupported: <why>" or "unchecked: <what was not read>"."""
     name = placement.name
     if name == "target" or p == 1:
         return "supported: the default (the draft runs at the target's TP)"
-    if engine in ("vllm", "none"):
+    if engine == "vllm-v2" and name == "tp1":
+        return ("unchecked: vLLM's config accepts draft_tensor_parallel_size=1 (SpeculativeConfig."
+                "_verify_and_get_draft_tp), but whether Model Runner V2's EagleSpeculator honours it was not read")
+    if engine in ("vllm", "vllm-v2", "none"):  # the draft TP is checked in the runner-independent config
         if name == "tp1":
             return ("ignored: vLLM accepts speculative_config draft_tensor_parallel_size=1 "
                     "(vllm/config/speculative.py SpeculativeConfig._verify_and_get_draft_tp) but the EAGLE/MTP "
@@ -251,7 +254,7 @@ def engine_support(engine: str, placement: Placement, p: int) -> str:
         return "unsupported: SGLang's EAGLE draft worker inherits the target's TP group (RFC #14343)"
     if engine == "trtllm":
         return "unsupported: TensorRT-LLM's MTP / EAGLE draft runs inside the target's model forward at its TP"
-    return "unknown engine"
+    return f"unchecked: {engine}'s draft placement options were not read from its source"
 
 
 def paste_config(engine: str, placement: Placement) -> str:

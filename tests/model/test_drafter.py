@@ -7,7 +7,14 @@ import pytest
 
 from costmodel.io.errors import InputError
 from costmodel.model import collective_impls
-from costmodel.model.draft_step import check_fits, draft_step, draft_steps, parse_placement, placements_for
+from costmodel.model.draft_step import (
+    check_fits,
+    draft_step,
+    draft_steps,
+    engine_support,
+    parse_placement,
+    placements_for,
+)
 from costmodel.model.drafter import DraftArch, attention_us, forward, gemm_us, kv_bytes_per_sequence, memory
 from costmodel.model.engines import ENGINES, host_costs
 from costmodel.model.scenario import Scenario
@@ -187,3 +194,17 @@ def test_the_draft_step_prices_the_users_host_costs():
         assert float(dear.total_us[name]) > float(plain.total_us[name]) + 1.0
     # the captured forward's launch (no kernels.host.graph_launch_us in this profile: one torch op) follows the flag
     assert float(plain.forward_host_us) == own.torch_op_us and float(dear.forward_host_us) == 40.0
+
+
+def test_engine_support_names_every_engine_and_says_what_was_not_read():
+    """Every engine gets an answer, never 'unknown engine'; only the default placement is 'supported' outside what
+    the sources say; vLLM's config-level refusals hold for Model Runner V2 too."""
+    for engine in ENGINES:
+        for pl in placements_for(8):
+            text = engine_support(engine, pl, 8)
+            assert text.split(":")[0] in ("supported", "ignored", "unsupported", "unsupported in a release",
+                                          "unchecked"), (engine, pl.name, text)
+            assert text.startswith("supported") == (pl.name == "target"), (engine, pl.name, text)
+    q2 = parse_placement("q=2", 8)
+    assert engine_support("vllm-v2", q2, 8) == engine_support("vllm", q2, 8)
+    assert engine_support("tokenspeed", parse_placement("dp", 8), 8).startswith("unchecked: tokenspeed")
