@@ -11,13 +11,14 @@ import json
 
 from ..answers.explain import explain, format_explanation
 from ..answers.placement import chosen_placement, placement_lines, placement_table
+from ..answers.whole_step import PER_CALL, applies, whole_step_answer
 from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..model.predict import predict
 from ..model.verification import best_pair, matrix_rows
 from ..profiles.store import check_tp_placement, load_profile
 from .placement_args import arch_from_args, free_bytes
-from .render import _format_table, add_decode_step, add_intervals, prediction_dict
+from .render import _format_table, add_decode_step, add_intervals, apply_whole_step, prediction_dict
 from .scenario_args import check_impact_args, scenario_from_args
 
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
         result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
     add_placements(result, pred, args)
+    add_whole_step(result, pred, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -91,3 +93,21 @@ def add_placements(result: dict, pred, args: argparse.Namespace) -> None:
     if args.placement:
         table["chosen"] = chosen_placement(sc, profile, arch, args.placement, **kw)
     result["placement"] = table
+
+
+def add_whole_step(result: dict, pred, args: argparse.Namespace) -> None:
+    """Where an engine runs the step (costmodel.answers.whole_step.applies), the whole draft step becomes the answer
+    (`render.apply_whole_step`); elsewhere result["answer"] says the per-call answer stands, and why."""
+    sc, profile = pred.scenario, pred.profile
+    why = applies(sc, profile, args.forward_us)
+    if not why:
+        try:
+            ws = whole_step_answer(sc, profile, arch_from_args(args, int(sc.draft_vocab)), kv_len=args.kv_len,
+                                   forward_us=args.forward_us, max_batch=args.max_batch,
+                                   intervals=not args.no_intervals)
+        except InputError as exc:  # e.g. a TP that does not divide the draft's heads
+            why = f"the whole draft step cannot be priced: {exc}"
+        else:
+            apply_whole_step(result, ws)
+            return
+    result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}

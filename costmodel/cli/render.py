@@ -114,8 +114,10 @@ def _format_table(result: dict[str, Any]) -> str:
         *wrap_lines([_engine_line(result), *_kernel_lines(result), *source_lines(result),
                      *(f"note: {q}" for q in result.get("table_quirks") or [])]),
         "",
-        f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B",
     ]
+    if "whole_draft_step" in result:
+        return "\n".join(lines + _per_call_lines(result) + whole_step_lines(result) + _decode_lines(result))
+    lines.append(f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B")
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
         cross_txt = "-" if name == result["baseline"] else (
@@ -146,6 +148,20 @@ def _format_table(result: dict[str, Any]) -> str:
     lines.append(f"fastest: {result['best']}   (savings are versus {result['baseline']}, us; positive = faster)")
     lines.extend(_decode_lines(result))
     return "\n".join(lines)
+
+
+def _per_call_lines(result: dict[str, Any]) -> list[str]:
+    """Where the whole draft step is the answer: the per-call table (the logits path alone, context)."""
+    lines = ["per draft call, the logits path alone (context; the answer is the whole draft step below):",
+             f"{'strategy':30s} {'us/draft call':>13s} {'saving/call':>12s}"]
+    for name, s in result["strategies"].items():
+        lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f}"
+                     + ("" if s["valid"] else "  (invalid)"))
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
+        lines.append(f"{'':30s}   = {parts}")
+        if "reference" not in s.get("recipe", "reference"):
+            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
+    return lines
 
 
 def _decode_lines(result: dict[str, Any]) -> list[str]:
@@ -281,3 +297,58 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
         if name != BASELINE and not entry["valid"]:  # not exact here (fp32 ids, or packed keys at top-k > 1)
             entry["verdict"] = "invalid"
+
+
+PER_CALL_KEYS = ("interval", "verdict", "crossover", "crossover_batch", "saving_per_decode_step_us", "impact")
+
+
+def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
+    """Make the whole draft step (`costmodel.answers.whole_step`) the answer of a `prediction_dict`: per strategy,
+    the per-call fields of PER_CALL_KEYS move under "per_call" and the whole step's take their place (saving per
+    decode step, crossover, interval, verdict, impact); "best" and "crossover_batch" become the whole step's."""
+    result["whole_draft_step"] = ws
+    result["answer"] = {"quantity": ws["quantity"], "per_call_best": result["best"]}
+    result["best"] = ws["best"]
+    for name, entry in result["strategies"].items():
+        w = ws["strategies"][name]
+        entry["per_call"] = {k: entry.pop(k) for k in PER_CALL_KEYS if k in entry}
+        entry["saving_per_decode_step_us"] = w["saving_us"]
+        entry["whole_draft_step_us"] = w["total_us"]
+        for key in ("crossover", "crossover_batch", "interval", "verdict"):
+            if key in w:
+                entry[key] = w[key]
+        im = entry["per_call"].get("impact")
+        if im is not None and name != BASELINE:
+            iv = w.get("interval", {}).get("saving_per_decode_step_us")
+            entry["impact"] = impact_change(w["saving_us"], im["itl_before_ms"],
+                                            im["itl_before_ms"] / im["tpot_before_ms"], name,
+                                            None if iv is None else (iv["low"], iv["high"])).to_dict()
+    result["crossover_batch"] = result["strategies"][HEADLINE].get("crossover_batch")
+
+
+def whole_step_lines(result: dict[str, Any]) -> list[str]:
+    """The whole-draft-step table (the answer where an engine runs the step) and the fastest line."""
+    ws = result["whole_draft_step"]
+    lines = ["", f"the answer - {ws['quantity']} ({ws['calls']} calls, target placement):",
+             f"{'strategy':30s} {'us/decode step':>14s} {'saving':>10s}  crossover B"]
+    for name, s in result["strategies"].items():
+        w = ws["strategies"][name]
+        cross = "-" if name == result["baseline"] else s["crossover"]["text"]
+        lines.append(f"{name:30s} {w['total_us']:14.1f} {w['saving_us']:10.1f}  {cross}"
+                     + ("" if w["valid"] else "  (invalid)"))
+        if "interval" in w:
+            iv, cx = w["interval"]["saving_per_decode_step_us"], w["interval"]["crossover_batch"]
+            cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"
+            lines.append(f"{'':30s}   90% interval: saving {iv['low']:.1f}..{iv['high']:.1f} us{cx_txt} "
+                         f"-> {s['verdict']}")
+        if "impact" in s and name != result["baseline"]:
+            im = s["impact"]
+            gain_iv = im.get("output_throughput_gain_pct_interval")
+            gain_txt = "" if not gain_iv else f" [{gain_iv['low']:+.2f}..{gain_iv['high']:+.2f}%]"
+            lines.append(f"{'':30s}   ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms, output "
+                         f"throughput {im['output_throughput_gain_pct']:+.2f}%{gain_txt}")
+    lines += ["", f"fastest: {result['best']}   (whole draft step per decode step; savings versus "
+                  f"{result['baseline']}, us; positive = faster)"]
+    if result["answer"]["per_call_best"] != result["best"]:
+        lines.append(f"  (per draft call, the logits path alone: {result['answer']['per_call_best']})")
+    return lines

@@ -17,6 +17,8 @@ import numpy as np
 
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
+from ..model.draft_step import draft_step, parse_placement
+from ..model.drafter import DraftArch
 from ..model.members import predict_members
 from ..model.predict import grid_roots
 from ..model.scenario import Scenario
@@ -100,4 +102,53 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
         found = len(roots[s]) / len(reps)
         out[s] = StrategyUncertainty(s, saving, _interval(np.asarray(decode[s]), level),
                                      _interval(np.asarray(roots[s]), level) if roots[s] else None, found, verdict)
+    return out
+
+
+# -- the whole draft step (issue 17) ---------------------------------------------------------------------------------
+DRAFT_STEP_GRID_POINTS = 65  # log-spaced batches for the members' crossovers: one grid step = 19% in batch
+
+
+def propagate_draft_step(scenario: Scenario, profile: Profile, arch: DraftArch, *, level: float = 0.9,
+                         with_crossover: bool = True, strategies: tuple[str, ...] = STRATEGIES[1:],
+                         batch_range: tuple[float, float] = (1.0, 65536.0),
+                         grid_points: int = DRAFT_STEP_GRID_POINTS, with_discrepancy: bool = True,
+                         kv_len: int = 2048, forward_us: float | None = None, placement: str = "target"
+                         ) -> dict[str, StrategyUncertainty]:
+    """`propagate` of the WHOLE draft step (`costmodel.model.draft_step`: the decode step's K draft calls - drafter
+    forward, lm_head, logits path - pipelined as the engine composes them) at one placement.
+
+    The members are `propagate`'s (`ensemble`: bootstrap replicates x per-op discrepancy, the "host" factor
+    scaling every host time of the chain and the "serving" factor the serving term); member m prices
+    draft_step(scenario over the batch grid + its own batch, members[m], factors=factors[m]). Per strategy s:
+        saving_per_decode_step_us = T_step(baseline) - T_step(s)        (the whole draft step, us per decode step)
+        saving_us                 = that / calls_per_decode_step         (the mean per draft call)
+    and the first crossover of each member's saving on the log grid (`grid_roots`, linear in log batch).
+    Verdict as `propagate`'s, on the whole-step saving. Not drawn: the drafter's GEMM and attention times (the
+    lm_head GEMM model, a point fit in every bundled profile's replicates), so the interval covers the logits
+    path, the host, the serving term and the drafter's all-reduces."""
+    if scenario.size != 1:
+        raise InputError("uncertainty needs a single scenario")
+    reps, factors, _ = ensemble(profile, nodes=int(scenario.nodes), with_discrepancy=with_discrepancy)
+    lo, hi = batch_range
+    grid = np.geomspace(lo, hi, grid_points) if with_crossover else np.empty(0)
+    swept = scenario.item(0).with_(batch=np.append(grid, np.broadcast_to(scenario.batch, (1,))))
+    pl = parse_placement(placement, int(scenario.tp))
+    calls = float(np.max(scenario.calls_per_decode_step))
+    savings: dict[str, list[np.ndarray]] = {s: [] for s in strategies}
+    for rep, fac in zip(reps, factors, strict=True):
+        step = draft_step(swept, rep, pl, arch, kv_len=kv_len, forward_us=forward_us,
+                          strategies=(BASELINE, *strategies), factors=fac)
+        base = np.asarray(step.total_us[BASELINE], dtype=float)
+        for s in strategies:
+            savings[s].append(base - np.asarray(step.total_us[s], dtype=float))
+    out = {}
+    for s in strategies:
+        values = np.stack(savings[s])  # (members, batches)
+        roots = [r[0] for r in (grid_roots(grid, row) for row in values[:, :-1]) if r] if with_crossover else []
+        decode = _interval(values[:, -1], level)
+        verdict = "faster" if decode.low > 0 else "slower" if decode.high < 0 else "uncertain"
+        out[s] = StrategyUncertainty(s, _interval(values[:, -1] / calls, level), decode,
+                                     _interval(np.asarray(roots), level) if roots else None,
+                                     len(roots) / len(reps), verdict)
     return out

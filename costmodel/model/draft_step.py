@@ -13,7 +13,7 @@ q=N     draft TP N dividing p (an engine must support it; see `engine_support`).
 One draft call (R rows per rank; R = B or ceil(B / p) at dp, x K with parallel drafting) runs three stages, each
 a `engines.Stage(host_us, gpu_us, ops)` (the first call's forward runs over the verified tokens, R x (K + 1) rows:
 `EagleProposer.propose` feeds all `target_token_ids` to the first forward and samples B of them; where the chain
-is not captured the host also launches `PREP_OPS` small torch ops before each forward):
+is not captured the host also launches `PREP_OPS` small torch ops around each forward):
     forward   GPU: `drafter.forward` (or the user's measured --forward-us); host: one CUDA-graph launch
               (`graph_launch_us`) where the forward is captured, else its torch ops x torch_op_us + its
               all-reduces x c10d_call_us
@@ -56,12 +56,23 @@ from .strategies import build_components, validity
 
 PLACEMENTS = ("target", "tp1", "dp")
 # eager torch ops the host launches around each draft call's forward where the chain is not captured, read from
-# vLLM `vllm/v1/spec_decode/eagle.py` `EagleProposer.propose` (commit f7eef1b): before the first call the input
-# shift (slice copy, index put) and the two buffer copies (positions, hidden states) = 4; before each later call
-# draft_ids.int(), positions += 1, >= max_model_len, torch.where, seq_lens += 1, masked_fill_, // block_size,
-# block_table.gather, * block_size, % block_size, +, slot_mapping.masked_fill_ and the three buffer copies = 15
-# (the attention metadata rebuild, `build_for_drafting`, is host work not counted here)
-PREP_OPS = (4, 15)
+# current vLLM: vllm-project/vllm `vllm/v1/spec_decode/llm_base_proposer.py` (commit 00c4f22, read 2026-12-02;
+# `EagleProposer` inherits `SpecDecodeBaseProposer.propose`), default EAGLE path (no M-RoPE, no multimodal, no
+# parallel drafting):
+#   first call (9): `set_inputs_first_pass` - input_ids shift copy, input_ids[token_indices_to_sample] index put,
+#     `_set_positions` copy, hidden_states copy (4); `_get_slot_mapping(size, slot_mapping)` copy_ (1); after the
+#     forward last_hidden_states[token_indices_to_sample], positions[...] and hidden_states[...] gathers (3);
+#     `common_attn_metadata.seq_lens -= num_rejected_tokens_gpu` (1)
+#   each later call (4): `draft_token_ids_list[-1].int()` (1); `_update_positions_dependent_metadata` ->
+#     `eagle_step_update_slot_mapping_and_metadata` (vllm/v1/spec_decode/utils.py: ONE fused Triton kernel for
+#     positions += 1, the max_model_len clamp, seq_lens, block_table gather and slot mapping; one launch, counted
+#     as one torch op - an ASSUMPTION on a Triton launch's host cost); input_ids and hidden_states buffer copies (2)
+# The older `vllm/v1/spec_decode/eagle.py` `EagleProposer.propose` (commit f7eef1b) ran those updates as 11
+# separate eager ops (15 per later call); current vLLM fused them. Not counted: the attention metadata rebuild
+# (`build_per_group_and_layer_attn_metadata`, host Python work), and that V1 captures the drafter only PIECEWISE
+# (`SpecDecodeBaseProposer.initialize_cudagraph_keys`: "Only supports PIECEWISE cudagraphs"), whose attention runs
+# between graph pieces - the forward's host time is priced as one graph launch (see docs/engines.md)
+PREP_OPS = (9, 4)
 
 
 @dataclass(frozen=True)
@@ -136,9 +147,16 @@ def _forward_captured(sc: Scenario) -> np.ndarray:
 
 
 def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch: DraftArch, *, kv_len: int = 2048,
-               forward_us: float | None = None, strategies: tuple[str, ...] = STRATEGIES) -> DraftStep:
-    """Price the placement's draft step for every strategy (module doc). K must be one value."""
+               forward_us: float | None = None, strategies: tuple[str, ...] = STRATEGIES,
+               factors: dict[str, float] | None = None) -> DraftStep:
+    """Price the placement's draft step for every strategy (module doc). K must be one value.
+
+    factors: one interval-ensemble member's multipliers (`evidence.ensemble`), as `strategies.build_components`
+    takes them: the logits path's ops and serving term there; here "host" scales every host time of the chain,
+    "all_reduce" the drafter forward's all-reduces and "all_gather" dp's token all-gather."""
     sc = scenario
+    f = factors or {}
+    f_host, f_ar = f.get("host", 1.0), f.get("all_reduce", 1.0)
     ks = np.unique(np.asarray(sc.num_spec_tokens))
     if ks.size != 1:
         raise InputError("the draft step takes one --num-spec-tokens value")
@@ -159,9 +177,10 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     first_rows = np.where(scq.parallel, rows, rows * (scq.num_spec_tokens + 1))  # the verified tokens
     if forward_us is None:
         fwd = drafter.forward(profile, arch, rows, q, kv_len, collective=scq.collective, nodes=nodes)
-        fwd_gpu, ar_us, fc_once = fwd.gpu_us, fwd.all_reduce_us, fwd.fc_once_us
-        fwd_first_gpu = drafter.forward(profile, arch, first_rows, q, kv_len, collective=scq.collective,
-                                        nodes=nodes).gpu_us
+        fwd_gpu, ar_us, fc_once = fwd.gpu_us + (f_ar - 1.0) * fwd.all_reduce_us, fwd.all_reduce_us * f_ar, \
+            fwd.fc_once_us
+        first = drafter.forward(profile, arch, first_rows, q, kv_len, collective=scq.collective, nodes=nodes)
+        fwd_first_gpu = first.gpu_us + (f_ar - 1.0) * first.all_reduce_us
         eager_host = fwd.eager_ops * host.torch_op_us + fwd.all_reduces * host.c10d_call_us
         source = "derived: costmodel.model.drafter (the lm_head GEMM model per layer GEMM, KV-read attention)"
     else:
@@ -173,23 +192,24 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
         eager_host = np.full(np.shape(rows), host.torch_op_us * drafter.EAGER_OPS_PER_LAYER * arch.layers)
         source = f"measured by the user: --forward-us {forward_us:g} per draft call"
     prep_first, prep_next = (np.where(whole, 0.0, n * host.torch_op_us) for n in PREP_OPS)
-    fwd_host_first = np.where(fwd_graph, launch, eager_host) + prep_first
-    fwd_host_next = np.where(whole, 0.0, np.where(fwd_graph, launch, eager_host) + prep_next)
+    fwd_host_first = (np.where(fwd_graph, launch, eager_host) + prep_first) * f_host
+    fwd_host_next = np.where(whole, 0.0, np.where(fwd_graph, launch, eager_host) + prep_next) * f_host
     lm = drafter.gemm_us(profile, rows, arch.hidden, scq.shard) if profile.lm_head is not None \
         else np.zeros(np.shape(rows))
-    lm_host = np.where(whole, 0.0, host.torch_op_us)
+    lm_host = np.where(whole, 0.0, host.torch_op_us) * f_host
     calls = int(np.max(scq.calls_per_decode_step))
-    comps = build_components(scq, profile, strategies)
+    comps = build_components(scq, profile, strategies, factors)
     gather = np.zeros(np.shape(rows))
     gather_host = np.zeros(np.shape(rows))
     if placement.data_parallel and p > 1:
         ids_bytes = np.ceil(sc.batch / p) * sc.num_spec_tokens * ID_BYTES
         gather, _ = collective_impls.collective_us(profile, sc.collective, "all_gather", ids_bytes, p, sc.nodes)
-        gather_host = np.where(whole, 0.0, host.c10d_call_us)
+        gather = gather * f.get("all_gather", 1.0)
+        gather_host = np.where(whole, 0.0, host.c10d_call_us) * f_host
     totals, logits_gpu, valid = {}, {}, {}
     for name, parts in comps.items():
         logits = [Stage(c.host_us, c.time_us, c.ops) for k, c in parts.items() if k != "host_exposed"]
-        stages = [Stage(np.where(whole, 0.0, host.torch_op_us), fc_once)] if np.any(fc_once) else []
+        stages = [Stage(np.where(whole, 0.0, host.torch_op_us) * f_host, fc_once)] if np.any(fc_once) else []
         for k in range(calls):
             first = k == 0
             stages += [Stage(fwd_host_first if first else fwd_host_next, fwd_first_gpu if first else fwd_gpu, 1),

@@ -1,0 +1,112 @@
+"""The whole draft step as the answer (issue 17): what `predict`'s headline, intervals and crossovers and
+`recommend` rank where an engine runs the step.
+
+Where `--engine` names an engine, the quantity a user acts on is the decode step's K draft calls as that engine
+composes them (`costmodel.model.draft_step` at the target placement: each call's drafter forward, lm_head GEMM
+and logits path, pipelined without a host sync where the engine has none, so host launches the forward hides
+cost nothing). Per strategy s (us per decode step; positive = s is faster):
+
+    T_step(s)       = draft_step(...).total_us[s]
+    saving(s)       = T_step(full_all_gather) - T_step(s);  saving per call = saving(s) / calls_per_decode_step
+    crossover(s)    = the batches in 1..max_batch where saving(s) changes sign: a log grid of GRID_POINTS
+                      batches, each bracket refined by Brent's method on draft_step at one batch
+                      (`costmodel.model.predict.grid_roots`)
+    fastest         = the valid strategy with the smallest T_step
+    interval        = `costmodel.evidence.intervals.propagate_draft_step` (the project's ensemble members)
+
+`--engine none` keeps the per-draft-call answer (`costmodel.model.predict`): there the user prices the logits
+path as a synchronized microbenchmark in one --mode, and the whole draft step is context (the placement table).
+`applies` says where the whole step is the answer: an engine, TP > 1, and a drafter forward the profile can price
+(an lm_head GEMM model, or the user's --forward-us); elsewhere the per-call answer stands and says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..evidence.intervals import propagate_draft_step
+from ..model.components import BASELINE
+from ..model.draft_step import DraftStep, draft_step, parse_placement
+from ..model.drafter import DraftArch
+from ..model.predict import Crossover, grid_roots
+from ..model.scenario import Scenario
+from ..profiles.types import Profile
+
+GRID_POINTS = 97  # log-spaced batches in 1..max_batch (one step = 12% at 65536)
+QUANTITY = ("whole draft step: the decode step's K draft calls (drafter forward + lm_head + logits path) pipelined "
+            "as the engine composes them, us per decode step")
+PER_CALL = "per draft call: the logits path alone (lm_head GEMM as head start), us per draft call"
+
+
+def applies(scenario: Scenario, profile: Profile, forward_us: float | None = None) -> str:
+    """"" where the whole draft step is the answer, else the one-line reason the per-call answer stands."""
+    if str(np.asarray(scenario.engine).item(0)) == "none":
+        return "engine none: the logits path alone, as one --mode prices it (the whole draft step is context)"
+    if int(np.max(scenario.tp)) == 1:
+        return "TP 1: nothing to gather, every strategy is the same draft step"
+    if profile.lm_head is None and forward_us is None:
+        return "the profile has no lm_head GEMM model to price the drafter forward (give --forward-us)"
+    return ""
+
+
+def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
+    return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
+                      forward_us=forward_us)
+
+
+def _crossover(name: str, grid: np.ndarray, values: np.ndarray, saving, hi: float) -> Crossover:
+    """The Crossover (the CLI's words, `crossover_words`) of one strategy's whole-step saving on the grid."""
+    batch_range = (float(grid[0]), float(grid[-1]))
+    roots = grid_roots(grid, values, saving)
+    if not roots:
+        if not np.any(values):
+            return Crossover(name, None, None, (), batch_range, "identical")
+        return Crossover(name, None, None, (), batch_range, "wins_everywhere" if values[0] > 0 else "loses_everywhere")
+    after = saving(min(roots[0] * 1.01 + 0.01, hi))
+    return Crossover(name, roots[0], "wins_above" if after > 0 else "wins_below", tuple(roots), batch_range)
+
+
+def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
+                      forward_us: float | None = None, max_batch: float = 65536.0, intervals: bool = True,
+                      level: float = 0.9) -> dict[str, Any]:
+    """The whole-draft-step answer of a single scenario (module doc) as a JSON-ready dict."""
+    sc = scenario.item(0)
+    b0 = float(sc.batch)
+    point = _step(sc, profile, arch, kv_len, forward_us)
+    grid = np.geomspace(1.0, max_batch, GRID_POINTS)
+    swept = _step(sc.with_(batch=grid), profile, arch, kv_len, forward_us)
+    base_grid = np.asarray(swept.total_us[BASELINE], dtype=float)
+    calls = point.calls
+    best = str(np.asarray(point.best(), dtype=object).item(0))
+    unc = propagate_draft_step(sc, profile, arch, level=level, batch_range=(1.0, max_batch), kv_len=kv_len,
+                               forward_us=forward_us) if intervals else {}
+    base = float(np.asarray(point.total_us[BASELINE]).item(0))
+    out: dict[str, Any] = {}
+    for name, total in point.total_us.items():
+        t = float(np.asarray(total).item(0))
+        entry: dict[str, Any] = {"total_us": t, "saving_us": base - t, "saving_per_call_us": (base - t) / calls,
+                                 "valid": bool(np.asarray(point.valid.get(name, True)).item(0))}
+        if name != BASELINE:
+            def saving(b: float, name: str = name) -> float:
+                one = _step(sc.with_(batch=float(b)), profile, arch, kv_len, forward_us)
+                return float(np.asarray(one.total_us[BASELINE]).item(0) - np.asarray(one.total_us[name]).item(0))
+
+            cross = _crossover(name, grid, base_grid - np.asarray(swept.total_us[name], dtype=float), saving,
+                               max_batch)
+            entry.update(crossover=cross.to_dict(), crossover_batch=cross.batch)
+            if name in unc:
+                entry.update(interval=unc[name].to_dict(), verdict=unc[name].verdict)
+            else:
+                entry["verdict"] = "faster" if base - t > 0 else "slower" if base - t < 0 else "equal"
+            if not entry["valid"]:
+                entry["verdict"] = "invalid"
+        out[name] = entry
+    members = (f"{len(profile.bootstrap)} bootstrap replicates" if profile.bootstrap
+               else "the point profile (no replicates)")
+    return {"quantity": QUANTITY, "placement": "target", "calls": calls, "batch": b0, "best": best,
+            "forward_source": point.forward_source, "strategies": out,
+            **({"intervals": f"{level:.0%} prediction interval: {members} x per-op model discrepancy x host and "
+                             "serving-term spreads (costmodel.evidence.intervals.propagate_draft_step)"}
+               if intervals else {})}
