@@ -51,6 +51,7 @@ import pandas as pd
 from ..evidence.ensemble import ensemble
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
+from ..model.drafter import DraftArch
 from ..model.members import predict_members
 from ..model.predict import Prediction, predict
 from ..model.scenario import Scenario
@@ -62,6 +63,7 @@ from ..profiles.types import Profile
 from .engine_config import EngineConfig, _configs, config_notes
 from .impact import ImpactChange, impact_change  # noqa: F401 - re-exported: the impact lives with recommend too
 from .provenance import provenance_cell
+from .whole_step import PER_CALL, QUANTITY, applies, whole_step_member_savings, whole_step_totals
 from .workload import Workload
 
 FLAG_STRATEGY = "local_argmax_pairs"
@@ -113,6 +115,7 @@ class Recommendation:
     level: float = 0.9
     verification: dict[str, Any] = field(default_factory=lambda: {"enabled": False})
     config_notes: tuple[str, ...] = ()   # what no pasted setting can select (top-k, collective, verification)
+    quantity: str = PER_CALL             # what the savings are of (costmodel.answers.whole_step)
 
     @property
     def flag(self) -> StrategyOutcome:
@@ -147,7 +150,7 @@ class Recommendation:
                 "strategies": {k: v.to_dict() for k, v in self.strategies.items()},
                 "configs": [c.to_dict() for c in self.configs], "workload": self.workload.to_dict(),
                 "scenario": self.scenario, "profile": self.profile, "verification": self.verification,
-                "config_notes": list(self.config_notes),
+                "config_notes": list(self.config_notes), "quantity": self.quantity,
                 "per_batch": self.per_batch.to_dict(orient="records")}
 
 
@@ -187,10 +190,22 @@ def _ensemble_expectations(sc: Scenario, profile: Profile, weight: np.ndarray, w
     return out, source
 
 
+def _verify_member_savings(sc: Scenario, profile: Profile, weight: np.ndarray, with_discrepancy: bool,
+                           verify_sc: Scenario | None, fraction: float) -> dict[str, np.ndarray]:
+    """E_w[F x verification saving] under each ensemble member (the members of `_ensemble_expectations`)."""
+    if verify_sc is None:
+        return {}
+    members, factors, _ = ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]), with_discrepancy=with_discrepancy)
+    ver = predict_members(verify_sc, members, STRATEGIES[1:], factors)
+    return {s: np.array([_weighted(weight, row) for row in fraction * ver.saving_us(s).reshape(len(members), -1)])
+            for s in STRATEGIES[1:]}
+
+
 def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Profile | None = None, *,
               itl_ms: float | None = None, acceptance_length: float | None = None, level: float = 0.9,
               method: str | None = None, with_discrepancy: bool = True, verify: bool = False,
-              greedy_fraction: float = 1.0, target_dtype: str | None = None) -> Recommendation:
+              greedy_fraction: float = 1.0, target_dtype: str | None = None, arch: DraftArch | None = None,
+              kv_len: int = 2048, forward_us: float | None = None) -> Recommendation:
     """Price every strategy at each workload batch; weigh by step share; decide the engine switch.
 
     `scenario_kwargs` are `Scenario` fields (any `batch` is replaced by the workload's batches).
@@ -198,6 +213,10 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     `method` is the vLLM speculative method for the pasted config (default eagle3 with d2t, else eagle).
     `with_discrepancy=False`: parameter uncertainty (the replicates) only.
     `verify`: add the target's greedy verification group (greedy share `greedy_fraction`, `target_dtype`).
+    `arch` (the draft's architecture; `kv_len`, `forward_us` as for `draft_step`): where an engine runs the step
+    (`whole_step.applies`) every saving is of the WHOLE draft step (`whole_step.whole_step_totals`: the K calls as
+    the engine composes them, per decode step) and its interval from the same ensemble members; without `arch`,
+    or where it does not apply, the per-call savings x calls (module doc).
     """
     fraction = check_fraction(greedy_fraction)
     profile = profile or default_profile()
@@ -225,14 +244,31 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
                    for s in STRATEGIES}
     step_valid = {s: pred.strategies[s].valid if ver is None else pred.strategies[s].valid & ver.strategies[s].valid
                   for s in STRATEGIES}
-    if ver is None:
+    whole = arch is not None and not applies(single, profile, forward_us)
+    per_call_saving = {s: np.asarray(pred.saving_us(s), dtype=float) for s in STRATEGIES}
+    if whole:  # the whole draft step (module doc of costmodel.answers.whole_step)
+        try:
+            totals, valid, calls = whole_step_totals(sc, profile, arch, kv_len=kv_len, forward_us=forward_us)
+        except InputError:  # a draft that cannot shard at this TP: the per-call answer stands
+            whole = False
+    if whole:
+        step_saving = {s: totals[BASELINE] - totals[s] + _verify_saving(ver, s, fraction) for s in STRATEGIES}
+        per_call_saving = {s: (totals[BASELINE] - totals[s]) / calls for s in STRATEGIES}
+        step_valid = {s: valid[s] if ver is None else valid[s] & ver.strategies[s].valid for s in STRATEGIES}
+        base_decode = _weighted(w, totals[BASELINE] + base_verify)
+    if ver is None and not whole:
         best = pred.best()
-    else:  # fastest valid strategy per decode step (draft x calls + verification)
+    else:  # fastest valid strategy per decode step (draft x calls or the whole draft step, + verification)
         names = list(STRATEGIES)
         cost = np.stack([np.where(np.broadcast_to(step_valid[s], step_saving[s].shape), -step_saving[s], np.inf)
                          for s in names])
         best = np.asarray(names, dtype=object)[np.argmin(cost, axis=0)]
     reps, interval_source = _ensemble_expectations(sc, profile, w, with_discrepancy, verify_sc, fraction)
+    if whole and (reps or with_discrepancy):  # the same members, pricing the whole draft step
+        draft = whole_step_member_savings(sc, profile, arch, w, with_discrepancy=with_discrepancy, kv_len=kv_len,
+                                          forward_us=forward_us)
+        ver_part = _verify_member_savings(sc, profile, w, with_discrepancy, verify_sc, fraction)
+        reps = {s: v + ver_part.get(s, 0.0) for s, v in draft.items()}
     tail = (1 - level) / 2 * 100
     outcomes: dict[str, StrategyOutcome] = {}
     for s in STRATEGIES:
@@ -256,7 +292,7 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
         if itl_ms is not None and s != BASELINE:
             imp = impact_change(expected, itl_ms, float(acceptance_length), s, iv)
         outcomes[s] = StrategyOutcome(
-            s, expected, _weighted(w, pred.saving_us(s)), 100.0 * expected / base_decode if base_decode else 0.0,
+            s, expected, _weighted(w, per_call_saving[s]), 100.0 * expected / base_decode if base_decode else 0.0,
             iv, _weighted(w, best == s), _weighted(w, (dec > 0) & valid), valid_share, verdict, SHIPPED.get(s), imp)
 
     flag = outcomes[FLAG_STRATEGY]
@@ -277,9 +313,8 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     if method is None:
         method = "eagle3" if bool(single.d2t) else "eagle"
     per_batch = pd.DataFrame({"batch": workload.batch, "weight": w, "best": best,
-                              **{f"{s}_saving_per_decode_step_us": np.asarray(pred.saving_per_decode_step_us(s),
-                                                                               dtype=float)
-                                 for s in STRATEGIES[1:]}})
+                              **{f"{s}_saving_per_decode_step_us": np.asarray(step_saving[s] - _verify_saving(
+                                  ver, s, fraction), dtype=float) for s in STRATEGIES[1:]}})
     if ver is not None:
         for s in STRATEGIES[1:]:
             per_batch[f"{s}_verify_saving_us"] = np.broadcast_to(_verify_saving(ver, s, fraction),
@@ -297,7 +332,8 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     return Recommendation(decision, headline, recommended, best_modelled, outcomes,
                           _configs(decision, k, method, bool(single.parallel), top_k, engine),
                           workload, desc, prof, interval_source, per_batch, level, verification,
-                          tuple(config_notes(top_k, collective, ver is not None, engine)))
+                          tuple(config_notes(top_k, collective, ver is not None, engine)),
+                          QUANTITY if whole else PER_CALL)
 
 
 def _headline(decision: str, flag: StrategyOutcome, workload: Workload, no_interval: str, level: float,

@@ -43,6 +43,7 @@ def format_recommendation(rec: Recommendation) -> str:
     lines.append("  (us per decode step, positive = faster than full_all_gather; saving % of the baseline's "
                  "per-decode-step argmax path; wins = share of steps where it is the fastest; >base = share where "
                  "it beats the baseline)")
+    lines.append(f"  savings of the {rec.quantity}")
     if rec.best_modelled not in SHIPPED:
         lines.append(f"  best modelled: {rec.best_modelled} - no engine ships it (a reference implementation in "
                      "calibration/reference/strategies.py)")

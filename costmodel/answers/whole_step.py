@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..evidence.ensemble import ensemble
 from ..evidence.intervals import propagate_draft_step
 from ..model.components import BASELINE
 from ..model.draft_step import DraftStep, draft_step, parse_placement
@@ -110,3 +111,31 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
             **({"intervals": f"{level:.0%} prediction interval: {members} x per-op model discrepancy x host and "
                              "serving-term spreads (costmodel.evidence.intervals.propagate_draft_step)"}
                if intervals else {})}
+
+
+def whole_step_totals(sc: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
+                      forward_us: float | None = None, factors: dict[str, float] | None = None
+                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """({strategy: T_step over sc's batches}, {strategy: valid}, calls) at the target placement (recommend)."""
+    step = draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
+                      forward_us=forward_us, factors=factors)
+    shape = np.shape(sc.batch)
+    return ({n: np.broadcast_to(np.asarray(t, dtype=float), shape) for n, t in step.total_us.items()},
+            {n: np.broadcast_to(np.asarray(step.valid.get(n, True)), shape) for n in step.total_us}, step.calls)
+
+
+def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, weight: np.ndarray, *,
+                              with_discrepancy: bool = True, kv_len: int = 2048, forward_us: float | None = None
+                              ) -> dict[str, np.ndarray]:
+    """{strategy: E_w[saving of the whole draft step] under each ensemble member} (`ensemble`, as
+    `propagate_draft_step`): recommend's interval of the expected saving per decode step."""
+    reps, factors, _ = ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]), with_discrepancy=with_discrepancy)
+    w = np.asarray(weight, dtype=float).reshape(-1)
+    out: dict[str, list[float]] = {}
+    for rep, fac in zip(reps, factors, strict=True):
+        totals, _, _ = whole_step_totals(sc, rep, arch, kv_len=kv_len, forward_us=forward_us, factors=fac)
+        base = totals[BASELINE].reshape(-1)
+        for name, t in totals.items():
+            if name != BASELINE:
+                out.setdefault(name, []).append(float(w @ (base - t.reshape(-1))))
+    return {k: np.asarray(v) for k, v in out.items()}

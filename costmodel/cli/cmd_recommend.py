@@ -33,9 +33,11 @@ def run(args: argparse.Namespace) -> int:
         name = (args.preset or ("" if args.vocab or args.draft_vocab else DEFAULT_PRESET)).strip()
         draft = str(preset_table()["draft"].get(name, "")) if name else ""
         method = "mtp" if draft.upper().startswith("MTP") else None
+    arch = arch_from_args(args, int(Scenario(**model, **grid).draft_vocab))
     rec = recommend({**model, **grid}, workload, profile, itl_ms=args.itl_ms,
                     acceptance_length=args.acceptance_length, method=method, verify=args.verify,
-                    greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype)
+                    greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype, arch=arch,
+                    kv_len=args.kv_len, forward_us=args.forward_us)
     if args.csv:
         table = rec.per_batch.copy()
         head = {"profile": profile.name, "provenance": rec.profile["provenance"], **rec.scenario}
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if profile.lm_head is not None or args.forward_us is not None:  # no GEMM model (cpu-gloo): no placement
         sc = Scenario(**model, **grid)
         try:
-            choice = recommend_placement(sc, profile, arch_from_args(args, int(sc.draft_vocab)), workload.batch,
+            choice = recommend_placement(sc, profile, arch, workload.batch,
                                          workload.weight, kv_len=args.kv_len, forward_us=args.forward_us,
                                          free_bytes=free_bytes(args))
         except InputError as exc:  # a draft that cannot shard at the TP: the logits answer still stands

@@ -123,3 +123,25 @@ def test_predict_engine_none_says_why_per_call(capsys):
     out = json.loads(capsys.readouterr().out)
     assert "whole_draft_step" not in out
     assert out["answer"]["quantity"] == PER_CALL
+
+
+def test_recommend_ranks_the_whole_step_where_an_engine_runs_it():
+    from costmodel.answers.recommend import recommend
+    from costmodel.answers.whole_step import QUANTITY, whole_step_totals
+    from costmodel.answers.workload import Workload
+
+    p = load_profile(H200)
+    wl = Workload(np.array([1, 16, 64]), np.array([0.2, 0.5, 0.3]), "csv", name="t")
+    kw = {**preset("llama4-maverick"), "tp": 8, "num_spec_tokens": 5, "engine": "vllm"}
+    sc = Scenario(**kw, batch=wl.batch.astype(float))
+    rec = recommend(kw, wl, p, arch=_arch(sc), with_discrepancy=False)
+    assert rec.quantity == QUANTITY
+    totals, _, calls = whole_step_totals(sc, p, _arch(sc))
+    saving = totals["full_all_gather"] - totals["local_argmax_pairs"]
+    expected = float(np.dot(wl.weight, saving))
+    assert rec.flag.expected_saving_per_decode_step_us == pytest.approx(expected)
+    assert rec.flag.expected_saving_per_draft_step_us == pytest.approx(expected / calls)
+    lo, hi = rec.flag.interval_us
+    assert lo <= expected <= hi
+    none = recommend({**kw, "engine": "none"}, wl, p, arch=_arch(sc), with_discrepancy=False)
+    assert none.quantity != QUANTITY  # engine none: the per-call savings x calls
