@@ -1,24 +1,28 @@
 """`validate`'s engine-figures set: the in-engine figures of data/reference/engine-figures/ priced by the recipes.
 
 Each row is one published figure (SOURCES.md there: the torch eager / graph all_reduce loop on 4x H100 and
-the engine pull requests of section 2) against what the tool prices for it, with a 90% interval from
-INTERVAL_DRAWS log-normal draws of the parts it sums (the profile's per-op discrepancy sigma for each
-collective, HOST_SIGMA_LOG for host time, serving.SERVING_SIGMA_LOG for the serving term; fixed seed).
-`check` says how the figure relates to the model: "in-sample" where it set a parameter (the eager loop set
-engines' c10d_call_us, the pull-request figures set the serving term), "held-out" where nothing was fitted on
-it (the graph replay times). `target` is the precision the figure is reproduced to (the issue's "done when"):
-a relative error bound, or "sign" for a figure that only says which path is slower.
+the engine pull requests of section 2) against what the tool prices for it, with a 90% interval over the
+project's interval ensemble (`costmodel.evidence.ensemble.ensemble`, the members every other interval uses:
+bootstrap replicates x per-op discrepancy factors, with the "host" and "serving" spreads): member m prices the
+figure with its own profile and factors (`_members`), and the interval is the 5th..95th percentile of the
+members' values. `check` says how the figure relates to the model: "in-sample" where it set a parameter (the
+eager loop set engines' c10d_call_us, the pull-request figures set the serving term), "held-out" where nothing
+was fitted on it (the graph replay times). `target` is the precision the figure is reproduced to (the issue's
+"done when"): a relative error bound, or "sign" for a figure that only says which path is slower.
 
-Rows (predicted per call / per step, us):
+Rows (predicted per call / per step, us; factor names are the ensemble's ops):
   torch-eager-loop   back-to-back eager `dist.all_reduce` loop, as `--engine vllm` prices one call: the
-                     steady state of N_LOOP launches through engines.step_time_us (host c10d_call_us,
-                     GPU the h100 profile's all_reduce at p = 4), per call -> max(host, GPU)
-  torch-graph-loop   the same calls replayed from a CUDA graph: the profile's all_reduce device time
-  sglang-37106-*     H20 TP8, DeepSeek-V3 MTP at one row (sglang recipe): the packed path's cost (the
-                     "45-48 us fixed cost") and the sign of its saving (local slower at one row)
-  vllm-55961-rows-R  B300 TP8, top-k 16, CUDA graphs, device-synchronized (so no serving term): saving of
-                     one packed fp32 (value, id) all-gather over separate bf16-value and int64-id all-gathers
-                     = all_gather(R k 2 B) - the pack and unpack kernels (engine_kernels.small_us each)
+                     steady state of N_LOOP launches through engines.step_time_us (host c10d_call_us x "host",
+                     GPU the h100 profile's all_reduce at p = 4 x "all_reduce"), per call -> max(host, GPU)
+  torch-graph-loop   the same calls replayed from a CUDA graph: the all_reduce device time x "all_reduce"
+  sglang-37106-*     H20 TP8, DeepSeek-V3 MTP at one row (sglang recipe, `predict_members`): the path the PR adds
+                     ("Pack value and id into one FP32 all-gather", then the max value / smallest id pick) is the
+                     (value, id) pair all-gather, `local_argmax_pairs` - its cost (the "45-48 us fixed cost") and
+                     the sign of its saving (local slower at one row)
+  vllm-55961-rows-R  B300 TP8, top-k k = 16, CUDA graphs, device-synchronized (no host, no serving term): the
+                     saving of the packed path over separate gathers, each path as the PR composes it
+                     (`_topk_paths`); local top-k and the final top-k + gather are the same kernels in both and
+                     cancel, so only the parts that differ are priced
   vllm-55021         B300 TP8, ~40 KB/rank NCCL logits all-gather in the engine: device time + serving term
   sglang-32551       GB300 MNNVL (gb200-nvl72 profile), ~38.7 KB/rank logits all-gather: device + serving
   sglang-32461       GB300 MNNVL, all-reduce of 1-6 tokens x 6144 bf16 (3.5 tokens): device + serving
@@ -27,7 +31,6 @@ Rows (predicted per call / per step, us):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,35 +39,32 @@ import pandas as pd
 from ..model.collectives import collective_time_us
 from ..model.engine_kernels import small_us
 from ..model.engines import Stage, host_costs, step_time_us
+from ..model.members import predict_members
 from ..model.predict import predict
 from ..model.scenario import Scenario
-from ..model.serving import SERVING_CALL_US, SERVING_SIGMA_LOG
+from ..model.serving import SERVING_CALL_US
 from ..profiles.paths import REFERENCE_DIR
 from ..profiles.presets import preset
 from ..profiles.store import load_profile
-from .discrepancy import HOST_SIGMA_LOG, discrepancy
+from ..profiles.types import Profile
+from .ensemble import ensemble
 
 FIGURES_DIR = Path(REFERENCE_DIR) / "engine-figures"
 LOOP_FILE = FIGURES_DIR / "torch_all_reduce_eager_vs_graph_4xh100.json"
 N_LOOP = 200  # iterations per point in the loop file
-INTERVAL_DRAWS = 400
-SEED = 17
+TOP_K = 16  # vLLM #55961's top-k
 
 
-@dataclass(frozen=True)
-class Part:
-    """A priced term: its value, and the log-sigma of its discrepancy (0: exact)."""
-
-    us: float
-    sigma: float = 0.0
+def _members(profile: Profile) -> list[tuple[Profile, dict[str, float]]]:
+    """The interval ensemble's members (`ensemble`): (member profile, its factors) - one per draw."""
+    reps, factors, _ = ensemble(profile)
+    return [(r, f or {}) for r, f in zip(reps, factors, strict=True)]
 
 
-def _draws(parts: list[Part], combine, rng: np.random.Generator) -> tuple[float, float]:
-    """(p5, p95) of combine(values) over INTERVAL_DRAWS independent log-normal draws of each part."""
-    z = rng.standard_normal((INTERVAL_DRAWS, len(parts)))
-    vals = np.array([p.us for p in parts]) * np.exp(z * np.array([p.sigma for p in parts]))
-    out = np.asarray(combine(*vals.T), dtype=float)  # every combine is element-wise: all draws at once
-    return float(np.quantile(out, 0.05)), float(np.quantile(out, 0.95))
+def _band(values) -> tuple[float, float]:
+    """(p5, p95) of the members' values: the central 90%."""
+    lo, hi = np.percentile(np.asarray(values, dtype=float), [5, 95])
+    return float(lo), float(hi)
 
 
 def _loop_per_call(host_us, gpu_us) -> np.ndarray:
@@ -91,61 +91,82 @@ def _row(name, source, profile, measured, predicted, low, high, check, target) -
 
 def engine_figure_rows() -> pd.DataFrame:
     """Every engine figure priced (module doc); one row per figure."""
-    rng = np.random.default_rng(SEED)
     rows = []
     h100 = load_profile("h100-sxm-nvlink")
-    d100 = discrepancy(h100)
+    members = _members(h100)
     hc = host_costs(h100)
     src = "waynehacking8/nccl-collectives-bench results/quiet/tp_latency.json (engine-figures)"
     for pt in json.loads(LOOP_FILE.read_text())["size_sweep"]:
         g = float(collective_time_us(h100, "all_reduce", pt["bytes"], 4, 1, "graph"))
-        gp, hp = Part(g, d100.sigma("all_reduce")), Part(hc.c10d_call_us, HOST_SIGMA_LOG)
-        lo, hi = _draws([hp, gp], _loop_per_call, rng)
+        gm = np.array([float(collective_time_us(m, "all_reduce", pt["bytes"], 4, 1, "graph")) * f.get("all_reduce", 1.0)
+                       for m, f in members])
+        hm = np.array([host_costs(m).c10d_call_us * f.get("host", 1.0) for m, f in members])
         rows.append(_row(f"torch-eager-loop-{pt['bytes']}B", src, h100.name, pt["eager_us"],
-                         float(_loop_per_call(hc.c10d_call_us, g)), lo, hi, "in-sample", 0.25))
-        lo, hi = _draws([gp], lambda x: x, rng)
-        rows.append(_row(f"torch-graph-loop-{pt['bytes']}B", src, h100.name, pt["graph_us"], g, lo, hi,
+                         float(_loop_per_call(hc.c10d_call_us, g)), *_band(_loop_per_call(hm, gm)), "in-sample",
+                         0.25))
+        rows.append(_row(f"torch-graph-loop-{pt['bytes']}B", src, h100.name, pt["graph_us"], g, *_band(gm),
                          "held-out", 0.25))
-    rows += _sglang_37106(rng)
-    rows += _vllm_55961(rng)
-    rows += _in_engine_collectives(rng)
+    rows += _sglang_37106()
+    rows += _vllm_55961()
+    rows += _in_engine_collectives()
     return pd.DataFrame(rows)
 
 
-def _sglang_37106(rng: np.random.Generator) -> list[dict]:
+LOCAL = "local_argmax_pairs"  # SGLang #37106's packed fp32 (value, id) all-gather + pick (module doc)
+
+
+def _sglang_37106() -> list[dict]:
     h20 = load_profile("h20-hgx-nvlink")
     sc = Scenario(**preset("deepseek-v3"), tp=8, batch=1, engine="sglang")
-    pred = predict(sc, h20, ("full_all_gather", "packed_allreduce_max"))
-    packed = pred.strategies["packed_allreduce_max"].components_us
-    sigma = discrepancy(h20).sigma("all_reduce")
-    coll = float(packed["all_reduce"])
-    rest = float(sum(v for k, v in packed.items() if k not in ("all_reduce", "serving")))
-    parts = [Part(coll, sigma), Part(SERVING_CALL_US, SERVING_SIGMA_LOG), Part(rest, 0.2)]
-    total = coll + SERVING_CALL_US + rest
-    lo, hi = _draws(parts, lambda a, b, c: a + b + c, rng)
-    saving = float(pred.saving_us("packed_allreduce_max"))
+    reps, factors, _ = ensemble(h20)
+    point = predict(sc, h20, ("full_all_gather", LOCAL))
+    priced = predict_members(sc, reps, ("full_all_gather", LOCAL), factors)
+    total, saving = float(point.total_us(LOCAL)), float(point.saving_us(LOCAL))
     src = "sgl-project/sglang PR #37106 (engine-figures SOURCES.md section 2)"
-    base = float(pred.total_us("full_all_gather")) - SERVING_CALL_US  # both paths pay one serving term
-    slo, shi = _draws([Part(base, 0.2), Part(coll, sigma), Part(rest, 0.2)], lambda b, a, c: b - (a + c), rng)
-    return [_row("sglang-37106-packed-path-h20", src, h20.name, 46.5, total, lo, hi, "in-sample", 0.30),
-            _row("sglang-37106-saving-sign-1-row", src, h20.name, -1.0, saving, slo, shi, "in-sample", "sign")]
+    return [_row("sglang-37106-packed-path-h20", src, h20.name, 46.5, total, *_band(priced.total_us[LOCAL]),
+                 "in-sample", 0.30),
+            _row("sglang-37106-saving-sign-1-row", src, h20.name, -1.0, saving, *_band(priced.saving_us(LOCAL)),
+                 "in-sample", "sign")]
 
 
-def _vllm_55961(rng: np.random.Generator) -> list[dict]:
+def _topk_paths(profile: Profile, rows: int, factors: dict[str, float] | None = None) -> tuple[float, float]:
+    """(separate, packed): the parts of vLLM #55961's two `get_top_k_tokens` paths that differ, at TP 8, top-k k,
+    R rows (us, device time; PR description and its sister local-inference-lab/vllm#649, same change):
+        separate  all_gather(R k 2 B, the bf16 values) + all_gather(R k 8 B, the int64 ids)
+                  + the widening of the gathered values to fp32 for the final scale ([R, 8k], 2 -> 4 B)
+        packed    values -> fp32 ([R, k], 2 -> 4 B) + ids int64 -> int32 ([R, k], 8 -> 4 B; the bit-cast to fp32
+                  is a view) + cat ([R, 2k] fp32) + all_gather(R 2k 4 B) (the split after it: views)
+    small kernels by engine_kernels.small_us (t0 + 2 R b / BW_copy, b = the row's bytes read + written over 2),
+    pre-gather ones x "key_pack", the widening x "key_unpack", the all-gathers x "all_gather"."""
+    f = factors or {}
+    k = TOP_K
+
+    def ag(nbytes: float) -> float:
+        return float(collective_time_us(profile, "all_gather", nbytes, 8, 1, "graph")) * f.get("all_gather", 1.0)
+
+    def kern(bytes_per_row: float, op: str) -> float:
+        return float(small_us(profile, rows, bytes_per_row)) * f.get(op, 1.0)
+
+    separate = ag(rows * k * 2) + ag(rows * k * 8) + kern(8 * k * (2 + 4) / 2, "key_unpack")
+    packed = (kern(k * (2 + 4) / 2, "key_pack") + kern(k * (8 + 4) / 2, "key_pack") + kern(2 * k * 4, "key_pack")
+              + ag(rows * 2 * k * 4))
+    return separate, packed
+
+
+def _vllm_55961() -> list[dict]:
     b300 = load_profile("b300-hgx-nvlink")
-    sigma = discrepancy(b300).sigma("all_gather")
-    k, src = 16, "vllm-project/vllm PR #55961 (engine-figures SOURCES.md section 2)"
+    members = _members(b300)
+    src = "vllm-project/vllm PR #55961 (engine-figures SOURCES.md section 2)"
     out = []
     for rows, before, after in ((8, 48.22, 38.21), (32, 50.21, 44.37), (128, 52.53, 46.30)):
-        ag = float(collective_time_us(b300, "all_gather", rows * k * 2, 8, 1, "graph"))
-        pack = float(small_us(b300, rows, k * 8)) + float(small_us(b300, rows, k * 8))
-        lo, hi = _draws([Part(ag, sigma), Part(pack, 0.2)], lambda a, b: a - b, rng)
-        out.append(_row(f"vllm-55961-saving-rows-{rows}", src, b300.name, before - after, ag - pack, lo, hi,
+        sep, packed = _topk_paths(b300, rows)
+        band = [a - b for a, b in (_topk_paths(m, rows, f) for m, f in members)]
+        out.append(_row(f"vllm-55961-saving-rows-{rows}", src, b300.name, before - after, sep - packed, *_band(band),
                         "held-out", 0.30))
     return out
 
 
-def _in_engine_collectives(rng: np.random.Generator) -> list[dict]:
+def _in_engine_collectives() -> list[dict]:
     """In-engine small collectives: device time + one serving term (the figures that set the term)."""
     out = []
     for name, prof, op, nbytes, measured, src in (
@@ -157,9 +178,9 @@ def _in_engine_collectives(rng: np.random.Generator) -> list[dict]:
              "sgl-project/sglang PR #32461")):
         p = load_profile(prof)
         dev = float(collective_time_us(p, op, nbytes, 8, 1, "graph"))
-        parts = [Part(dev, discrepancy(p).sigma(op)), Part(SERVING_CALL_US, SERVING_SIGMA_LOG)]
-        lo, hi = _draws(parts, lambda a, b: a + b, rng)
-        out.append(_row(name, src, p.name, measured, dev + SERVING_CALL_US, lo, hi, "in-sample", 0.30))
+        band = [float(collective_time_us(m, op, nbytes, 8, 1, "graph")) * f.get(op, 1.0)
+                + SERVING_CALL_US * f.get("serving", 1.0) for m, f in _members(p)]
+        out.append(_row(name, src, p.name, measured, dev + SERVING_CALL_US, *_band(band), "in-sample", 0.30))
     return out
 
 
@@ -170,4 +191,5 @@ def format_engine_figures(table: pd.DataFrame) -> str:
             "target", "within_target"]
     body = table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}")
     return (f"engine figures (data/reference/engine-figures; engine recipes, host and serving terms; 90% interval "
-            f"from {INTERVAL_DRAWS} draws):\n{body}\n{cov}/{n} inside their 90% interval, {ok}/{n} within target")
+            f"over the interval ensemble's members, evidence.ensemble):\n{body}\n"
+            f"{cov}/{n} inside their 90% interval, {ok}/{n} within target")

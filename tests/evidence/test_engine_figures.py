@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from costmodel.cli.main import main
-from costmodel.evidence.engine_figures import LOOP_FILE, _loop_per_call, engine_figure_rows
+from costmodel.evidence.engine_figures import LOOP_FILE, _loop_per_call, _topk_paths, engine_figure_rows
+from costmodel.evidence.ensemble import ensemble
+from costmodel.model.collectives import collective_time_us
 from costmodel.model.engines import DEFAULT_HOST, host_costs
 from costmodel.model.predict import predict
 from costmodel.model.scenario import Scenario
@@ -55,13 +58,44 @@ def test_vllm_55961_packed_top_k_saving_as_the_model_prices_it(rows):
 
 
 def test_sglang_h20_one_row_sign_row_matches_predict(rows):
-    """The model's saving of the packed local path at one row on H20 (sglang recipe): the row reports predict's
-    number; the done-when sign (local slower) is missed - the baseline's torch.max over [1, 129280] is priced
-    at ATen's single-row reduce (~27 us: measured 26.6 us at 128256 columns on H200)."""
+    """SGLang #37106's path ("Pack value and id into one FP32 all-gather", then the max value / smallest id) is the
+    (value, id) pair all-gather, local_argmax_pairs - not a packed-key max all-reduce. At one row on H20 the model
+    says it is FASTER (the done-when sign, local slower, is missed): the baseline's torch.max over [1, 129280] is
+    priced at ATen's single-row reduce (~27 us: measured 26.6 us at 128256 columns on H200)."""
     sc = Scenario(**preset("deepseek-v3"), tp=8, batch=1, engine="sglang")
-    saving = float(predict(sc, load_profile("h20-hgx-nvlink")).saving_us("packed_allreduce_max"))
+    pred = predict(sc, load_profile("h20-hgx-nvlink"))
     r = rows.loc["sglang-37106-saving-sign-1-row"]
-    assert r.predicted_us == pytest.approx(saving) and r.low_us < 0 < r.high_us  # undecided within its interval
+    assert r.predicted_us == pytest.approx(float(pred.saving_us("local_argmax_pairs"))) and r.predicted_us > 0
+    assert rows.loc["sglang-37106-packed-path-h20"].predicted_us == pytest.approx(
+        float(pred.total_us("local_argmax_pairs")))
+    assert not r.within_target
+
+
+def test_intervals_are_the_ensemble_members_percentiles(rows):
+    """The graph-loop row's band = p5..p95 of the ensemble members' all_reduce x their "all_reduce" factor."""
+    h100 = load_profile("h100-sxm-nvlink")
+    reps, factors, _ = ensemble(h100)
+    vals = [float(collective_time_us(m, "all_reduce", 1024, 4, 1, "graph")) * f["all_reduce"]
+            for m, f in zip(reps, factors)]
+    r = rows.loc["torch-graph-loop-1024B"]
+    assert (r.low_us, r.high_us) == pytest.approx(tuple(np.percentile(vals, [5, 95])))
+
+
+def test_vllm_55961_prices_both_whole_paths():
+    """Hand-composed at 8 rows, k 16, B300: separate = AG(256 B) + AG(1024 B) + widen([8, 128] bf16 -> fp32);
+    packed = cast + int32 + cat + AG(1024 B); each small kernel t0 + 2 R b / BW_copy."""
+    b300 = load_profile("b300-hgx-nvlink")
+    t0, bw = b300.graph_kernel_us, b300.kernel_ops["relayout_copy"].bw_gbps
+
+    def ag(n):
+        return float(collective_time_us(b300, "all_gather", n, 8, 1, "graph"))
+
+    def kern(b):
+        return t0 + 2 * 8 * b / bw * 1e-3
+
+    sep, packed = _topk_paths(b300, 8)
+    assert sep == pytest.approx(ag(256) + ag(1024) + kern(8 * 16 * 3))
+    assert packed == pytest.approx(kern(16 * 3) + kern(16 * 6) + kern(2 * 16 * 4) + ag(1024))
 
 
 def test_validate_engine_figures_prints_the_set_and_fails_on_a_miss(capsys):
