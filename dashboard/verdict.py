@@ -8,14 +8,19 @@ last good inputs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
+from costmodel.answers.whole_step import applies, verdict_inputs
+from costmodel.cli.options import DEFAULT_PRESET
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
+from costmodel.model.drafter import DraftArch
 from costmodel.model.predict import crossover_words
+from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
 from .state import Inputs
@@ -42,6 +47,7 @@ class Verdict:
     crossover_direction: str | None
     interval: StrategyUncertainty | None = None  # FOCUS saving / crossover intervals (profile bootstrap)
     crossover_words: str = ""  # costmodel.model.predict.crossover_words: the CLI's and JSON's words
+    quantity: str = "per draft call"  # "whole draft step" where an engine runs it (costmodel.answers.whole_step)
 
     @property
     def uncertain(self) -> bool:
@@ -50,6 +56,8 @@ class Verdict:
 
     def headline(self) -> str:
         text = f"Fastest at batch {self.batch:g}: {self.fastest}"
+        if self.quantity == "whole draft step":
+            text += " (the whole draft step, as the engine composes its K calls)"
         if self.uncertain:
             level = self.interval.saving_us.level
             text += f" - uncertain: the {level:.0%} interval of the {FOCUS} saving spans 0"
@@ -178,4 +186,23 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
         note = f"no interval: {exc}"
     if interval is None and note is None:
         note = "no interval: this profile carries no bootstrap replicates"
-    return Evaluation(inputs, profile, text, point, crossovers, verdict_from(point, crossovers, interval), note)
+    verdict = whole_step_verdict(text, inputs) or verdict_from(point, crossovers, interval)
+    return Evaluation(inputs, profile, text, point, crossovers, verdict, note)
+
+
+@lru_cache(maxsize=16)
+def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
+    """Where an engine runs the step (costmodel.answers.whole_step.applies), the verdict of the WHOLE draft step
+    (the decode step's K draft calls as the engine composes them, with its interval) - priced by the answers layer,
+    shown here; None where the per-call verdict stands (engine none, TP 1, no drafter forward to price)."""
+    profile = profile_from_text(text)
+    try:
+        sc = inputs.spec.scenario(float(inputs.batch))
+        if applies(sc, profile):
+            return None
+        name = inputs.preset if inputs.preset in presets().index else DEFAULT_PRESET
+        arch = DraftArch.from_fields({**preset_draft(name), "vocab": int(sc.draft_vocab)})
+        point, cross, iv = verdict_inputs(sc, profile, arch, FOCUS)
+    except InputError:  # a draft that cannot shard at this TP: the per-call verdict stands
+        return None
+    return replace(verdict_from(pd.DataFrame(point), pd.DataFrame(cross), iv), quantity="whole draft step")

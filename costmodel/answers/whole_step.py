@@ -139,3 +139,28 @@ def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, w
             if name != BASELINE:
                 out.setdefault(name, []).append(float(w @ (base - t.reshape(-1))))
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A `whole_step_answer` as the dashboard verdict's two tables (one row per strategy): the point rows
+    (strategy, batch, fastest, valid, saving_us = the mean per draft call, saving_pct of the baseline's whole step,
+    saving_per_decode_step_us = the whole step's) and the crossover rows (strategy, crossover_batch, status,
+    direction, text - `Crossover.to_dict`). The dashboard is a view: it shows these, it prices nothing."""
+    base = ws["strategies"][BASELINE]["total_us"]
+    point, cross = [], []
+    for name, s in ws["strategies"].items():
+        point.append({"strategy": name, "batch": ws["batch"], "fastest": name == ws["best"], "valid": s["valid"],
+                      "saving_us": s["saving_per_call_us"], "saving_pct": 100.0 * s["saving_us"] / base,
+                      "saving_per_decode_step_us": s["saving_us"], "total_us": s["total_us"]})
+        c = s.get("crossover") or {"crossover_batch": None, "status": "baseline", "direction": None, "text": "-"}
+        cross.append({"strategy": name, "crossover_batch": c["crossover_batch"], "status": c["status"],
+                      "direction": c["direction"], "text": c["text"]})
+    return point, cross
+
+
+def verdict_inputs(sc: Scenario, profile: Profile, arch: DraftArch, focus: str
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    """(point rows, crossover rows, `focus`'s StrategyUncertainty) of the whole draft step for the dashboard's
+    verdict (`verdict_rows`; the interval: `propagate_draft_step` of `focus` alone)."""
+    point, cross = verdict_rows(whole_step_answer(sc, profile, arch, intervals=False))
+    return point, cross, propagate_draft_step(sc, profile, arch, strategies=(focus,)).get(focus)

@@ -971,7 +971,15 @@ def test_engine_choice_prices_what_the_engine_executes():
     eager = predict(sc.with_(engine="none", mode="eager"), load_profile(at.session_state["profile"]))
     graph = predict(sc.with_(engine="none", mode="graph"), load_profile(at.session_state["profile"]))
     assert eager.saving_us(FOCUS).item() != graph.saving_us(FOCUS).item()  # the choice matters here
-    assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
+    # an engine runs the step: the verdict is the whole draft step's (costmodel.answers.whole_step), per call
+    from costmodel.answers.whole_step import whole_step_answer
+    from costmodel.model.drafter import DraftArch
+    from costmodel.profiles.presets import preset_draft
+
+    arch = DraftArch.from_fields({**preset_draft(at.session_state["preset"]), "vocab": int(sc.draft_vocab)})
+    ws = whole_step_answer(sc, load_profile(at.session_state["profile"]), arch, intervals=False)
+    assert metric(at, "Saving / draft step") == format_us(ws["strategies"][FOCUS]["saving_per_call_us"], sign=True)
+    assert ws["strategies"][FOCUS]["saving_per_call_us"] != pytest.approx(pred.saving_us(FOCUS).item())
     assert at.query_params["engine"] == "vllm"
 
 
