@@ -1,8 +1,10 @@
 """The README's per-engine table (issue 17 item 6): Llama 4 Maverick, TP 8, K 5, per engine recipe and GPU profile,
 the engine's local path against its baseline at B = 1 / 16 / 64 / 256 and the crossover batch, each with its 90%
-interval, exactly as `argmax-tp predict --json` prices them.
+interval, exactly as `argmax-tp predict --json` prices them: savings of the WHOLE draft step (the decode step's K
+draft calls as the engine composes them, us per decode step; `costmodel.answers.whole_step`), the quantity predict's
+headline uses wherever an engine runs the step.
 
-    python scripts/engine_table.py            # prints the Markdown table (about a minute: one predict per cell)
+    python scripts/engine_table.py            # prints the Markdown table (a few minutes: one predict per cell)
 
 The local path per engine is the one the engine ships: `local_argmax_pairs` (vLLM's use_local_argmax_reduction,
 TensorRT-LLM's MTP draft sampler, SGLang's packed local argmax) and, for tokenspeed, `packed_allreduce_max` (its fused
