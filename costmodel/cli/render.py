@@ -329,7 +329,7 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
 def whole_step_lines(result: dict[str, Any]) -> list[str]:
     """The whole-draft-step table (the answer where an engine runs the step) and the fastest line."""
     ws = result["whole_draft_step"]
-    lines = ["", f"the answer - {ws['quantity']} ({ws['calls']} calls, target placement):",
+    lines = ["", *wrap_lines([f"the answer - {ws['quantity']} ({ws['calls']} calls, target placement):"]),
              f"{'strategy':30s} {'us/decode step':>14s} {'saving':>10s}  crossover B"]
     for name, s in result["strategies"].items():
         w = ws["strategies"][name]
