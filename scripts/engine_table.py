@@ -8,7 +8,7 @@ headline uses wherever an engine runs the step.
 
 The local path per engine is the one the engine ships: `local_argmax_pairs` (vLLM's use_local_argmax_reduction,
 TensorRT-LLM's MTP draft sampler, SGLang's packed local argmax) and, for tokenspeed, `packed_allreduce_max` (its fused
-`distributed_argmax` kernel). vllm-v2 has no local-argmax option: its row prices what it would save.
+`distributed_argmax` kernel). vllm-v2 reads the same flag in current vLLM (vllm-project/vllm#46448).
 """
 
 from __future__ import annotations

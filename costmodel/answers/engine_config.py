@@ -42,10 +42,9 @@ def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str =
     return "--speculative-config '" + json.dumps(cfg) + "'"
 
 
-V2_NOTE = ("engine vllm-v2: Model Runner V2's draft step (vllm/v1/worker/gpu/spec_decode/eagle/speculator.py "
-           "EagleSpeculator.generate_draft / _sample_draft) has no local-argmax path, so use_local_argmax_reduction "
-           "takes effect only on the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0; price that with --engine vllm); the "
-           "saving shown is what V2 would gain if it shipped one")
+V2_NOTE = ("engine vllm-v2: Model Runner V2 honours use_local_argmax_reduction in current vLLM "
+           "(vllm/v1/worker/gpu/spec_decode/speculator.py DraftModelSpeculator._greedy_sample_draft -> "
+           "get_top_tokens; vllm-project/vllm#46448, merged 2026-06-23); V2 releases before it ignore the flag")
 
 
 def config_notes(top_k: int, collective: str, verify: bool, engine: str = "none") -> list[str]:
@@ -70,10 +69,7 @@ def _configs(decision: str, k: int, method: str, parallel: bool, top_k: int = 1,
     enable = decision == "enable"
     if top_k > 1:  # the flag selects the greedy pairs path only: nothing to paste for tree drafting
         vllm = EngineConfig("vllm", False, "", ENGINE_NOTES["vllm"] + f"; nothing to set for top-k {top_k}")
-    elif engine == "vllm-v2":  # the flag is V1's: under Model Runner V2 nothing it sets takes effect
-        vllm = EngineConfig("vllm", False, "", ENGINE_NOTES["vllm"] + "; not honoured by Model Runner V2 (see the "
-                            "notes): nothing to set there")
-    else:
+    else:  # V1 and current Model Runner V2 both read the flag (V2_NOTE)
         vllm = EngineConfig("vllm", True, vllm_speculative_config(k, enable=enable, method=method, parallel=parallel),
                             ENGINE_NOTES["vllm"] + ("" if decision != "uncertain" else
                                                     "; uncertain: kept at the default (off) - calibrate to decide"))

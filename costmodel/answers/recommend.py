@@ -68,8 +68,6 @@ from .workload import Workload
 
 FLAG_STRATEGY = "local_argmax_pairs"
 SHIPPED = {BASELINE: "every engine's default", FLAG_STRATEGY: "vLLM use_local_argmax_reduction"}
-V2_HEADLINE = ("vLLM Model Runner V2 has no local-argmax path (the flag works on the V1 runner only; see the "
-               "configs) - priced as if it had one: ")
 DECISIONS = ("enable", "keep off", "uncertain")
 
 
@@ -308,8 +306,6 @@ def recommend(scenario_kwargs: dict[str, Any], workload: Workload, profile: Prof
     top_k, collective = int(single.top_k), str(single.collective)
     engine = str(single.engine)
     headline = _headline(decision, flag, workload, interval_source if not reps else "", level, top_k)
-    if engine == "vllm-v2" and top_k == 1:
-        headline = V2_HEADLINE + headline
     if method is None:
         method = "eagle3" if bool(single.d2t) else "eagle"
     per_batch = pd.DataFrame({"batch": workload.batch, "weight": w, "best": best,

@@ -15,8 +15,10 @@ vllm-v2 (Model Runner V2, `vllm/v1/worker/gpu/`)
     (model forward + `compute_logits` + `_sample_draft` (`logits.argmax(dim=-1)` when greedy) +
     `update_eagle_draft_inputs`) as one FULL CUDA graph per batch size (`eagle/cudagraph.py`
     `EagleCudaGraphManager`, FULL mode only) and `multi_step_decode` replays it per draft step
-    (`run_fullgraph`). Same collective, relayout and ATen argmax as V1; V2 has no local-argmax option
-    (`_sample_draft` always argmaxes the gathered logits): its local path is priced as the torch ops, captured.
+    (`run_fullgraph`). Same collective, relayout and ATen argmax as V1. Local path: current vLLM's
+    `vllm/v1/worker/gpu/spec_decode/speculator.py` `DraftModelSpeculator._greedy_sample_draft` calls the model's
+    `get_top_tokens` when `use_local_argmax_reduction` is on (vllm-project/vllm#46448, merged 2026-06-23; the
+    older `_sample_draft` above always argmaxed the gathered logits): priced as those torch ops, captured.
     Which runner runs: `vllm/config/vllm.py` `VllmConfig.use_v2_model_runner` - `VLLM_USE_V2_MODEL_RUNNER`
     if set; unset, V1 up to the releases where V2 was opt-in (env default "0", V2 "[Experimental]" in
     vllm/v1/worker/gpu/README.md), then V2 for the architectures in `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`
@@ -88,7 +90,8 @@ RECIPES: dict[str, Recipe] = {
                    local_text="torch ops (get_top_tokens, use_local_argmax_reduction), eager"),
     "vllm-v2": Recipe("vllm-v2", source="vllm/v1/worker/gpu/spec_decode/eagle/speculator.py "
                       "EagleSpeculator.generate_draft / capture; eagle/cudagraph.py EagleCudaGraphManager",
-                      local_text="torch ops inside the FULL graph (V2 ships no local-argmax option)"),
+                      local_text="get_top_tokens torch ops inside the FULL graph (DraftModelSpeculator."
+                      "_greedy_sample_draft with use_local_argmax_reduction, vllm-project/vllm#46448)"),
     "sglang": Recipe("sglang", selection="softmax_max",
                      source="python/sglang/srt/speculative/eagle_worker.py EAGLEWorker.draft_forward (softmax + "
                      "fast_topk); python/sglang/srt/layers/logits_processor.py LogitsProcessor._get_logits",
