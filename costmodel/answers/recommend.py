@@ -133,7 +133,8 @@ class Recommendation:
                    "expected_saving_per_draft_step_us": o.expected_saving_per_draft_step_us,
                    "saving_pct": o.saving_pct, "win_share": o.win_share,
                    "beats_baseline_share": o.beats_baseline_share, "valid_share": o.valid_share,
-                   "verdict": o.verdict, "shipped_as": o.shipped_as or "", "decision": self.decision}
+                   "verdict": o.verdict, "shipped_as": o.shipped_as or "", "decision": self.decision,
+                   "quantity": self.quantity}
             if o.impact is not None:
                 row.update({k: v for k, v in o.impact.to_dict().items()
                             if k not in ("strategy", "output_throughput_gain_pct_interval")})

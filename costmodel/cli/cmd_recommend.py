@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
                     kv_len=args.kv_len, forward_us=args.forward_us)
     if args.csv:
         table = rec.per_batch.copy()
-        head = {"profile": profile.name, "provenance": rec.profile["provenance"], **rec.scenario}
+        head = {"profile": profile.name, "provenance": rec.profile["provenance"], **rec.scenario,
+                "quantity": rec.quantity}
         for key, value in reversed(list(head.items())):
             table.insert(0, key, value)
         write_csv(table, args.csv)

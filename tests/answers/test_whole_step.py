@@ -7,9 +7,12 @@ import dataclasses
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from costmodel.answers.whole_step import PER_CALL, applies, whole_step_answer
+from costmodel.answers.recommend import recommend
+from costmodel.answers.whole_step import PER_CALL, QUANTITY, applies, whole_step_answer, whole_step_totals
+from costmodel.answers.workload import Workload
 from costmodel.cli.main import main
 from costmodel.evidence.intervals import propagate_draft_step
 from costmodel.model.draft_step import Placement, draft_step
@@ -126,10 +129,6 @@ def test_predict_engine_none_says_why_per_call(capsys):
 
 
 def test_recommend_ranks_the_whole_step_where_an_engine_runs_it():
-    from costmodel.answers.recommend import recommend
-    from costmodel.answers.whole_step import QUANTITY, whole_step_totals
-    from costmodel.answers.workload import Workload
-
     p = load_profile(H200)
     wl = Workload(np.array([1, 16, 64]), np.array([0.2, 0.5, 0.3]), "csv", name="t")
     kw = {**preset("llama4-maverick"), "tp": 8, "num_spec_tokens": 5, "engine": "vllm"}
@@ -145,3 +144,12 @@ def test_recommend_ranks_the_whole_step_where_an_engine_runs_it():
     assert lo <= expected <= hi
     none = recommend({**kw, "engine": "none"}, wl, p, arch=_arch(sc), with_discrepancy=False)
     assert none.quantity != QUANTITY  # engine none: the per-call savings x calls
+
+
+def test_recommend_csv_says_what_the_savings_are_of(tmp_path, capsys):
+    out = tmp_path / "rec.csv"
+    assert main(["recommend", "--workload", "data/examples/chat-diurnal.csv", "--preset", "llama4-maverick", "--tp",
+                 "8", "--num-spec-tokens", "5", "--engine", "vllm", "--csv", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert set(table["quantity"]) == {QUANTITY}
+    assert "savings of the whole draft step" in capsys.readouterr().out
