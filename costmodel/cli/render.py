@@ -318,7 +318,9 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
             if key in w:
                 entry[key] = w[key]
         im = entry["per_call"].get("impact")
-        if im is not None and name != BASELINE:
+        if im is not None and name == BASELINE:
+            entry["impact"] = im  # no saving against itself, in either view
+        elif im is not None:
             iv = w.get("interval", {}).get("saving_per_decode_step_us")
             entry["impact"] = impact_change(w["saving_us"], im["itl_before_ms"],
                                             im["itl_before_ms"] / im["tpot_before_ms"], name,
