@@ -23,12 +23,14 @@ from costmodel import BASELINE, STRATEGIES, InputError, Scenario, collective_tim
 from costmodel.answers.explain import format_explanation
 from costmodel.answers.recommend import impact_change, recommend
 from costmodel.answers.sensitivity import elasticities
+from costmodel.answers.whole_step import whole_step_answer
 from costmodel.answers.workload import parse_workload
 from costmodel.evidence.intervals import propagate
 from costmodel.io.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
 from costmodel.io.plain import WORD_JOINER, markdown_text
+from costmodel.model.drafter import DraftArch
 from costmodel.model.kernels import kernel_context
-from costmodel.profiles.presets import preset, presets
+from costmodel.profiles.presets import preset, preset_draft, presets
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.multi_upload import base_parameters
@@ -972,10 +974,6 @@ def test_engine_choice_prices_what_the_engine_executes():
     graph = predict(sc.with_(engine="none", mode="graph"), load_profile(at.session_state["profile"]))
     assert eager.saving_us(FOCUS).item() != graph.saving_us(FOCUS).item()  # the choice matters here
     # an engine runs the step: the verdict is the whole draft step's (costmodel.answers.whole_step), per call
-    from costmodel.answers.whole_step import whole_step_answer
-    from costmodel.model.drafter import DraftArch
-    from costmodel.profiles.presets import preset_draft
-
     arch = DraftArch.from_fields({**preset_draft(at.session_state["preset"]), "vocab": int(sc.draft_vocab)})
     ws = whole_step_answer(sc, load_profile(at.session_state["profile"]), arch, intervals=False)
     assert metric(at, "Saving / draft step") == format_us(ws["strategies"][FOCUS]["saving_per_call_us"], sign=True)
