@@ -153,7 +153,7 @@ from costmodel.profiles.store import default_profile, load_profile, save_profile
 from costmodel.profiles.types import SCHEMA_VERSION, Profile
 
 from .base_parts import base_rows as kept_rows
-from .base_parts import eager_prices_graph, keep_base_kernels
+from .base_parts import eager_prices_graph, keep_base_kernels, keep_base_members
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
 BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
@@ -1283,6 +1283,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         profile["bootstrap_method"] = BOOTSTRAP_METHOD
     _add_kernel_replicates(profile, kern_fits)
     _add_model_replicates(profile, model_reps)
+    keep_base_members(profile, base, kept, kernels_measured=bool(kern_fits))  # kept parts keep the base's spread
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
