@@ -11,11 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.answers.compare import bundled_family, compare_table, compare_wide, profiles_by_family
+from costmodel.answers.compare import bundled_family, compare_table, profiles_by_family
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
+
+from .tables import column_labels, compare_long_table, display
 
 
 def profile_label(name: str) -> str:
@@ -51,7 +53,9 @@ def compare_panel(ev: Any) -> None:
         except (InputError, ValueError) as exc:
             st.error(plain(str(exc)))
             return
-        st.dataframe(compare_wide(table).round(1), width="stretch", hide_index=True)
+        shown = compare_long_table(table)  # five narrow columns: nothing cut at 800 or 1440 px
+        st.dataframe(display(shown), width="stretch", hide_index=True,
+                     column_config={c: st.column_config.Column(label) for c, label in column_labels(shown).items()})
         kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
         st.caption(plain(f"µs per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
                          f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
