@@ -106,6 +106,11 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
     return out
 
 
+# the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
+COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
+                  "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch"}
+
+
 def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
     """costmodel.answers.compare.compare_table as one row per (strategy, profile), five narrow columns, so the
     compare panel fits an 800 px window (the wide form's seven columns headed `saving_per_draft_step_us[<profile>]`
