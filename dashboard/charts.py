@@ -38,6 +38,7 @@ COMPONENT_COLORS: dict[str, str] = {
 EXTRA_COMPONENT_COLORS = ("#9c9ede", "#cedb9c", "#e7cb94", "#fdd0a2", "#6b6ecf", "#b5cf6b", "#e6550d", "#31a354")
 COLLECTIVE_COLORS: dict[str, str] = {"nccl": "#4c78a8", "oneshot": "#f58518", "multimem": "#54a24b",
                                      "nccl-symm": "#b279a2"}  # implementations (costmodel.model.collective_impls)
+HEAT_TEXT_MIN_CELL_PX = 40  # a heatmap cell narrower than this drops its number ("-1,234" at 11 px is ~36 px)
 MARKER_COLOR = "#333333"  # the chosen batch
 SAVING_SCALE = alt.Scale(scheme="redblue", domainMid=0)
 LOG_BATCH = alt.Scale(type="log", base=2)
@@ -317,7 +318,9 @@ def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = N
 
     Diverging colours centred at 0 on a symmetric symlog scale over [-bound, bound] (`heat_bound` of every
     heatmap shown, so equal colours mean equal savings), so both signs stay visible when the gains reach
-    thousands of microseconds and the losses tens. Every row is labelled.
+    thousands of microseconds and the losses tens. Every row is labelled; the cell numbers are drawn only while a
+    cell is at least HEAT_TEXT_MIN_CELL_PX wide (Vega's `width` signal over the batch columns), so they never
+    overlap in a narrow window.
     """
     values = table["saving_per_decode_step_us"].abs()
     bound = heat_bound(table) if bound is None else float(bound)
@@ -339,9 +342,12 @@ def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = N
                  alt.Tooltip("saving_pct:Q", format=".1f", title="saving (%)"),
                  alt.Tooltip("fastest_strategy:N", title="fastest")],
     )
+    n_cols = max(1, int(table["batch"].nunique()))
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("saving_per_decode_step_us:Q", format=",.0f"),
-        color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
+        color=alt.condition("datum.dark", alt.value("white"), alt.value("black")),
+        # the cell numbers only where a cell is wide enough for them (the colour and the tooltip stay)
+        opacity=alt.condition(f"width / {n_cols} >= {HEAT_TEXT_MIN_CELL_PX}", alt.value(1.0), alt.value(0.0)))
     return alt.layer(cells, text).properties(width="container", height=34 * len(order) + 20)
 
 

@@ -137,3 +137,34 @@ def test_the_compare_table_is_long_and_narrow():
     got = long[(long.profile == "b200-hgx-nvlink") & (long.strategy == "local_argmax_pairs")].iloc[0]
     assert got["time_per_draft_step_us"] == row["total_us"] and got["crossover_batch"] == row["crossover_batch"]
     assert max(len(label) for label in COMPARE_LABELS.values()) <= 15  # the headers of the per-profile tables
+
+
+def test_heatmap_cell_numbers_only_where_the_cells_are_wide_enough():
+    heat = pd.DataFrame({"batch": list(range(1, 17)) * 2, "tp": [2] * 16 + [4] * 16,
+                         "saving_per_decode_step_us": np.linspace(-50, 3000, 32),
+                         "saving_per_draft_step_us": np.linspace(-10, 600, 32), "saving_pct": [1.0] * 32,
+                         "fastest_strategy": ["a"] * 32})
+    spec = charts.heatmap(heat, "tp", "TP").to_dict()
+    (text,) = [layer for layer in spec["layer"] if (layer["mark"]["type"] if isinstance(layer["mark"], dict)
+                                                     else layer["mark"]) == "text"]
+    opacity = text["encoding"]["opacity"]
+    assert opacity["condition"]["test"] == f"width / 16 >= {charts.HEAT_TEXT_MIN_CELL_PX}"
+    assert opacity["condition"]["value"] == 1.0 and opacity["value"] == 0.0
+    alt.LayerChart.from_dict(spec, validate=True)
+
+
+def test_sweep_time_axis_ticks_every_decade_and_end_labels_do_not_overlap():
+    batches = [1.0, 16.0, 1024.0]
+    times = {"full_all_gather": [30.0, 300.0, 5000.0], "full_all_gather_no_relayout": [29.0, 280.0, 4900.0],
+             "gather_to_rank0": [31.0, 310.0, 4950.0], "local_argmax_pairs": [40.0, 45.0, 60.0],
+             "packed_allreduce_max": [40.5, 45.5, 60.5]}
+    sweep = pd.DataFrame([{"batch": b, "strategy": s, "time_per_draft_step_us": t, "saving_per_draft_step_us": 0.0,
+                           "saving_pct": 0.0} for s, ts in times.items() for b, t in zip(batches, ts)])
+    spec = charts.sweep_chart(sweep, None)
+    y = spec["layer"][0]["encoding"]["y"]
+    assert y["axis"]["values"] == [10.0, 100.0, 1000.0, 10000.0] and y["axis"]["format"] == ",.0f"
+    labels = spec["layer"][-1]["data"]["values"]
+    assert {r["strategy"] for r in labels} == set(STRATEGIES)
+    ys = np.log10(sorted(r["label_y"] for r in labels))  # the axis spans 1..4 decades over the plot's height
+    gap_px = np.diff(ys) * charts.LABEL_PLOT_PX[0] / (4.0 - 1.0)
+    assert gap_px.min() >= 16.0 - 1e-9  # 4,900 / 4,950 / 5,000 and 60 / 60.5 would otherwise sit on each other
