@@ -36,14 +36,21 @@ COMPONENT_COLORS: dict[str, str] = {
     "key_unpack": "#de9ed6",
 }
 EXTRA_COMPONENT_COLORS = ("#9c9ede", "#cedb9c", "#e7cb94", "#fdd0a2", "#6b6ecf", "#b5cf6b", "#e6550d", "#31a354")
+COLLECTIVE_COLORS: dict[str, str] = {"nccl": "#4c78a8", "oneshot": "#f58518", "multimem": "#54a24b",
+                                     "nccl-symm": "#b279a2"}  # implementations (costmodel.model.collective_impls)
+HEAT_TEXT_MIN_CELL_PX = 40  # a heatmap cell narrower than this drops its number ("-1,234" at 11 px is ~36 px)
 MARKER_COLOR = "#333333"  # the chosen batch
 SAVING_SCALE = alt.Scale(scheme="redblue", domainMid=0)
 LOG_BATCH = alt.Scale(type="log", base=2)
 
 
-def _strategy_color(legend: bool = True) -> alt.Color:
+def _strategy_color(legend: bool = True, shown=None) -> alt.Color:
+    """The strategy colour; its legend lists only the strategies in `shown` (all when None), so a series that
+    is not drawn has no entry."""
+    values = list(STRATEGIES) if shown is None else [s for s in STRATEGIES if s in set(shown)]
     return alt.Color("strategy:N", scale=STRATEGY_SCALE, sort=list(STRATEGIES),
-                     legend=alt.Legend(orient="bottom", columns=3, title=None, labelLimit=400) if legend else None)
+                     legend=alt.Legend(orient="bottom", columns=3, title=None, labelLimit=400, values=values)
+                     if legend else None)
 
 
 def component_scale(components) -> alt.Scale:
@@ -255,9 +262,12 @@ def saving_chart(table: pd.DataFrame, crossover_batch: float | None = None,
     ticks = symlog_ticks(data["saving_per_decode_step_us"])
     y = {"field": "saving_per_decode_step_us", "type": _Q, "scale": {"type": "symlog"},
          "title": "saving / decode step (µs)", "axis": {"values": ticks, "format": ",.0f", "labelOverlap": False}}
+    encodings = _line_encodings()
+    encodings["color"]["legend"] = {**encodings["color"]["legend"],  # the baseline is not drawn: no entry
+                                    "values": [s for s in STRATEGIES if s in set(data["strategy"])]}
     lines = {"data": {"values": _records(data, ["batch", "strategy", "saving_per_decode_step_us"])},
              "mark": {"type": "line"},
-             "encoding": {"x": _X_BATCH, "y": y, **_line_encodings(), "opacity": {"value": 0.9},
+             "encoding": {"x": _X_BATCH, "y": y, **encodings, "opacity": {"value": 0.9},
                           "tooltip": [{"field": "batch", "type": _Q, "format": ",.4~r"},
                                       {"field": "strategy", "type": "nominal"},
                                       {"field": "saving_per_decode_step_us", "type": _Q, "format": "+,.3~r",
@@ -295,12 +305,22 @@ def heat_bound(*tables: pd.DataFrame) -> float:
     return bound if np.isfinite(bound) and bound > 0 else 1.0
 
 
+def legend_ticks(bound: float) -> list[float]:
+    """The colour legend's labels on the symmetric symlog scale [-bound, bound]: +-bound, 0 and the round
+    symlog ticks (10, 100, 1,000, ...) between them - not only the end values."""
+    bound = float(bound)
+    inner = [v for v in symlog_ticks([-bound, bound]) if abs(v) < 0.8 * bound]
+    return sorted({-bound, bound, *inner})
+
+
 def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = None) -> alt.LayerChart:
     """Saving of FOCUS vs the baseline per decode step over batch x `field`.
 
     Diverging colours centred at 0 on a symmetric symlog scale over [-bound, bound] (`heat_bound` of every
     heatmap shown, so equal colours mean equal savings), so both signs stay visible when the gains reach
-    thousands of microseconds and the losses tens. Every row is labelled.
+    thousands of microseconds and the losses tens. Every row is labelled; the cell numbers are drawn only while a
+    cell is at least HEAT_TEXT_MIN_CELL_PX wide (Vega's `width` signal over the batch columns), so they never
+    overlap in a narrow window.
     """
     values = table["saving_per_decode_step_us"].abs()
     bound = heat_bound(table) if bound is None else float(bound)
@@ -313,18 +333,61 @@ def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = N
     cells = base.mark_rect().encode(
         color=alt.Color("saving_per_decode_step_us:Q",
                         scale=alt.Scale(type="symlog", scheme="redblue", domain=[-bound, bound], domainMid=0),
-                        legend=alt.Legend(title="saving / decode step (us)", orient="right",
-                                      gradientLength=max(60, min(200, 34 * len(order) - 20)))),
+                        legend=alt.Legend(title="saving / decode step (µs)", orient="right",
+                                          values=legend_ticks(bound), format=",.0f", labelOverlap=True,
+                                          gradientLength=max(60, min(200, 34 * len(order) - 20)))),
         tooltip=["batch:O", f"{field}:O",
-                 alt.Tooltip("saving_per_decode_step_us:Q", format=".2f", title="saving / decode step (us)"),
-                 alt.Tooltip("saving_per_draft_step_us:Q", format=".2f", title="saving / draft step (us)"),
+                 alt.Tooltip("saving_per_decode_step_us:Q", format=".2f", title="saving / decode step (µs)"),
+                 alt.Tooltip("saving_per_draft_step_us:Q", format=".2f", title="saving / draft step (µs)"),
                  alt.Tooltip("saving_pct:Q", format=".1f", title="saving (%)"),
                  alt.Tooltip("fastest_strategy:N", title="fastest")],
     )
+    n_cols = max(1, int(table["batch"].nunique()))
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("saving_per_decode_step_us:Q", format=",.0f"),
-        color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
+        color=alt.condition("datum.dark", alt.value("white"), alt.value("black")),
+        # the cell numbers only where a cell is wide enough for them (the colour and the tooltip stay)
+        opacity=alt.condition(f"width / {n_cols} >= {HEAT_TEXT_MIN_CELL_PX}", alt.value(1.0), alt.value(0.0)))
     return alt.layer(cells, text).properties(width="container", height=34 * len(order) + 20)
+
+
+def _log_axis(field: str, values, title: str, channel=alt.X):
+    """A log axis (`channel`: alt.X or alt.Y) over whole decades with a tick at each (1, 10, 100, 1,000, ...;
+    `log_ticks`), with thousands separators."""
+    ticks = log_ticks(values)
+    return channel(f"{field}:Q", title=title, scale=alt.Scale(type="log", domain=[ticks[0], ticks[-1]]),
+                 axis=alt.Axis(values=ticks, format=",.0f", labelOverlap=True))
+
+
+def _op_color(ops) -> alt.Color:
+    """Collective ops in the component palette (COMPONENT_COLORS: all_gather is the same colour in every chart),
+    the legend listing only the ops shown."""
+    shown = list(dict.fromkeys(ops))
+    return alt.Color("op:N", scale=component_scale(shown), legend=alt.Legend(orient="bottom", values=shown,
+                                                                             title=None))
+
+
+def crossover_by_k_chart(curve: pd.DataFrame) -> dict:
+    """local_argmax_pairs' crossover batch vs top-k per collective implementation (log-log, base-2 ticks at the
+    k priced, decade ticks on the batch), one fixed colour per implementation (COLLECTIVE_COLORS); rows
+    without a crossover in range are left out. A Vega-Lite dict."""
+    data = curve[np.isfinite(curve["crossover_batch"].astype(float))]
+    impls = list(dict.fromkeys(data["collective"]))
+    colors = [COLLECTIVE_COLORS.get(c, EXTRA_COMPONENT_COLORS[i % len(EXTRA_COMPONENT_COLORS)])
+              for i, c in enumerate(impls)]
+    ticks = log_ticks(data["crossover_batch"])
+    enc = {"x": {"field": "top_k", "type": _Q, "title": "top-k (candidates per draft step)",
+                 "scale": {"type": "log", "base": 2}, "axis": {"values": sorted(set(curve["top_k"].astype(float))),
+                                                              "format": ",.0f"}},
+           "y": {"field": "crossover_batch", "type": _Q, "title": "crossover batch (sequences per decode step)",
+                 "scale": {"type": "log", "domain": [ticks[0], ticks[-1]]}, "axis": {"values": ticks,
+                                                                                  "format": ",.0f"}},
+           "color": {"field": "collective", "type": "nominal", "scale": {"domain": impls, "range": colors},
+                     "legend": {"orient": "bottom", "title": None, "values": impls}},
+           "tooltip": [{"field": "top_k", "type": _Q, "title": "top-k"}, {"field": "collective", "type": "nominal"},
+                       {"field": "crossover_batch", "type": _Q, "format": ",.3~r", "title": "crossover batch"}]}
+    return {"$schema": VEGA_LITE_SCHEMA, "height": 300, "data": {"values": _records(data, list(curve.columns))},
+            "mark": {"type": "line", "point": True}, "encoding": enc}
 
 
 def calibration_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.FacetChart:
@@ -335,11 +398,13 @@ def calibration_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.FacetCh
         curves[keys].assign(time_us=curves["predicted_us"], kind="fitted"),
     ], ignore_index=True)
     base = alt.Chart().encode(
-        x=alt.X("bytes_per_rank:Q", scale=alt.Scale(type="log"), title="bytes per rank"),
-        y=alt.Y("time_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
-        color=alt.Color("op:N", legend=alt.Legend(orient="bottom")),
+        x=_log_axis("bytes_per_rank", data["bytes_per_rank"], "bytes per rank"),
+        y=_log_axis("time_us", data["time_us"], "time (µs)", alt.Y),
+        color=_op_color(data["op"]),
+        shape=alt.Shape("kind:N", scale=alt.Scale(domain=["measured", "fitted"], range=["circle", "stroke"]),
+                        legend=alt.Legend(orient="bottom", title=None)),
         tooltip=["kind:N", "op:N", "world_size:O", "nodes:O", "mode:N", alt.Tooltip("bytes_per_rank:Q", format=",.0f"),
-                 alt.Tooltip("time_us:Q", format=".2f")],
+                 alt.Tooltip("time_us:Q", format=".2f", title="time (µs)")],
     )
     layer = alt.layer(base.mark_line().transform_filter("datum.kind == 'fitted'"),
                       base.mark_point(filled=True, size=30).transform_filter("datum.kind == 'measured'"),
@@ -349,12 +414,13 @@ def calibration_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.FacetCh
 
 def residual_chart(points: pd.DataFrame) -> alt.FacetChart:
     """Relative error (predicted - measured) / measured in % per point, faceted by mode and world size."""
-    base = alt.Chart().encode(x=alt.X("bytes_per_rank:Q", scale=alt.Scale(type="log"), title="bytes per rank"))
+    base = alt.Chart().encode(x=_log_axis("bytes_per_rank", points["bytes_per_rank"], "bytes per rank"))
     dots = base.mark_point(filled=True, size=30).encode(
         y=alt.Y("rel_error_pct:Q", title="(predicted - measured) / measured (%)"),
-        color=alt.Color("op:N", legend=alt.Legend(orient="bottom")),
+        color=_op_color(points["op"]),
         tooltip=["op:N", "world_size:O", "mode:N", alt.Tooltip("bytes_per_rank:Q", format=",.0f"),
-                 alt.Tooltip("measured_median_us:Q", format=".2f"), alt.Tooltip("predicted_us:Q", format=".2f"),
+                 alt.Tooltip("measured_median_us:Q", format=".2f", title="measured (µs)"),
+                 alt.Tooltip("predicted_us:Q", format=".2f", title="predicted (µs)"),
                  alt.Tooltip("rel_error_pct:Q", format=".1f")])
     zero = alt.Chart().mark_rule(color="gray").encode(y=alt.datum(0))
     layer = alt.layer(dots, zero, data=points).properties(width=260, height=140)
@@ -425,7 +491,7 @@ def workload_chart(per_batch: pd.DataFrame) -> alt.LayerChart:
     data["label"] = [format_pct(v, sign=False) for v in data["share_pct"]]
     x = alt.X("batch:O", title="decode batch (sequences)", axis=alt.Axis(labelAngle=0, labelOverlap=True))
     bars = alt.Chart(data).mark_bar().encode(
-        x=x, y=alt.Y("share_pct:Q", title="share of decode steps (%)"), color=_strategy_color(),
+        x=x, y=alt.Y("share_pct:Q", title="share of decode steps (%)"), color=_strategy_color(shown=data["strategy"]),
         tooltip=["batch:O", alt.Tooltip("share_pct:Q", format=".1f", title="share (%)"),
                  alt.Tooltip("strategy:N", title="fastest")])
     text = alt.Chart(data).mark_text(dy=-6, fontSize=10).encode(x=x, y="share_pct:Q", text="label:N")

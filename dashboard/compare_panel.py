@@ -11,11 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.answers.compare import bundled_family, compare_table, compare_wide, profiles_by_family
+from costmodel.answers.compare import bundled_family, compare_table, profiles_by_family
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
+
+from .tables import COMPARE_LABELS, compare_long_table, display
 
 
 def profile_label(name: str) -> str:
@@ -51,9 +53,16 @@ def compare_panel(ev: Any) -> None:
         except (InputError, ValueError) as exc:
             st.error(plain(str(exc)))
             return
-        st.dataframe(compare_wide(table).round(1), width="stretch", hide_index=True)
+        shown = compare_long_table(table)  # one narrow table per profile: nothing cut at 800 or 1440 px
+        kinds_of = dict(zip(table["profile"], table["kind"]))
+        for name in dict.fromkeys(shown["profile"]):
+            st.markdown(f"**{plain(name)}** ({plain(kinds_of[name])})")
+            part = shown[shown["profile"] == name].drop(columns=["profile"]).reset_index(drop=True)
+            st.dataframe(display(part), width="stretch", hide_index=True,
+                         column_config={c: st.column_config.Column(COMPARE_LABELS[c]) for c in part.columns})
         kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
-        st.caption(plain(f"µs per draft step at batch {ev.inputs.batch}; crossover = the batch where the saving "
+        st.caption(plain(f"time and saving (vs full_all_gather) in µs per draft step at batch {ev.inputs.batch}; "
+                         "crossover batch = the batch where the saving "
                          f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
                          "not measured)."))
         buf = io.StringIO()

@@ -221,11 +221,11 @@ def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
 
 # -- sweeps -------------------------------------------------------------------------------------------
 def batch_grid(batch_min: float, batch_max: float, points: int = SWEEP_POINTS) -> np.ndarray:
-    """Log-spaced batches from batch_min to batch_max (plus every power of two between)."""
+    """Log-spaced whole batches from batch_min to batch_max (plus every power of two between)."""
     lo, hi = float(batch_min), float(max(batch_max, batch_min * 2))
     pow2 = np.asarray(BATCH_STEPS, dtype=float)
     grid = np.concatenate([np.geomspace(lo, hi, points), pow2[(pow2 >= lo) & (pow2 <= hi)]])
-    return np.unique(np.round(grid, 6))
+    return np.unique(np.round(grid))  # a batch is a count of sequences: no 1.14 in the sweep CSV (issue 18)
 
 
 @st.cache_data(**_CACHE)

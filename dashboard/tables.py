@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from costmodel import DESCRIPTIONS, Profile
+from costmodel import DESCRIPTIONS, STRATEGIES, Profile
 from costmodel.io.formatting import MISSING, column_formatter, format_number
 from costmodel.io.safe_io import csv_text
 
@@ -104,6 +104,23 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
     out = out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
                     on="strategy", how="left")
     return out
+
+
+# the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
+COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
+                  "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch"}
+
+
+def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
+    """costmodel.answers.compare.compare_table as one row per (strategy, profile), five narrow columns, so the
+    compare panel fits an 800 px window (the wide form's seven columns headed `saving_per_draft_step_us[<profile>]`
+    were cut on the right at 800 and 1440 px); strategies in the STRATEGIES order, profiles as compared."""
+    order = {s: i for i, s in enumerate(STRATEGIES)}
+    profiles = {p: i for i, p in enumerate(dict.fromkeys(table["profile"]))}
+    out = table[["strategy", "profile", "total_us", "saving_per_draft_step_us", "crossover_batch"]].copy()
+    out = out.rename(columns={"total_us": "time_per_draft_step_us"})
+    out["_s"], out["_p"] = out["strategy"].map(order), out["profile"].map(profiles)
+    return out.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)
 
 
 def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,8 @@ from costmodel.model.collective_impls import IMPLS, provenance_text
 from costmodel.model.predict import crossover
 from costmodel.model.verification import best_pair, matrix
 
+from .charts import crossover_by_k_chart
+
 BEST = "best available"
 COLLECTIVE_CHOICES = (BEST, *IMPLS)
 K_CURVE = (1, 2, 4, 8, 16, 32, 64)
@@ -120,7 +122,7 @@ def topk_panel(ev: Any) -> None:
                            key="topk_matrix_csv")
         if not curve.empty:
             st.caption("local_argmax_pairs crossover batch by top-k (none: no crossover in range)")
-            st.line_chart(curve.pivot(index="top_k", columns="collective", values="crossover_batch"))
+            st.vega_lite_chart(spec=crossover_by_k_chart(curve), width="stretch")
             buf = io.StringIO()
             write_csv(curve, buf)
             st.download_button("Crossover by k CSV", buf.getvalue(), "crossover_by_k.csv", "text/csv",

@@ -17,6 +17,17 @@ A fitted or uploaded profile is the base profile with the measured parts replace
 `kernels.from_base` lists the kernel parts kept ("model", "tables", "lm_head", "host", "ops.<op>");
 `provenance.base` / `base_gpu` name the base. A base measured on another GPU than the fit's rows gets a
 warning row in the fit report.
+
+Uncertainty of the kept parts (issue 18): a part kept from the base keeps the base's spread. The fitted
+ensemble gets N = max(n, nb) members (n: the fit's own bootstrap members, nb: the base's, at most
+MAX_BASE_MEMBERS of them, evenly spaced as costmodel.profiles.replicates.member_indices prices them): member j
+is the fit's member j mod n (a fit with fewer members than its base repeats them, so both sets keep their own
+range: the profile loader refuses a point value outside its members' range) with, for every kept part, the
+value of the base's member floor(j nb / N) - the kernel model, lm_head, host, every kernel op not measured, the
+launch costs when no kernel was measured, and every collective curve kept from the base (`keep_base_members`).
+Without it every member priced the kept parts at the base's point value, so a fitted profile's intervals had no
+width on them (a collectives-only fit onto the H200 base: 0 spread on every kernel term, against the base's
+own; tests/calibration/test_fit_base_spread.py).
 """
 
 from __future__ import annotations
@@ -24,9 +35,12 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.model.sources import same_gpu
+from costmodel.profiles.consistency import curve_key as _curve_key
+from costmodel.profiles.replicates import MAX_INTERVAL_MEMBERS, member_indices
 from costmodel.profiles.types import Profile
 
 KEPT_PARTS = ("model", "model_cv", "lm_head", "host")
+MAX_BASE_MEMBERS = MAX_INTERVAL_MEMBERS  # base members carried over (the most an interval prices)
 
 
 def eager_prices_graph(curves: list[dict], reps: list[list[dict]], reports: list[dict]) -> None:
@@ -67,6 +81,46 @@ def keep_base_kernels(kernels: dict[str, Any], base: Profile, *, measured_kernel
     if kept:
         kernels["from_base"] = kept
     return kept
+
+
+def keep_base_members(profile: dict[str, Any], base: Profile, kept: list[str], *, kernels_measured: bool) -> int:
+    """Give every member of `profile["bootstrap"]` (in place) the base member's value of each part kept from the
+    base (module doc, "Uncertainty of the kept parts"); returns the number of members changed (0: the fit has no
+    members, or the base has none)."""
+    reps = profile.get("bootstrap") or []
+    if not reps or not len(base.bootstrap):
+        return 0
+    members = [base.bootstrap[i] for i in member_indices(len(base.bootstrap), MAX_BASE_MEMBERS)]
+    n, nb = len(reps), len(members)
+    reps.extend({**reps[j % n]} for j in range(n, max(n, nb)))  # shallow: each member's own top-level keys
+    point_kernels = profile["kernels"]
+    kept_ops = [part[4:] for part in kept if part.startswith("ops.")]
+    kept_kernel_parts = [part for part in ("model", "lm_head", "host") if part in kept]
+    base_keys = {_curve_key(c) for c in profile.get("collectives", []) if c.get("from_base")}
+    tags = {_curve_key(c): {"provenance": c.get("provenance"), "from_base": c["from_base"]}
+            for c in profile.get("collectives", []) if c.get("from_base")}
+    total = len(reps)
+    for j, rep in enumerate(reps):
+        theirs = members[j * nb // total]
+        bk = theirs.get("kernels") or {}
+        kern = dict(rep.get("kernels") or {})
+        for part in kept_kernel_parts:
+            if part in bk:
+                kern[part] = bk[part]
+        if kept_ops and isinstance(bk.get("ops"), dict):
+            ops = dict(kern.get("ops") or point_kernels["ops"])  # a member's ops replace the point's whole
+            ops.update({op: bk["ops"][op] for op in kept_ops if op in bk["ops"]})
+            kern["ops"] = ops
+        if not kernels_measured:  # the launch costs are the base's too
+            kern.update({k: bk[k] for k in ("graph_kernel_us", "eager_launch_us") if k in bk})
+        if kern:
+            rep["kernels"] = kern
+        if base_keys and theirs.get("collectives"):
+            swap = {_curve_key(c): {**c, **tags[_curve_key(c)]} for c in theirs["collectives"]
+                    if _curve_key(c) in base_keys}
+            own = [c for c in rep.get("collectives", []) if _curve_key(c) not in swap]
+            rep["collectives"] = own + list(swap.values())
+    return total
 
 
 def base_rows(base: Profile, kept: list[str], gpu: str, columns: tuple[str, ...]) -> list[dict]:

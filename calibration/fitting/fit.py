@@ -153,7 +153,8 @@ from costmodel.profiles.store import default_profile, load_profile, save_profile
 from costmodel.profiles.types import SCHEMA_VERSION, Profile
 
 from .base_parts import base_rows as kept_rows
-from .base_parts import eager_prices_graph, keep_base_kernels
+from .base_parts import eager_prices_graph, keep_base_kernels, keep_base_members
+from .negative_intercept import with_pieces
 from .segmented import best_split, bic, polish, range_fits, solve_bounded
 
 BW_MAX_GBPS = 1e6  # upper bound on a fitted bandwidth (a latency-only regime hits it)
@@ -178,6 +179,7 @@ MAX_STORED_REPLICATES = 100
 SPREAD_FLOOR = 0.05  # a training median is missed when the curve lies outside [p10 (1 - f), p90 (1 + f)] of its rows
 TAIL_RUN = 2  # the largest sizes missed one way (same sign, beyond their spread) that get tail ramps ...
 TAIL_TOLERANCE = 0.05  # ... when, left out one at a time, the tail ramps predict them this much better (relative)
+NEG_PIECES = True  # regimes whose best line has c < 0: origin pieces when leave-one-size-out says so (issue 18)
 BOOTSTRAP_WORK = 200 * 40 * 40  # replicates * distinct sizes^2 per group before B is scaled down
 MIN_BOOTSTRAP = 50
 BOOTSTRAP_METHOD = ("calibration.fit: per curve, the measured times redrawn within each size where every size has "
@@ -648,6 +650,16 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
                     "; ramps dropped: their bootstrap replicates do not bracket the point fit's")
                 continue
         break
+    pieces, pieced_reps = 0, None
+    if NEG_PIECES and not rows.generic:  # negative best intercepts: calibration.fitting.negative_intercept
+        factor = float(bus_factor(rows.op, np.asarray(float(rows.world_size)))) * 1e-3
+        plain_reps = ramped_reps if ramps else [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta, boot_bytes)]
+        pieced, new_reps, notes = with_pieces(curve, plain_reps, rows.size_bytes, rows.time_us, factor,
+                                              beta_min=BETA_MIN, bw_max=BW_MAX_GBPS)
+        choice += "".join(f"; {n}" for n in notes)
+        if pieced is not curve:
+            pieces = sum("piece" in r["name"] for r in pieced["regimes"])
+            curve, pieced_reps = pieced, new_reps
     med = None if rows.generic else _medians(rows)
     run = 0 if med is None else _tail_run(rows, curve, med)
     tail_reps: list[dict] = []
@@ -659,7 +671,8 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
             run = 0
     if run:  # the largest sizes missed one way: tail ramps through their medians (module doc, "Tail ramps")
         tailed = _with_tail(rows, curve, med, run)
-        reps_plain = ramped_reps if ramps else [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta, boot_bytes)]
+        reps_plain = (pieced_reps if pieced_reps is not None else ramped_reps if ramps else
+                      [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta, boot_bytes)])
         drawn = _tail_medians(rows, curve, med, run, len(reps_plain), rng)  # each replicate's own tail medians
         tail_reps = [_with_tail(rows, r, {**med, "median_us": np.concatenate([med["median_us"][:-run], d])}, run)
                      for r, d in zip(reps_plain, drawn)]
@@ -676,12 +689,16 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
     in_err = _errors(_predict(curve, rows), rows.time_us)
     if tail_reps:
         _ci90_of_dicts(curve, tail_reps, rows.generic)
+    elif pieced_reps:
+        _ci90_of_dicts(curve, pieced_reps, rows.generic)
     elif len(boot_theta) and not ramps:
         _ci90(curve, boot_theta, boot_bytes, rows.generic)
     elif ramped_reps:
         _ci90_of_dicts(curve, ramped_reps, rows.generic)
     if tail_reps:
         replicates = tail_reps[:MAX_STORED_REPLICATES]
+    elif pieced_reps is not None:
+        replicates = pieced_reps[:MAX_STORED_REPLICATES]
     else:
         replicates = (ramped_reps[:MAX_STORED_REPLICATES] if ramps else
                       [_curve_dict(rows, th, mb) for th, mb in zip(boot_theta[:MAX_STORED_REPLICATES],
@@ -703,7 +720,7 @@ def _fit_group(rows: _Rows, *, max_regimes: int, bootstrap: int, rng: np.random.
         "breakpoints_bytes": [r["max_bytes"] for r in curve["regimes"][:-1]], "ramps": ramps,
         "in_median_rel_err": in_med, "in_p90_rel_err": in_p90, "cv_median_rel_err": cv_med,
         "cv_p90_rel_err": cv_p90, "cv_folds": n_cv_folds, "n_bootstrap": len(boot_theta),
-        "note": note, "regime_choice": choice, "tail_ramps": run,
+        "note": note, "regime_choice": choice, "tail_ramps": run, "negative_intercept_pieces": pieces,
     }
     if med is not None:  # every training median the stored curve misses beyond its measured spread
         missed, err = spread_misses(rows, curve, med)
@@ -1283,6 +1300,7 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
         profile["bootstrap_method"] = BOOTSTRAP_METHOD
     _add_kernel_replicates(profile, kern_fits)
     _add_model_replicates(profile, model_reps)
+    keep_base_members(profile, base, kept, kernels_measured=bool(kern_fits))  # kept parts keep the base's spread
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],

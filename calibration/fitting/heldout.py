@@ -1,6 +1,6 @@
 """Held-out check of the fitter's regime choice: fit every other measured size, price the others.
 
-    python -m calibration.fitting.heldout [--variants bic,cv,notail,ramps]
+    python -m calibration.fitting.heldout [--variants bic,cv,notail,nopieces,ramps]
 
 For each bundled single-node measurement set - the gloo collectives of data/calibration/cpu-gloo (per op and
 world size) and every single-node table of data/reference/nccl-tests.csv - fits the even-indexed sizes with
@@ -10,7 +10,9 @@ for each variant of the fitter:
     bic    the number of regimes by BIC alone, no ramps (CV_TOLERANCE = inf, RAMPS = False)
     cv     leave-one-size-out CV may override BIC (the fitter before ramps; RAMPS = False)
     notail the fitter before tail ramps (TAIL_RUN = inf; issue 18)
-    ramps  the fitter as it is (CV, ramp variants kept when CV_TOLERANCE / RAMP_TOLERANCE allow, tail ramps)
+    nopieces the fitter before negative-intercept pieces (NEG_PIECES = False; issue 18)
+    ramps  the fitter as it is (CV, ramp variants kept when CV_TOLERANCE / RAMP_TOLERANCE allow, tail ramps,
+           negative-intercept pieces: calibration.fitting.negative_intercept)
 
 with, per variant, "top p90": the same over the largest quarter of the held-out sizes (where a late knee shows),
 and the regimes the last variant chose ("+tail": tail ramps, calibration.fitting.fit module doc), then the median
@@ -34,8 +36,9 @@ from costmodel.profiles.parse import profile_from_dict
 from . import fit as fit_module
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = {"bic": {"CV_TOLERANCE": float("inf"), "RAMPS": False, "TAIL_RUN": 10**9},
-            "cv": {"RAMPS": False, "TAIL_RUN": 10**9}, "notail": {"TAIL_RUN": 10**9}, "ramps": {}}
+VARIANTS = {"bic": {"CV_TOLERANCE": float("inf"), "RAMPS": False, "TAIL_RUN": 10**9, "NEG_PIECES": False},
+            "cv": {"RAMPS": False, "TAIL_RUN": 10**9, "NEG_PIECES": False},
+            "notail": {"TAIL_RUN": 10**9, "NEG_PIECES": False}, "nopieces": {"NEG_PIECES": False}, "ramps": {}}
 COLUMNS = ["op", "mode", "world_size", "nodes", "bytes_per_rank", "dtype", "gpu", "median_us"]
 
 
@@ -73,7 +76,10 @@ def held_out_p90(rows: pd.DataFrame, op: str, p: int, settings: dict) -> tuple[f
                 and c["world_size"] == p]
     ramps = sum("ramp" in r["name"] for r in curve["regimes"])
     tail = sum(r["name"].startswith("tail") for r in curve["regimes"])
-    label = f"{row['n_regimes']}{'+ramps' if ramps else ''}{f'+{tail} tail' if tail else ''}"
+    pieces = sum("piece" in r["name"] for r in curve["regimes"])
+    ramps -= sum("ramp" in r["name"] for r in curve["regimes"] if r["name"].startswith("tail"))
+    label = (f"{row['n_regimes']}{'+ramps' if ramps else ''}{f'+{tail} tail' if tail else ''}"
+             f"{f'+{pieces} pieces' if pieces else ''}")
     err = np.abs(pred - t) / t
     b = test["bytes_per_rank"].to_numpy(float)
     top = b >= np.quantile(np.unique(b), 0.75)
@@ -82,7 +88,8 @@ def held_out_p90(rows: pd.DataFrame, op: str, p: int, settings: dict) -> tuple[f
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", default="bic,cv,notail,ramps", help="comma-separated: " + ", ".join(VARIANTS))
+    ap.add_argument("--variants", default="bic,cv,notail,nopieces,ramps",
+                    help="comma-separated: " + ", ".join(VARIANTS))
     args = ap.parse_args(argv)
     try:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]

@@ -27,10 +27,14 @@ _CURVE_UNPRICED = ("samples", "ci90", "regimes", "world_size", "nodes")  # keys,
 _KERNEL_UNPRICED = ("tables", "model_cv")  # measured tables are the point's own evidence; model_cv is evidence
 
 
-def _curve_key(c: Any) -> tuple:
+def curve_key(c: Any) -> tuple:
+    """(op, world_size, mode, nodes, impl) of a curve document: the key a replicate's curve replaces the point's by."""
     if not isinstance(c, dict):
         return ()
     return (*(c.get(k) for k in ("op", "world_size", "mode", "nodes")), c.get("impl") or "nccl")
+
+
+_curve_key = curve_key
 
 
 def _is_num(v: Any) -> bool:

@@ -150,9 +150,10 @@ def test_bootstrap_intervals_contain_truth_and_replicates_are_stored(two_regime_
     assert report_of(profile, "all_gather", 2, "eager")["n_bootstrap"] == 200
     reps = profile["bootstrap"]
     assert len(reps) == 100
-    # every stored replicate is a valid curve set with the same structure
+    # every stored replicate is a valid curve set with the same structure (plus the base's members' curves for
+    # what the base prices: issue 18, base_parts "Uncertainty of the kept parts")
     for rep in reps[:10]:
-        (c,) = rep["collectives"]
+        (c,) = [c for c in rep["collectives"] if not c.get("from_base")]
         assert (c["op"], c["world_size"], c["mode"], len(c["regimes"])) == ("all_gather", 2, None, 2)
     profile_from_dict({**profile, "collectives": reps[0]["collectives"]})
 
@@ -563,7 +564,7 @@ def test_impl_curves_get_bootstrap_replicates(tmp_path):
     frame, files = load_inputs([tmp_path])
     profile = fit_measurements(frame, name="impl", bootstrap=60, files=files, impl_frames=impl_dirs([tmp_path]))
     reps = profile["bootstrap"]
-    assert len(reps) == 60
+    assert len(reps) == 100  # the 60 repeated over the base's 100 members (base_parts module doc)
     tagged = [[c for c in rep["collectives"] if c.get("impl") == "oneshot"] for rep in reps]
     assert all(len(t) == 1 and t[0]["world_size"] == 4 for t in tagged)
     point = next(c for c in profile["collectives"] if c.get("impl") == "oneshot")
@@ -573,8 +574,8 @@ def test_impl_curves_get_bootstrap_replicates(tmp_path):
     assert bws.std() > 0 and alphas.std() > 0
     assert bws.min() <= point["regimes"][0]["busbw_gbps"] <= bws.max()
     check_replicates(profile, "impl")  # point vs replicates consistent (what loading checks)
-    nccl_bw = [next(c for c in rep["collectives"] if c.get("impl") is None)["regimes"][0]["busbw_gbps"]
-               for rep in reps]
+    nccl_bw = [next(c for c in rep["collectives"] if c.get("impl") is None and not c.get("from_base"))
+               ["regimes"][0]["busbw_gbps"] for rep in reps]
     assert not np.allclose(nccl_bw, bws)  # own random streams, not a copy of NCCL's
     assert "ci90" in point["regimes"][0]
 
@@ -727,7 +728,9 @@ def test_fitted_gpu_kernel_model_gets_case_bootstrap_replicates(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["ensemble"]["method"] == "columns-v1"  # written compactly (costmodel.replicates)
     models = [rep["kernels"]["model"] for rep in expand_document(doc)["bootstrap"]]
-    assert len(models) == 6 and all(m["sm_count"] == 132 for m in models)
+    # the 6 refits, repeated over the base's 100 members (its collectives keep their spread: base_parts module doc)
+    assert len(models) == 100 and all(m["sm_count"] == 132 for m in models)
+    assert models[6:] == [models[j % 6] for j in range(6, 100)]
     rates = [m["reduce_ops"]["argmax"]["elems_per_us"] for m in models]
     assert len(set(rates)) > 1  # resampled rows, refitted: the replicates differ
     point = doc["kernels"]["model"]["reduce_ops"]["argmax"]["elems_per_us"]

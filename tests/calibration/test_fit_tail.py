@@ -38,6 +38,7 @@ def fitted(doc: dict) -> tuple[dict, dict]:
 
 def test_late_knee_without_tail_ramps_misses_the_largest_sizes_one_way_and_says_so(monkeypatch):
     monkeypatch.setattr(fit_module, "TAIL_RUN", 99)  # the fitter before tail ramps
+    monkeypatch.setattr(fit_module, "NEG_PIECES", False)  # ... and before negative-intercept pieces
     doc = fit_measurements(rows(late_knee()), name="knee", bootstrap=0)
     curve, row = fitted(doc)
     assert row["tail_ramps"] == 0 and len(curve["regimes"]) == 2
@@ -47,7 +48,8 @@ def test_late_knee_without_tail_ramps_misses_the_largest_sizes_one_way_and_says_
     assert "training medians the stored curve misses" in format_fit_report(doc)
 
 
-def test_late_knee_gets_tail_ramps_through_its_largest_medians():
+def test_late_knee_gets_tail_ramps_through_its_largest_medians(monkeypatch):
+    monkeypatch.setattr(fit_module, "NEG_PIECES", False)  # the pieces price this knee first (next test)
     t = late_knee()
     doc = fit_measurements(rows(t), name="knee", bootstrap=20)
     curve, row = fitted(doc)
@@ -71,6 +73,16 @@ def test_late_knee_gets_tail_ramps_through_its_largest_medians():
     prof = profile_from_dict(doc, source="knee")
     assert all(len(rep["collectives"][0]["regimes"]) == len(curve["regimes"]) for rep in doc["bootstrap"])
     assert abs(sample_residuals(prof)["rel_err"].to_numpy()[-2:]).max() < 1e-5
+
+
+def test_late_knee_with_negative_intercept_pieces_needs_no_tail_ramps():
+    """The knee's upper regime has best line 20 + 4 x - 3 x0 (c < 0): priced by pieces through the origin
+    (calibration.fitting.negative_intercept), every training median is hit within its spread, so no tail ramps."""
+    doc = fit_measurements(rows(late_knee()), name="knee", bootstrap=20)
+    curve, row = fitted(doc)
+    assert row["negative_intercept_pieces"] >= 2 and row["tail_ramps"] == 0
+    assert [s for s, _ in row["spread_misses"] if s >= 2**23] == []
+    profile_from_dict(doc, source="knee")
 
 
 def test_a_curve_that_follows_its_data_gets_no_tail_and_no_flags():

@@ -419,3 +419,38 @@ def test_tiles_tabs_and_charts_fit_the_window(server, browser, width):
     assert probe["cut"] == [], f"cut at {width} px: {probe['cut']}"
     assert len(probe["tabs"]) == 7 and all(visible for _, visible in probe["tabs"]), probe["tabs"]
     assert len(probe["charts"]) >= 2 and min(probe["charts"]) >= 300, probe["charts"]
+
+
+COMPARE_PROBE = """() => {
+  const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
+  const frames = [...document.querySelector('.st-key-compare_show').closest('[data-testid="stExpander"]')
+    .querySelectorAll('[data-testid="stDataFrame"]')];
+  return frames.map(frame => {
+    const r = frame.getBoundingClientRect();
+    const scroller = frame.querySelector('.dvn-scroller');
+    return {inside: r.left >= main.left - 1 && r.right <= main.right + 1,
+            scroll: scroller ? scroller.scrollWidth - scroller.clientWidth : -1};
+  });
+}"""
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_the_compare_table_is_not_cut(server, browser, width):
+    """Issue 18: the side-by-side compare table (seven columns headed `saving_per_draft_step_us[<profile>]`) was
+    cut on the right at 800 and 1440 px; now one table per profile (strategy, time, saving, crossover batch under
+    short headers) that fits the page without a horizontal scroll."""
+    page = browser.new_page(viewport={"width": width, "height": 1000})
+    page.goto(server)
+    page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
+    settle(page)
+    page.get_by_text("Compare profiles").first.click()
+    page.locator(".st-key-compare_show label").first.click()
+    page.get_by_text("µs per draft step at batch").first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    probe = page.evaluate(COMPARE_PROBE)
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-compare-{width}px.png"), full_page=True)
+    page.close()
+    assert len(probe) == 2, probe  # one table per profile compared
+    for table in probe:
+        assert table["inside"], probe
+        assert 0 <= table["scroll"] <= 4, probe  # no horizontal scroll beyond the grid's border (was 277 px at 800)

@@ -19,6 +19,7 @@ from costmodel.model.drafter import DraftArch, attention_us, forward, gemm_us, k
 from costmodel.model.engines import ENGINES, host_costs
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.gpus import gpu_memory, gpu_table
+from costmodel.profiles.parse import profile_from_dict
 from costmodel.profiles.presets import preset, preset_draft, presets
 from costmodel.profiles.store import bundled_profiles, load_profile
 
@@ -139,7 +140,9 @@ def test_forward_override_and_no_gemm_model():
     sc = Scenario(**preset("llama3-8b"), tp=2, batch=1, num_spec_tokens=2)
     step = draft_step(sc, H200, parse_placement("target", 2), LLAMA8, forward_us=50.0)
     assert np.all(step.forward_gpu_us == 50.0)
-    cpu = load_profile("cpu-gloo")
+    raw = load_profile("cpu-gloo").raw  # without the lm_head GEMM model it keeps from its base (issue 18)
+    cpu = profile_from_dict({**{k: v for k, v in raw.items() if k not in ("ensemble", "bootstrap_method")},
+                             "kernels": {k: v for k, v in raw["kernels"].items() if k != "lm_head"}}, source="cpu")
     with pytest.raises(InputError, match="forward-us"):
         draft_step(sc, cpu, parse_placement("target", 2), LLAMA8)
 

@@ -214,12 +214,16 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
     at.selectbox(key="compare_with").set_value("b200-hgx-nvlink")
     at.toggle(key="compare_show").set_value(True).run()
     assert not at.exception, at.exception
-    shown = next(d.value for d in at.dataframe if "total_us[b200-hgx-nvlink]" in d.value.columns)
+    # one narrow table per profile compared, the current profile's first (dashboard.tables.compare_long_table)
+    per_profile = [d.value for d in at.dataframe if "time_per_draft_step_us" in d.value.columns
+                   and "profile" not in d.value.columns and "crossover_batch" in d.value.columns]
+    assert len(per_profile) == 2
+    shown = per_profile[1]
     prof = load_profile(at.session_state["profile"])
     table = compare_table(sidebar_scenario(at), [prof, PROFILES["b200-hgx-nvlink"]])
     expect = table[table["profile"] == "b200-hgx-nvlink"].set_index("strategy")["total_us"]
-    got = shown.set_index("strategy")["total_us[b200-hgx-nvlink]"]
-    assert got.to_dict() == pytest.approx(expect.round(1).to_dict(), abs=0.051)
+    got = shown.set_index("strategy")["time_per_draft_step_us"]
+    assert got.to_dict() == pytest.approx(expect.to_dict(), rel=1e-9)
 
 
 def sidebar_scenario(at):
