@@ -29,7 +29,7 @@ from costmodel import (
 )
 from costmodel.answers.recommend import Recommendation, impact_change, recommend
 from costmodel.answers.workload import parse_workload
-from costmodel.evidence.interval_table import IntervalTable, interval_table
+from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
 from costmodel.model.points import predict_points
@@ -152,8 +152,8 @@ def _interval_table(profile_text: str, spec: ScenarioSpec) -> IntervalTable:
     key = (profile_text, spec)
     table = _TABLES.get(key)
     if table is None:
-        table = interval_table(spec.scenario(1.0), profile_from_text(profile_text), FOCUS, TABLE_BATCHES,
-                               level=INTERVAL_LEVEL, batch_range=CROSSOVER_RANGE)
+        table = cached_interval_table(spec.scenario(1.0), profile_from_text(profile_text), FOCUS, TABLE_BATCHES,
+                                      profile_key=profile_text, level=INTERVAL_LEVEL, batch_range=CROSSOVER_RANGE)
         if len(_TABLES) >= 32:
             _TABLES.pop(next(iter(_TABLES)))
         _TABLES[key] = table
@@ -165,10 +165,10 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
 
     Exactly costmodel.evidence.intervals.propagate's interval (5th..95th percentile over the profile's ensemble). The
     first call for a scenario prices the ensemble once over the 257-point crossover grid of batch 1..65536 and
-    every batch of TABLE_BATCHES (costmodel.evidence.interval_table: 1..1,024 and the powers of two), so a later batch
-    edit there is a lookup; any other batch re-prices that one batch (propagate). Kept per draft step
-    (`per_draft_step`); with serial drafting the decode-step interval is the draft-step interval times K (each
-    member's saving scales by K > 0).
+    every batch of TABLE_BATCHES (costmodel.evidence.interval_table: 1..1,024 and the powers of two; kept on disk by
+    `cached_interval_table`, so a later process finds it), so a later batch edit there is a lookup; any other
+    batch re-prices that one batch (propagate). Kept per draft step (`per_draft_step`); with serial
+    drafting the decode-step interval is the draft-step interval times K (each member's saving scales by K > 0).
     """
     step_spec = per_draft_step(spec)
     table = _interval_table(profile_text, step_spec)

@@ -7,7 +7,8 @@ edits, each to values not seen before in the session (cold caches for that value
 ones (warm). Prints the median and max wall time per kind and the median CPU time of the process (the app runs
 in-process, so CPU time is what the edit costs when the machine is shared), with the load average before and
 after. Target: <= 150 ms per edit (issue 21). Not a test: report the figures (best of several runs on a shared
-machine). --profile N prints the N costliest functions (cumulative) of the first run instead: AppTest runs the
+machine). --profile N prints the N costliest functions (cumulative) of the first run instead (with
+--profile-edit KIND: of every edit of that kind): AppTest runs the
 script in its own thread, which cProfile started in the main thread does not see, so a profiler is started
 inside that thread (threading.setprofile).
 """
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="passes over the edit list (later passes are warm)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print the N costliest functions of the first run (its script thread) and stop")
+    parser.add_argument("--profile-edit", choices=tuple(EDITS), default=None,
+                        help="with --profile N: profile that kind of edit (every value of it, their script threads) "
+                             "instead of the first run")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     print("load average at start: " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
@@ -52,11 +56,18 @@ def main() -> None:
         profiles.append(cProfile.Profile())
         profiles[-1].enable()
 
-    if args.profile:
+    if args.profile and not args.profile_edit:
         threading.setprofile(start_profiler)
     t0 = time.perf_counter()
     at.run()
     print(f"first run: {time.perf_counter() - t0:.3f} s")
+    if args.profile and args.profile_edit:
+        widget, values = EDITS[args.profile_edit]
+        for value in values:
+            getattr(at, widget)(key=args.profile_edit).set_value(value)
+            threading.setprofile(start_profiler)
+            at.run()
+            assert not at.exception, at.exception
     if args.profile:
         threading.setprofile(None)
         for prof in profiles:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..io.errors import InputError
 from ..io.schema_names import COLLECTIVE_OPS
+from ..model import dedup
 from ..model.points import floor_priced, numeric_column, point_groups, price_points
 from ..profiles.replicates import replicate_profiles
 from ..profiles.store import load_profile
@@ -28,7 +29,8 @@ def replicate_us(frame: pd.DataFrame, profile: Profile) -> np.ndarray:
     if not reps or not len(frame):
         return np.empty((0, len(frame)))
     groups = point_groups(frame)  # the rows' arrays, extracted once for every replicate
-    return np.stack([price_points(groups, len(frame), rep)[0] for rep in reps])
+    with dedup.memo():  # the replicates price the same array objects: their collective group plans are shared
+        return np.stack([price_points(groups, len(frame), rep)[0] for rep in reps])
 
 
 def param_log_variance(frame: pd.DataFrame, profile: Profile, replicates: np.ndarray | None = None) -> np.ndarray:

@@ -176,10 +176,11 @@ def curve_time_us(curve: CollectiveCurve, bytes_per_rank, world_size, nodes=1, m
     return np.where(p <= 1, 0.0, out) if np.any(p <= 1) else np.broadcast_to(out, shape).copy()
 
 
-def _group_plan(world_size, nodes, mode, p: np.ndarray, n: np.ndarray, eager: np.ndarray, shape) -> tuple:
-    """(order, groups) of the points by (world size, nodes, eager): `order` sorts the flat points by group
-    (None: one group holds every point, in place), groups = [(ws, nn, eager, start, stop)] ascending, world
-    size 1 (cost 0) left out. Cached for the same argument objects inside a `dedup.memo()` block."""
+def _group_plan(world_size, nodes, mode, p: np.ndarray, n: np.ndarray, eager: np.ndarray, shape) -> list:
+    """The points' groups by (world size, nodes, eager), ascending, world size 1 (cost 0) left out:
+    [(ws, nn, eager, index)], index = the flat positions of the group's points, or None when one group holds
+    every point (priced in place). No sort: one comparison per group present (a handful), each group's positions
+    found with `np.flatnonzero`. Cached for the same argument objects inside a `dedup.memo()` block."""
     store = dedup.memo_store()
     if store is not None:
         key = ("collectives.plan", id(world_size), id(nodes), id(mode), shape)
@@ -188,21 +189,17 @@ def _group_plan(world_size, nodes, mode, p: np.ndarray, n: np.ndarray, eager: np
             return hit[1]
     flat = [np.broadcast_to(x, shape).reshape(-1) if x.ndim else x for x in (p, n, eager)]
     code = np.where(flat[0] > 1, flat[0] * 1024 + flat[1], 0) * 2 + flat[2]  # (world size, nodes, eager) groups
-    size = int(np.prod(shape, dtype=np.int64))
     if code.ndim == 0:
-        order, present, counts = None, np.array([int(code)]), np.array([size])
+        present = [int(code)]
     else:
-        present, counts = (np.unique(code, return_counts=True) if code.max() >= 1 << 21 else
-                           (lambda c: (np.flatnonzero(c), c[c > 0]))(np.bincount(code)))
-        order = None if len(present) == 1 else np.argsort(
-            code.astype(np.int32) if code.max() < 1 << 31 else code, kind="stable")
-    stops = np.cumsum(counts)
-    groups = [(int(g) // 2048, int(g) // 2 % 1024, bool(g % 2), int(stop - c), int(stop))
-              for g, c, stop in zip(present, counts, stops) if g >= 2]
-    plan = (order, groups)
+        present = (np.unique(code) if code.max() >= 1 << 21 else np.flatnonzero(np.bincount(code))).tolist()
+    if len(present) == 1:
+        groups = [(g // 2048, g // 2 % 1024, bool(g % 2), None) for g in present if g >= 2]
+    else:
+        groups = [(g // 2048, g // 2 % 1024, bool(g % 2), np.flatnonzero(code == g)) for g in present if g >= 2]
     if store is not None:
-        store[key] = ((world_size, nodes, mode), plan)  # keeps the arguments alive: their ids stay unique
-    return plan
+        store[key] = ((world_size, nodes, mode), groups)  # keeps the arguments alive: their ids stay unique
+    return groups
 
 
 def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, nodes=1, mode="graph") -> np.ndarray:
@@ -210,33 +207,28 @@ def collective_time_us(profile: Profile, op: str, bytes_per_rank, world_size, no
 
     Vectorized over bytes, world size, nodes (< 1024) and mode ("graph"/"eager" strings,
     or a boolean array True for eager); each (world size, nodes, mode) group uses the
-    profile's most specific curve. World size 1 costs 0. The points are sorted by group once
-    (`_group_plan`), so each group is one contiguous slice.
+    profile's most specific curve. World size 1 costs 0. Each group's points are priced together
+    (`_group_plan`: their flat positions) and written back to those positions.
     """
     b = np.asarray(bytes_per_rank, dtype=float)
     p, n, eager = (np.asarray(world_size, dtype=np.int64), np.asarray(nodes, dtype=np.int64), eager_mask(mode))
     shape = np.broadcast_shapes(b.shape, p.shape, n.shape, eager.shape)
     if 0 in shape:
         return np.zeros(shape)
-    order, groups = _group_plan(world_size, nodes, mode, p, n, eager, shape)
-    if order is None and len(groups) == 1 and groups[0][3:] == (0, int(np.prod(shape, dtype=np.int64))):
+    groups = _group_plan(world_size, nodes, mode, p, n, eager, shape)
+    if len(groups) == 1 and groups[0][3] is None:
         # one (world size, nodes, mode) group holds every point: priced in the scenario's own shape, so a stacked
         # ensemble's (members, 1) parameters meet their (members, points) rows (costmodel.model.members); same numbers
-        ws, nn, is_eager, _, _ = groups[0]
+        ws, nn, is_eager, _ = groups[0]
         curve = profile.curve(op, ws, "eager" if is_eager else "graph", nn)
         t = curve_time_us(curve, b if b.ndim else b.reshape(1), ws, nn, is_eager)
         t = t.reshape(()) if t.shape == (1,) and not b.ndim else t
         return np.broadcast_to(t, np.broadcast_shapes(shape, t.shape)).copy()
     flat_b = np.broadcast_to(b, shape).reshape(-1)
-    sorted_b = flat_b if order is None else flat_b[order]
-    out = np.zeros(sorted_b.shape, dtype=float)
-    for ws, nn, is_eager, lo, hi in groups:
+    out = np.zeros(flat_b.shape, dtype=float)
+    for ws, nn, is_eager, index in groups:
         curve = profile.curve(op, ws, "eager" if is_eager else "graph", nn)
-        out[lo:hi] = curve_time_us(curve, sorted_b[lo:hi], ws, nn, is_eager)
-    if order is not None:
-        unsorted = np.empty_like(out)
-        unsorted[order] = out
-        out = unsorted
+        out[index] = curve_time_us(curve, flat_b[index], ws, nn, is_eager)
     return out.reshape(shape)
 
 

@@ -233,9 +233,23 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
         h = np.asarray(s.host_us, dtype=float)
         g = np.asarray(s.gpu_us, dtype=float)
         n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
-        first = host + h / n  # the stage's first launch is done
-        host = host + h  # its last launch is done
-        gpu = np.maximum(np.maximum(gpu, first) + g, host + g / n)
+        # the same operations in the same order; skipped only where exact: x / 1 = x, x + 0 = x (clocks >= 0)
+        one = n.ndim == 0 and n == 1.0
+        if h.ndim == 0 and h == 0.0:
+            first = host  # no host work: both launch clocks stay where they are
+        else:
+            first = host + (h if one else h / n)  # the stage's first launch is done
+            host = host + h  # its last launch is done
+        late = _add_into(np.maximum(gpu, first), g)
+        own = late.ndim and late.shape == np.broadcast_shapes(late.shape, host.shape, g.shape, n.shape)
+        gpu = np.maximum(late, host + (g if one else g / n), out=late if own else None)
         if np.any(s.sync_after):
             host = np.where(s.sync_after, np.maximum(host, gpu), host)
     return gpu - head
+
+
+def _add_into(fresh: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """fresh + other, written into `fresh` (a temporary of this module) when it has the result's shape."""
+    if fresh.ndim and fresh.shape == np.broadcast_shapes(fresh.shape, other.shape):
+        return np.add(fresh, other, out=fresh)
+    return fresh + other

@@ -87,7 +87,8 @@ def _plain_float(value: Any) -> float | None:
 def _plain_regime(obj: Any) -> Regime | None:
     """`_regime` of a regime whose fields are all plain and in range (the fields and defaults `_regime` reads, no
     ci90), without its per-field calls: ~3x faster for the thousands of regimes of a profile's replicates. None
-    when anything is unusual; `_regime` then checks it field by field (and names what is wrong)."""
+    when anything is unusual; `_regime` then checks it field by field (and names what is wrong). A value is
+    accepted as `_plain_float` accepts it (a plain float, finite; a plain int within 2^53), written inline."""
     if type(obj) is not dict:
         return None
     get = obj.get
@@ -96,14 +97,19 @@ def _plain_regime(obj: Any) -> Regime | None:
         return None
     values = []
     for key, default, low, strict in _PLAIN_REGIME_FIELDS:
-        raw = get(key)
-        if raw is None:
+        v = get(key)
+        if v is None:
             if default is None:
                 return None  # required: `_regime` names it
             values.append(default)
             continue
-        v = _plain_float(raw)
-        if v is None or v < low or (strict and v == low):
+        kind = type(v)
+        if kind is int and -_EXACT_INT <= v <= _EXACT_INT:
+            v = float(v)
+        elif kind is not float:
+            return None
+        # finite and above the bound (NaN fails every comparison): _plain_float, then `v < low or v == low`
+        if not ((low < v < _INF) if strict else (low <= v < _INF)):
             return None
         values.append(v)
     inter = get("inter_node_max_gbps")
@@ -114,6 +120,9 @@ def _plain_regime(obj: Any) -> Regime | None:
     return Regime(name="regime" if name is None else name, max_bytes=max_bytes, alpha_base_us=base,
                   alpha_per_peer_us=peer, alpha_per_node_us=node, busbw_gbps=bw, ci90={}, s_half_bytes=s_half,
                   inter_node_max_gbps=inter_v)
+
+
+_INF = math.inf
 
 
 # (field, default when missing / null (None: required), lower bound, bound excluded) - as `_regime` checks them
@@ -192,11 +201,67 @@ def _as_float(value: Any, where: str) -> float:
     return float(value)
 
 
+def _plain_curve(obj: Any) -> CollectiveCurve | None:
+    """`curve_from_dict` of a curve whose fields are all plain and valid (plain regimes, no samples), without its
+    per-field calls and error texts: the same CollectiveCurve. None when anything is unusual or wrong;
+    `curve_from_dict` then checks it field by field (and names what is wrong)."""
+    if type(obj) is not dict:
+        return None
+    get = obj.get
+    op, world_size, mode, regimes_raw = get("op"), get("world_size"), get("mode"), get("regimes")
+    select, nodes, impl, provenance = get("select"), get("nodes"), get("impl"), get("provenance")
+    from_base = get("from_base")
+    if get("samples") is not None or type(op) is not str or op not in COLLECTIVE_OPS:
+        return None
+    if world_size is not None and (type(world_size) is not int or world_size < 1):
+        return None
+    if nodes is not None and (type(nodes) is not int or nodes < 1):
+        return None
+    if mode is not None and (type(mode) is not str or mode not in MODES):
+        return None
+    select = "breakpoints" if select is None else select
+    impl = "nccl" if impl is None else impl
+    provenance = "derived" if provenance is None else provenance
+    if (type(select) is not str or select not in CURVE_SELECT or type(impl) is not str or impl not in CURVE_IMPLS
+            or type(provenance) is not str or provenance not in PROVENANCE_KINDS
+            or (from_base is not None and type(from_base) is not str)):
+        return None
+    if type(regimes_raw) is not list or not regimes_raw:
+        return None
+    regimes = []
+    for r in regimes_raw:
+        regime = _plain_regime(r)
+        if regime is None:
+            return None
+        regimes.append(regime)
+    if select == "breakpoints":
+        if regimes[-1].max_bytes != _INF or any(regimes[i].max_bytes <= regimes[i - 1].max_bytes
+                                                for i in range(1, len(regimes))):
+            return None
+    floats = []
+    for key, default in (("launch_us", 0.0), ("eager_overhead_us", 0.0), ("inter_node_busbw_gbps", None)):
+        v = get(key)
+        if v is not None:
+            v = _plain_float(v)
+            if v is None or v < 0 or (default is None and v == 0):  # launch / overhead >= 0, bandwidth > 0
+                return None
+        floats.append(default if v is None else v)
+    launch, overhead, inter = floats
+    return CollectiveCurve(nodes=nodes, select=select, impl=impl, op=op, world_size=world_size, mode=mode,
+                           regimes=tuple(regimes), launch_us=launch, eager_overhead_us=overhead,
+                           inter_node_busbw_gbps=inter, provenance=provenance, samples=None,
+                           from_base="" if from_base is None else from_base)
+
+
 def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
     """Validate one "collectives" entry (layout in the module doc) and build its `CollectiveCurve`.
 
     Raises `InputError` naming `where` and the bad field (breakpoints must increase, the last regime is open).
+    A plain, valid curve takes `_plain_curve` (the same result without the per-field calls).
     """
+    plain = _plain_curve(obj)
+    if plain is not None:
+        return plain
     op = _get(obj, "op", where, str)
     if op not in COLLECTIVE_OPS:
         raise InputError(f"{where}.op: unknown collective {op!r} (known: {', '.join(COLLECTIVE_OPS)})")

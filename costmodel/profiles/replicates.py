@@ -81,19 +81,23 @@ def constrain(data: dict[str, Any]) -> dict[str, Any]:
     """
     curves = []
     for c in data.get("collectives", []):
-        regimes = [dict(r) for r in c.get("regimes", [])]
+        regimes = list(c.get("regimes", []))
         ceiling = math.inf
         protocols = c.get("provenance") != "measured"  # measured segments keep their own bandwidths
-        for r in reversed(regimes):
+        for i in range(len(regimes) - 1, -1, -1):
+            r = regimes[i]
+            changed: dict[str, float] = {}
             bw = r.get("busbw_gbps")
             if protocols and isinstance(bw, (int, float)) and not isinstance(bw, bool):
                 if bw > ceiling:
-                    r["busbw_gbps"] = ceiling
-                ceiling = min(ceiling, r["busbw_gbps"])
+                    changed["busbw_gbps"] = bw = ceiling
+                ceiling = min(ceiling, bw)
             for key in ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us"):
                 v = r.get(key)
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
-                    r[key] = 0.0
+                    changed[key] = 0.0
+            if changed:  # a copy of the regimes that change (same keys, same order); the others are shared
+                regimes[i] = {**r, **changed}
         curves.append({**c, "regimes": regimes})
     out = {**data, "collectives": curves}
     kern = data.get("kernels")
