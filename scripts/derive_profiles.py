@@ -329,8 +329,11 @@ def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps:
 
 def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: float, single: list[dict],
                       nvls: dict[int, tuple[float, float]] | None, gpus_per_node: int, nics: int, nic_gbps: float,
-                      inter_gbps: float, protocols: tuple[str, ...], version: str = NCCL_VERSION) -> list[dict]:
-    """all_reduce curves for n in MULTI_NODE_COUNTS nodes of k in MULTI_NODE_GPUS (<= gpus_per_node) GPUs (p = n k).
+                      inter_gbps: float, protocols: tuple[str, ...], version: str = NCCL_VERSION,
+                      counts: tuple[int, ...] = MULTI_NODE_COUNTS,
+                      gpus: tuple[int, ...] = MULTI_NODE_GPUS) -> list[dict]:
+    """all_reduce curves for n in `counts` nodes of k in `gpus` (<= gpus_per_node) GPUs (p = n k); defaults
+    MULTI_NODE_COUNTS x MULTI_NODE_GPUS (an NVL72 rack passes its own k, scripts/derive_profiles_current.py).
 
     A regime's latency at (p, n) is kept at least its latency at (p, fewer nodes): NCCL's Tree latency falls by
     2 ((k/2) hwLat[intra] - hwLat[NET]) when the same p spreads over twice the nodes (4 us for Tree Simple at 8 -> 4
@@ -338,8 +341,8 @@ def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: 
     by_name = {r["name"]: r for r in single}
     protocols = tuple(q for q in protocols if q != "LL128" or INTER_NODE_LL128)
     out, seen = [], {}
-    for n in MULTI_NODE_COUNTS:
-        for k in (k for k in MULTI_NODE_GPUS if k <= gpus_per_node):
+    for n in counts:
+        for k in (k for k in gpus if k <= gpus_per_node):
             net = min(nics, k) * nic_gbps * NET_EFF
             regimes = multi_node_all_reduce_regimes(arch, fabric, model_busbw, simple_busbw, by_name,
                                                     None if nvls is None or k < 2 else nvls[k], k, n, net,
