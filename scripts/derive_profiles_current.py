@@ -266,8 +266,8 @@ NVL72_RACKS = (2, 4, 8)
 NVL72_RACK_GPUS = (4, 8, 16, 18, 32, 36, 64, 72)
 NVL72_RING_CITATION = (
     "GB200 NVL72, 72 GPUs, all_reduce, NCCL 2.26.2, NCCL_NVLS_ENABLE=0 (coreweave/nccl-tests README.md @ "
-    "cb86553328f8c9ed6f9d682971f5f9b17a926ab4 lines 256-275; the same run as PR #43's table): 4 GiB busbw 839.16 "
-    "GB/s = ring Simple all-reduce busbw on one rack (in-sample)")
+    "cb86553328f8c9ed6f9d682971f5f9b17a926ab4 lines 256-275; the same run as the coreweave/nccl-tests PR #43 "
+    "table): 4 GiB busbw 839.16 GB/s = ring Simple all-reduce busbw on one rack (in-sample)")
 NVL72_RACKS_CITATION = (
     "NCCL's node = one NVLink domain: init.cc initTransportsRank counts nodes by topoRanks.ringRecv[0]; an MNNVL "
     "clique's topology is fused into one system (ncclTopoGetSystem, comm->MNNVL); across racks tuning.cc "
