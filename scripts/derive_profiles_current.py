@@ -263,7 +263,7 @@ NVL72_RING_SIMPLE = {"all_gather": round(NVL72_RING_AR_SIMPLE * AG_RATIO / AR_RA
 # clique into one system (graph/topo.cc ncclTopoGetSystem, comm->MNNVL), so one NVL72 rack = one node of 72 and
 # `--nodes` counts racks. Curves per (racks, GPUs per rack) at these (other placements: the generic ring curve).
 NVL72_RACKS = (2, 4, 8)
-NVL72_RACK_GPUS = (4, 8, 16, 18, 32, 36, 64, 72)
+NVL72_RACK_GPUS = (1, 2, 4, 8, 16, 18, 32, 36, 64, 72)
 NVL72_RING_CITATION = (
     "GB200 NVL72, 72 GPUs, all_reduce, NCCL 2.26.2, NCCL_NVLS_ENABLE=0 (coreweave/nccl-tests README.md @ "
     "cb86553328f8c9ed6f9d682971f5f9b17a926ab4 lines 256-275; the same run as the coreweave/nccl-tests PR #43 "
