@@ -91,3 +91,27 @@ def test_nvl72_ring_prices_the_published_one_rack_nvls_off_table():
     measured = np.array([1806.7, 3108.8, 5589.1, 20299.0])  # held out (the 4 GiB row built the ring busbw)
     err = collective_time_us(off, "all_reduce", sizes, 72, 1) / measured - 1
     assert np.all(np.abs(err) < 0.03), err
+
+
+def test_nvls_tree_network_pipeline_follows_nccls_chunk_size_steps():
+    """2 x 8 B200, NVLS-Tree: concurrentOps = 32 NVLS channels (SM100, multi-node) x 8 heads = 256; NCCL's chunkSize
+    128 KiB, 64 KiB below 4 x 256 x 128 KiB = 128 MiB, 32 KiB below 256 x 64 KiB = 16 MiB (enqueue.cc); the ramp
+    gains 256 x chunkSize on top of the one-node NVLS ramp."""
+    b200 = load_profile("b200-hgx-nvlink")
+    curve = b200.curve("all_reduce", 16, "graph", 2)
+    edges = np.array([r.max_bytes for r in curve.regimes])
+
+    def regime(size):
+        return curve.regimes[min(int(np.searchsorted(edges, size, side="left")), len(edges) - 1)]
+
+    big, mid, small = regime(2.0**30), regime(2.0**25), regime(2.0**23)
+    assert big.name == mid.name == small.name == "NVLSTree"
+    intra = big.s_half_bytes - 256 * 131072
+    assert mid.s_half_bytes - intra == 256 * 65536 and small.s_half_bytes - intra == 256 * 32768
+    s = 2.0**23
+    want = LAUNCH_US + 25.0 + 2 * 14.0 + (s + small.s_half_bytes) / (small.busbw_gbps / 1.875) * 1e-3
+    assert float(collective_time_us(b200, "all_reduce", s, 16, 2)) == pytest.approx(want, rel=1e-9)
+    # the published 2 x 8 B200 InfiniBand row at 8 MiB (dstack Lambda, 141.39 us, held out) within 5%
+    assert want == pytest.approx(141.39, rel=0.05)
+    assert dp.nvls_tree_chunk_bytes(np.array([2.0**23, 2.0**25, 2.0**30]), 256, 2).tolist() == [32768, 65536, 131072]
+    assert dp.nvls_tree_chunk_bytes(np.array([2.0**30]), 256, 4).tolist() == [65536]  # 64 KiB cap from 4 nodes
