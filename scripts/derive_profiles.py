@@ -239,6 +239,11 @@ CHOICE_GRID_PER_OCTAVE = 32  # sizes per octave where the NCCL choice is evaluat
 # ramp gains concurrentOps x chunkSize(S) bytes (s_half in S units: that / algBw of time) on top of the one-node NVLS
 # ramp. Assumptions: the two stages' fills add; nHeads = the node's GPUs with a NIC (one NVLS head per NIC).
 NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
+# ... checked only on 8-GPU nodes (the published 2-node tables); with more GPUs per node (NVL72 racks of 16-72) the
+# heads, and so the pipeline's size, are not known (NCCL_MAX_NVLS_ARITY and the NVLS graph search were not read), so
+# those curves keep the one-node ramp (a larger assumed ramp at 2 racks of 32 than at 4 racks of 16 also priced the
+# fewer racks slower)
+NVLS_TREE_HEADS_CHECKED = 8
 NVLS_TREE_CHUNK_BYTES = 128 * 1024
 
 
@@ -270,7 +275,8 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
                                   net_gbps: float, protocols: tuple[str, ...], version: str,
                                   heads: int | None = None) -> list[dict]:
     """Ring, Tree and NVLS-Tree all_reduce regimes at n nodes of k GPUs (see TREE_RULES), in our busbw units.
-    heads: NVLS heads per node (the GPUs with a NIC; None = k) for NVLS-Tree's network pipeline (net_pipeline_bytes).
+    heads: NVLS heads per node (the GPUs with a NIC) for NVLS-Tree's network pipeline (net_pipeline_bytes); None / 0:
+    no such term (the one-node ramp only).
 
     single: the one-node ring regime per protocol (its busbw and ramp); nvls: (NVLS busbw, s_half) at k GPUs or None;
     net_gbps: NICs x NIC bandwidth x NET_EFF of one node (the k GPUs' NICs). Each regime keeps its one-node ramp's
@@ -315,7 +321,7 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
         out.append({"name": "NVLSTree", "alpha_base_us": tree["nvls_tree_us"], "alpha_per_peer_us": 0.0,
                     "alpha_per_node_us": round(float(2 * np.log2(n) * tree["nvls_tree_net_us"] / (n - 1)), 4),
                     "busbw_gbps": round(f * alg, 2), "s_half_bytes": int(nvls_half * alg / nvls_alg),
-                    "_net_ops": NVLS_TREE_CHANNELS.get(arch, 16) * (k if heads is None else heads)})
+                    **({"_net_ops": NVLS_TREE_CHANNELS.get(arch, 16) * heads} if heads else {})})
     return out
 
 
@@ -380,7 +386,8 @@ def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: 
             net = min(nics, k) * nic_gbps * NET_EFF
             regimes = multi_node_all_reduce_regimes(arch, fabric, model_busbw, simple_busbw, by_name,
                                                     None if nvls is None or k < 2 else nvls[k], k, n, net,
-                                                    protocols, version, heads=min(nics, k))
+                                                    protocols, version,
+                                                    heads=min(nics, k) if k <= NVLS_TREE_HEADS_CHECKED else 0)
             for r in regimes:
                 lat = r["alpha_base_us"] + r["alpha_per_node_us"] * (n - 1)
                 lo = seen.get((n * k, r["name"]), lat)
