@@ -230,6 +230,37 @@ MULTI_NODE_COUNTS, MULTI_NODE_GPUS = (2, 4, 8), (1, 2, 4, 8)
 # those tables' shape, not fitted to any of their values).
 INTER_NODE_LL128 = False
 CHOICE_GRID_PER_OCTAVE = 32  # sizes per octave where the NCCL choice is evaluated (breakpoints to ~2%)
+# NVLS-Tree across nodes, the network pipeline (issue 19 item 2). NCCL src/enqueue.cc (calcCollChunking, the
+# NCCL_ALGO_NVLS_TREE branch): chunkSize = comm->nvlsChunkSize (NCCL_NVLS_CHUNKSIZE, 128 KiB: src/transport/nvls.cc),
+# at most 64 KiB from 4 nodes (NVLSTREE_MAX_CHUNKSIZE -2), then 64 KiB while nBytes < 4 concurrentOps chunkSize and
+# 32 KiB while nBytes < concurrentOps chunkSize, concurrentOps = nChannels x nvls.nHeads; NVLS channels
+# NVLS_NCHANNELS_SM90 16 / NVLS_NCHANNELS_SM100 32 on more than one node (nvls.cc ncclNvlsChannels). Priced as a
+# pipeline fill: the transfer ends one round of concurrentOps chunks after its last byte enters the network, so the
+# ramp gains concurrentOps x chunkSize(S) bytes (s_half in S units: that / algBw of time) on top of the one-node NVLS
+# ramp. Assumptions: the two stages' fills add; nHeads = the node's GPUs with a NIC (one NVLS head per NIC).
+NVLS_TREE_CHANNELS = {"hopper": 16, "blackwell": 32}
+# ... checked only on 8-GPU nodes (the published 2-node tables); with more GPUs per node (NVL72 racks of 16-72) the
+# heads, and so the pipeline's size, are not known (NCCL_MAX_NVLS_ARITY and the NVLS graph search were not read), so
+# those curves keep the one-node ramp (a larger assumed ramp at 2 racks of 32 than at 4 racks of 16 also priced the
+# fewer racks slower)
+NVLS_TREE_HEADS_CHECKED = 8
+NVLS_TREE_CHUNK_BYTES = 128 * 1024
+
+
+def nvls_tree_chunk_bytes(size_bytes: np.ndarray, concurrent_ops: int, n: int) -> np.ndarray:
+    """chunkSize NCCL's NVLS-Tree uses for an all_reduce of S = size_bytes over n nodes (see NVLS_TREE_CHUNK_BYTES)."""
+    size = np.asarray(size_bytes, dtype=float)
+    chunk = np.full(size.shape, float(NVLS_TREE_CHUNK_BYTES if n < 4 else min(NVLS_TREE_CHUNK_BYTES, 65536)))
+    for times, above, to in ((32, 262144, 262144), (16, 131072, 131072), (4, 65536, 65536), (1, 32768, 32768)):
+        chunk = np.where((size < times * concurrent_ops * chunk) & (chunk > above), to, chunk)
+    return chunk
+
+
+def net_pipeline_bytes(regime: dict, size_bytes: np.ndarray, n: int) -> np.ndarray:
+    """Bytes the regime's ramp gains across nodes at S (NVLS-Tree: concurrentOps x chunkSize(S); else 0)."""
+    ops = regime.get("_net_ops")
+    size = np.asarray(size_bytes, dtype=float)
+    return np.zeros(size.shape) if ops is None else ops * nvls_tree_chunk_bytes(size, ops, n)
 
 
 def tree_correction(proto: str, size_bytes: np.ndarray) -> np.ndarray:
@@ -241,8 +272,11 @@ def tree_correction(proto: str, size_bytes: np.ndarray) -> np.ndarray:
 
 def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, simple_busbw: float,
                                   single: dict[str, dict], nvls: tuple[float, float] | None, k: int, n: int,
-                                  net_gbps: float, protocols: tuple[str, ...], version: str) -> list[dict]:
+                                  net_gbps: float, protocols: tuple[str, ...], version: str,
+                                  heads: int | None = None) -> list[dict]:
     """Ring, Tree and NVLS-Tree all_reduce regimes at n nodes of k GPUs (see TREE_RULES), in our busbw units.
+    heads: NVLS heads per node (the GPUs with a NIC) for NVLS-Tree's network pipeline (net_pipeline_bytes); None / 0:
+    no such term (the one-node ramp only).
 
     single: the one-node ring regime per protocol (its busbw and ramp); nvls: (NVLS busbw, s_half) at k GPUs or None;
     net_gbps: NICs x NIC bandwidth x NET_EFF of one node (the k GPUs' NICs). Each regime keeps its one-node ramp's
@@ -286,7 +320,8 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
         alg = min(nvls_alg, net_gbps / (1 if n <= 2 else 2))
         out.append({"name": "NVLSTree", "alpha_base_us": tree["nvls_tree_us"], "alpha_per_peer_us": 0.0,
                     "alpha_per_node_us": round(float(2 * np.log2(n) * tree["nvls_tree_net_us"] / (n - 1)), 4),
-                    "busbw_gbps": round(f * alg, 2), "s_half_bytes": int(nvls_half * alg / nvls_alg)})
+                    "busbw_gbps": round(f * alg, 2), "s_half_bytes": int(nvls_half * alg / nvls_alg),
+                    **({"_net_ops": NVLS_TREE_CHANNELS.get(arch, 16) * heads} if heads else {})})
     return out
 
 
@@ -299,7 +334,8 @@ def fastest(regimes: list[dict], p: int, n: int, sizes: np.ndarray) -> tuple[np.
     for r in regimes:
         corr = tree_correction(r["name"][5:], sizes) if r["name"].startswith("Tree-") else np.ones_like(sizes)
         lat = r["alpha_base_us"] + r["alpha_per_peer_us"] * (p - 1) + r["alpha_per_node_us"] * (n - 1)
-        times.append(lat + f * (sizes + r["s_half_bytes"]) / (1e3 * r["busbw_gbps"] * corr))
+        half = r["s_half_bytes"] + net_pipeline_bytes(r, sizes, n)
+        times.append(lat + f * (sizes + half) / (1e3 * r["busbw_gbps"] * corr))
         factors.append(corr)
     pick = np.argmin(np.stack(times), axis=0)
     return pick, np.stack(factors)[pick, np.arange(len(sizes))]
@@ -312,15 +348,19 @@ def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps:
     1 B to 2^40 B; breakpoints pricing keeps the time monotone where a factor step makes a bracket faster)."""
     sizes = np.unique(np.round(np.logspace(0, 40, 40 * CHOICE_GRID_PER_OCTAVE + 1, base=2.0)))
     pick, corr = fastest(regimes, p, n, sizes)
+    half = np.array([regimes[i]["s_half_bytes"] + float(net_pipeline_bytes(regimes[i], s, n))
+                     for i, s in zip(pick, sizes)])
     runs = []
-    for i, (idx, c) in enumerate(zip(pick, corr)):
-        if runs and runs[-1][:2] == [int(idx), float(c)]:
-            runs[-1][2] = i
+    for i, (idx, c, h) in enumerate(zip(pick, corr, half)):
+        if runs and runs[-1][:3] == [int(idx), float(c), float(h)]:
+            runs[-1][3] = i
         else:
-            runs.append([int(idx), float(c), i])
-    # each bracket ends just below the next grid size (exact at treeCorrectionFactor's power-of-two steps)
-    chosen = [{**regimes[idx], "busbw_gbps": round(regimes[idx]["busbw_gbps"] * c, 2),
-               "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, last in runs]
+            runs.append([int(idx), float(c), float(h), i])
+    # each bracket ends just below the next grid size (exact at treeCorrectionFactor's and chunkSize's steps, powers
+    # of two); a regime appears once per treeCorrectionFactor / NVLS-Tree chunkSize step
+    chosen = [{**{k: v for k, v in regimes[idx].items() if not k.startswith("_")},
+               "busbw_gbps": round(regimes[idx]["busbw_gbps"] * c, 2), "s_half_bytes": int(h),
+               "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, h, last in runs]
     chosen[-1]["max_bytes"] = None
     return {"op": "all_reduce", "world_size": p, "mode": None, "nodes": n, "select": "breakpoints",
             "launch_us": LAUNCH_US, "eager_overhead_us": EAGER_OVERHEAD_US, "inter_node_busbw_gbps": inter_gbps,
@@ -329,8 +369,11 @@ def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps:
 
 def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: float, single: list[dict],
                       nvls: dict[int, tuple[float, float]] | None, gpus_per_node: int, nics: int, nic_gbps: float,
-                      inter_gbps: float, protocols: tuple[str, ...], version: str = NCCL_VERSION) -> list[dict]:
-    """all_reduce curves for n in MULTI_NODE_COUNTS nodes of k in MULTI_NODE_GPUS (<= gpus_per_node) GPUs (p = n k).
+                      inter_gbps: float, protocols: tuple[str, ...], version: str = NCCL_VERSION,
+                      counts: tuple[int, ...] = MULTI_NODE_COUNTS,
+                      gpus: tuple[int, ...] = MULTI_NODE_GPUS) -> list[dict]:
+    """all_reduce curves for n in `counts` nodes of k in `gpus` (<= gpus_per_node) GPUs (p = n k); defaults
+    MULTI_NODE_COUNTS x MULTI_NODE_GPUS (an NVL72 rack passes its own k, scripts/derive_profiles_current.py).
 
     A regime's latency at (p, n) is kept at least its latency at (p, fewer nodes): NCCL's Tree latency falls by
     2 ((k/2) hwLat[intra] - hwLat[NET]) when the same p spreads over twice the nodes (4 us for Tree Simple at 8 -> 4
@@ -338,12 +381,13 @@ def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: 
     by_name = {r["name"]: r for r in single}
     protocols = tuple(q for q in protocols if q != "LL128" or INTER_NODE_LL128)
     out, seen = [], {}
-    for n in MULTI_NODE_COUNTS:
-        for k in (k for k in MULTI_NODE_GPUS if k <= gpus_per_node):
+    for n in counts:
+        for k in (k for k in gpus if k <= gpus_per_node):
             net = min(nics, k) * nic_gbps * NET_EFF
             regimes = multi_node_all_reduce_regimes(arch, fabric, model_busbw, simple_busbw, by_name,
                                                     None if nvls is None or k < 2 else nvls[k], k, n, net,
-                                                    protocols, version)
+                                                    protocols, version,
+                                                    heads=min(nics, k) if k <= NVLS_TREE_HEADS_CHECKED else 0)
             for r in regimes:
                 lat = r["alpha_base_us"] + r["alpha_per_node_us"] * (n - 1)
                 lo = seen.get((n * k, r["name"]), lat)

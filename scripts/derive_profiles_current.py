@@ -182,10 +182,53 @@ def collectives(arch: str, model_busbw: float, simple: dict[str, float], s_half:
         if op == "all_gather" and nvls:  # NVLS all-gather: only where its latency beats the ring's (large p)
             for p in sorted(q for q in nvls if nvls_small(regimes, q)):
                 out.append(curve(op, nvls_small(regimes, p) + regimes, p, inter, 1))
-        if op == "all_reduce" and gpus_per_node <= 8:  # across nodes: Ring / Tree / NVLS-Tree as NCCL picks them
-            fabric = "nvlink" if hop == dp.RING_NVLINK_HOP_US else "pci"  # (GB200 NVL72 racks: the ring model above)
+        if op == "all_reduce":  # across nodes: Ring / Tree / NVLS-Tree as NCCL picks them
+            fabric = "nvlink" if hop == dp.RING_NVLINK_HOP_US else "pci"
+            grid = {} if gpus_per_node <= 8 else {"counts": NVL72_RACKS, "gpus": NVL72_RACK_GPUS}  # NVL72: racks
             out += dp.multi_node_curves(arch, fabric, model_busbw, simple["all_reduce"], regimes, nvls, gpus_per_node,
-                                        nics, nic_gbps, inter, protocols)
+                                        nics, nic_gbps, inter, protocols, **grid)
+        if op == "all_gather" and gpus_per_node > 8:  # across NVL72 racks: NCCL's ring with its net overhead
+            out += multi_node_ring_curves(op, regimes, NVL72_RACKS, NVL72_RACK_GPUS, gpus_per_node, nics, nic_gbps,
+                                          inter)
+    return out
+
+
+def multi_node_ring_regime(r: dict, p: int, n: int, net_gbps: float, ppn1: bool) -> dict:
+    """One ring regime of all_gather at p ranks over n > 1 nodes, by NCCL's rules (tuning.cc ncclTopoTuneModel):
+
+        lat = baseLat + (nsteps - nInter) max(hwLat[intra], netOverhead) + nInter hwLat[NET]
+              nsteps = p - 1, nInter = n - 1, netOverhead = getNetOverhead (1 us on Intel x86 and on Arm / Grace;
+              x 3 for Simple), hwLat[NET] of the ring (of the Tree when one GPU per node: "ppn=1 latencies are
+              fully exposed")
+        busBw = the one-node ring busbw, LL at most llMaxBw[Intel or Arm][N2 = 39 | N4 = 20.4 GB/s] (index1 = 0 once
+              nNodes > 1 unless the CPU is AMD), and at most the node's NICs (net_gbps, one ring per NIC)
+
+    `r` is the one-node regime (alpha_base_us = baseLat, alpha_per_peer_us = hwLat[intra] per step); the ramp keeps
+    its fill time s_half / busbw. All in alpha_base_us: the curve is for exactly (p, n)."""
+    proto = r["name"]
+    intra = max(r["alpha_per_peer_us"], dp.NET_OVERHEAD_US * (3 if proto == "Simple" else 1))
+    inter = (dp.TREE_RULES["2.23+"]["tree_net_us"] if ppn1 else dp.RING_NET_HOP_US)[proto]
+    bw = min(r["busbw_gbps"], net_gbps)
+    if proto == "LL":
+        bw = min(bw, dp.LL_MAX_NET_GBPS_BY_NODES[2 if n <= 2 else 4])
+    return {"name": proto, "alpha_base_us": round(r["alpha_base_us"] + (p - n) * intra + (n - 1) * inter, 4),
+            "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0, "busbw_gbps": round(bw, 2),
+            "s_half_bytes": int(r["s_half_bytes"] * bw / r["busbw_gbps"])}
+
+
+def multi_node_ring_curves(op: str, single: list[dict], counts: tuple[int, ...], gpus: tuple[int, ...],
+                           gpus_per_node: int, nics: int, nic_gbps: float, inter_gbps: float) -> list[dict]:
+    """all_gather curves at (p = n k, n nodes) for n in `counts`, k in `gpus` (<= gpus_per_node): the ring only -
+    NCCL's other all_gather algorithms are off across nodes here (tuning.cc: NVLS and CollNetDirect need CollNet's
+    iallgather once nNodes > 1, PAT needs one GPU per node); LL128 as the all_reduce curves (dp.INTER_NODE_LL128).
+    Each regime: `multi_node_ring_regime`, k of the node's NICs in use."""
+    kept = [r for r in single if r["name"] != "LL128" or dp.INTER_NODE_LL128]
+    out = []
+    for n in counts:
+        for k in (k for k in gpus if k <= gpus_per_node):
+            net = min(nics, k) * nic_gbps * NET_EFF
+            regimes = [multi_node_ring_regime(r, n * k, n, net, k == 1) for r in kept]
+            out.append({**curve(op, regimes, n * k, inter_gbps, n)})
     return out
 
 
@@ -207,10 +250,29 @@ AG_RATIO, AR_RATIO = 361.4 / HOPPER_MODEL, 367.5 / HOPPER_MODEL
 # 128 MiB row (396.9 us). The 8 / 16 GiB rows (839.82 / 845.44) jump above the plateau; held out.
 B200_NVLS_8 = 739.0
 B200_NVLS_HALF = s_half_point(396.9, 128 * 2**20, 8, "all_reduce", EAGER_NVLS_ALPHA, B200_NVLS_8)
-# GB200 NVL72, all 72 GPUs, all_reduce (coreweave/nccl-tests PR #43 description, one GPU per process): 4 GiB
-# 839.16 GB/s (NVLS busbw at 72), ramp from its 512 MiB row (1806.7 us). 1 / 2 / 8 GiB rows held out.
-NVL72_NVLS_72 = 839.16
-NVL72_NVLS_HALF = s_half_point(1806.7, 512 * 2**20, 72, "all_reduce", EAGER_NVLS_ALPHA, NVL72_NVLS_72)
+# GB200 NVL72, all 72 GPUs, all_reduce, NCCL 2.26.2, NCCL_NVLS_ENABLE=0 (coreweave/nccl-tests README.md @ cb865533
+# lines 256-275; PR #43 published the same run - byte-identical rows, Pid 14840 on slurm-gb200-207-171): a RING figure,
+# not NVLS (NVLS was off). Ring Simple all_reduce busbw on one NVL72 rack = its 4 GiB row, 839.16 GB/s (in-sample): the
+# real NVLink 5 (18 x 50 GB/s) ring runs above NCCL's 18 x SM100_NVLINK_BW = 720 GB/s model. all_gather's ring: x the
+# Hopper all_gather / all_reduce ratio (361.4 / 367.5, an assumption). The other rows (512 MiB - 8 GiB) are held out.
+NVL72_RING_AR_SIMPLE = 839.16
+NVL72_RING_SIMPLE = {"all_gather": round(NVL72_RING_AR_SIMPLE * AG_RATIO / AR_RATIO, 1),
+                     "all_reduce": NVL72_RING_AR_SIMPLE}
+# Multi-rack TP: a "node" of NCCL's tuner is one NVLink domain. NCCL counts nodes by the ring graph's first rank
+# (init.cc initTransportsRank: ranks sharing topoRanks.ringRecv[0] are one node) and fuses the topology of an MNNVL
+# clique into one system (graph/topo.cc ncclTopoGetSystem, comm->MNNVL), so one NVL72 rack = one node of 72 and
+# `--nodes` counts racks. Curves per (racks, GPUs per rack) at these (other placements: the generic ring curve).
+NVL72_RACKS = (2, 4, 8)
+NVL72_RACK_GPUS = (1, 2, 4, 8, 16, 18, 32, 36, 64, 72)
+NVL72_RING_CITATION = (
+    "GB200 NVL72, 72 GPUs, all_reduce, NCCL 2.26.2, NCCL_NVLS_ENABLE=0 (coreweave/nccl-tests README.md @ "
+    "cb86553328f8c9ed6f9d682971f5f9b17a926ab4 lines 256-275; the same run as the coreweave/nccl-tests PR #43 "
+    "table): 4 GiB busbw 839.16 GB/s = ring Simple all-reduce busbw on one rack (in-sample)")
+NVL72_RACKS_CITATION = (
+    "NCCL's node = one NVLink domain: init.cc initTransportsRank counts nodes by topoRanks.ringRecv[0]; an MNNVL "
+    "clique's topology is fused into one system (ncclTopoGetSystem, comm->MNNVL); across racks tuning.cc "
+    "ncclTopoTuneModel: ring lat = baseLat + (nsteps - nInter) max(hwLat, netOverhead) + nInter hwLat[NET], Tree, "
+    "NVLSTree, NVLS / CollNet / PAT all_gather off across nodes without CollNet or with > 1 GPU per node")
 # PCIe: 8x RTX 5090 (PCIe Gen5, GB202 as the RTX PRO 6000) all-reduce busbw 28 GB/s at 8 GPUs, 35 at 4 GPUs
 # (NVIDIA/nccl#1639; maintainer: "On PCI systems, the performance you get is usually determined by the bandwidth
 # your CPU and memory can deliver"). RTX PRO 6000: Simple busbw 28. L40S (Gen4): 28 x 24 / 48 = 14 (assumption:
@@ -219,15 +281,23 @@ PCIE_GEN5_SIMPLE = 28.0
 PCIE_GEN4_SIMPLE = PCIE_GEN5_SIMPLE * PCI_GEN4_GBPS / PCI_GEN5_GBPS
 
 
-def blackwell_nvls(tp_sizes, scale_by_p: bool = True) -> dict[int, tuple[float, float]]:
-    """NVLS busbw per TP size: p <= 8 NVIDIA/nccl#1455's per-p shape scaled to B200's 739 at 8; p > 8 (NVL72 only)
-    linear in p from 739 at 8 to the published 839.16 at 72 (assumption), with the NVL72 ramp."""
+def nvls_busbw_at(p: int, busbw_8: float) -> float:
+    """NVLS all_reduce busbw at p from its 8-GPU figure by NCCL's rule: NVLS's algBw = nChannels x bw x 5/6 does not
+    depend on p (tuning.cc ncclTopoTuneModel, the NVLS ratio 5/6 applied to algBw, no nsteps term), so the busbw
+    scales as 2(p-1)/p: busbw_8 x (2(p-1)/p) / (2 x 7/8)."""
+    return busbw_8 * float(bus_factor("all_reduce", p)) / float(bus_factor("all_reduce", 8))
+
+
+def blackwell_nvls(tp_sizes, busbw_8: float = B200_NVLS_8) -> dict[int, tuple[float, float]]:
+    """NVLS busbw per TP size: p <= 8 NVIDIA/nccl#1455's per-p shape scaled to `busbw_8` (B200's 739) at 8; p > 8 (NVL72
+    only) NCCL's p-independent NVLS algBw (`nvls_busbw_at`) with the 8-GPU ramp (no published NVLS table above 8 GPUs:
+    the NVL72 tables ran with NVLS off)."""
     out = {}
     for p in tp_sizes:
         if p <= 8:
-            out[p] = (dp.NVLS_BUSBW_BY_P[p] * B200_NVLS_8 / dp.NVLS_BUSBW_BY_P[8], B200_NVLS_HALF)
+            out[p] = (dp.NVLS_BUSBW_BY_P[p] * busbw_8 / dp.NVLS_BUSBW_BY_P[8], B200_NVLS_HALF)
         else:
-            out[p] = (B200_NVLS_8 + (NVL72_NVLS_72 - B200_NVLS_8) * (p - 8) / 64, NVL72_NVLS_HALF)
+            out[p] = (round(nvls_busbw_at(p, busbw_8), 2), B200_NVLS_HALF)
     return out
 
 
@@ -287,14 +357,15 @@ def build() -> list[tuple[dict, float]]:
                  + "; 8 NICs x 400 Gb/s per node across nodes.")
         fabric = "NVLink 5 + NVSwitch, one node of 8 GPUs; 8 x 400 Gb/s InfiniBand across nodes"
         specs.append((key, name, title, coll, provenance(key, notes, fabric, 8, 8, 50.0, b200_cite)))
-    coll = collectives("blackwell", nv5, nv5_simple, bw_half, nvl, 72, 50.0, 72, blackwell_nvls(NVL72_TP))
+    coll = collectives("blackwell", nv5, NVL72_RING_SIMPLE, bw_half, nvl, 72, 50.0, 72, blackwell_nvls(NVL72_TP))
     specs.append(("gb200", "gb200-nvl72", "GB200 NVL72, one 72-GPU NVLink 5 domain (derived)", coll, provenance(
         "gb200", "one NVLink domain of 72 GPUs (18 compute trays x 4 GPUs share the NVLink switch trays), TP 2..72 "
-        "priced on NVLink without InfiniBand; ring as B200; NVLS all-reduce per TP size up to 72 (839.16 GB/s at "
-        "72 GPUs published; linear from B200's 739 at 8, an assumption); across racks 72 NICs x 400 Gb/s.",
+        "priced on NVLink without InfiniBand; ring latencies as B200, ring Simple all-reduce busbw 839.16 GB/s (the "
+        "published 72-GPU run with NVLS off); NVLS all-reduce per TP size from B200's 739 at 8 by NCCL's "
+        "p-independent NVLS algBw; across racks (--nodes = racks: NCCL's node is the NVLink domain) Ring / Tree / "
+        "NVLS-Tree all-reduce and the ring all-gather by NCCL's rules, 72 NICs x 400 Gb/s per rack.",
         "NVLink 5 multi-node NVLink domain of 72 GPUs; 72 x 400 Gb/s across racks", 72, 72, 50.0,
-        b200_cite[:1] + ["GB200 NVL72, 72 GPUs, all_reduce (coreweave/nccl-tests PR #43): 512 MiB 1806.7 us (NVLS "
-                         "ramp), 4 GiB busbw 839.16 GB/s (NVLS busbw at 72)",
+        b200_cite[:1] + [NVL72_RING_CITATION, NVL72_RACKS_CITATION,
                          "GB200 NVL72: one ConnectX-7 400 Gb/s NIC per GPU (4 per compute tray)"])))
     h_simple = {"all_gather": 355.0, "all_reduce": 367.5}
     h_half = {"Simple": HOPPER_SIMPLE_HALF}

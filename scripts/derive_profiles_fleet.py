@@ -31,9 +31,9 @@ ncclTopoTuneModel and ncclTopoGetAlgoTime; rcclTuningModel[comm->topo->tuning]):
   block width at at::cuda::warp_size(), 64 on CDNA). Host costs (eager vs hipGraph) are the H200 probe's, an
   assumption: no published ROCm torch host-overhead figure was found.
 
-GB300 NVL72: the GB200 NVL72 derivation of scripts/derive_profiles_current.py with Blackwell Ultra figures: NVLS
-all_reduce busbw 832.18 GB/s at 8 GPUs (published 8x B300 out-of-place 4 GiB, NCCL 2.29.7, in-sample), linear in p
-to GB200's published 839.16 at 72 (same NVLink 5 switch trays; an assumption); 72 ConnectX-8 800 Gb/s NICs.
+GB300 NVL72: the GB200 NVL72 derivation of scripts/derive_profiles_current.py (its ring, NCCL's rack = node rules)
+with Blackwell Ultra figures: NVLS all_reduce busbw 832.18 GB/s at 8 GPUs (published 8x B300 out-of-place 4 GiB,
+NCCL 2.29.7, in-sample), above 8 GPUs NCCL's p-independent NVLS algBw; 72 ConnectX-8 800 Gb/s NICs.
 
 PCIe as it connects:
 * GeForce RTX 4090 (no P2P between GeForce cards: NCCL stages through host memory): ring Simple busbw per TP size
@@ -270,28 +270,24 @@ def build() -> list[tuple[dict, float]]:
         specs.append((key, name, title, amd_collectives(key, nics, nic),
                       provenance(key, notes, fabric, 8, nics, nic, RCCL_CITATIONS,
                                  {"rccl": "RCCL tuning rules (scripts/derive_profiles_fleet.py RCCL_RULES)"})))
-    # GB300 NVL72
+    # GB300 NVL72: the GB200 NVL72 derivation (ring, racks) with B300's NVLS figure
     nv5 = dpc.NVLINK5_PER_LINK_GBPS * dpc.NVLINK5_LINKS
-    nv5_simple = {"all_gather": round(nv5 * dpc.AG_RATIO, 1), "all_reduce": round(nv5 * dpc.AR_RATIO, 1)}
     b300_8 = 832.18  # 8x B300 out-of-place all_reduce busbw at 4 GiB (NCCL 2.29.7), in-sample
-    nvls = {}
-    for p in dpc.NVL72_TP:
-        if p <= 8:
-            nvls[p] = (dp.NVLS_BUSBW_BY_P[p] * b300_8 / dp.NVLS_BUSBW_BY_P[8], dpc.B200_NVLS_HALF)
-        else:
-            nvls[p] = (b300_8 + (dpc.NVL72_NVLS_72 - b300_8) * (p - 8) / 64, dpc.NVL72_NVLS_HALF)
-    coll = dpc.collectives("blackwell", nv5, nv5_simple, {"Simple": dpc.HOPPER_SIMPLE_HALF * nv5 / dpc.HOPPER_MODEL},
+    nvls = dpc.blackwell_nvls(dpc.NVL72_TP, busbw_8=b300_8)
+    coll = dpc.collectives("blackwell", nv5, dpc.NVL72_RING_SIMPLE,
+                           {"Simple": dpc.HOPPER_SIMPLE_HALF * nv5 / dpc.HOPPER_MODEL},
                            dict(dp.RING_NVLINK_HOP_US), 72, 100.0, 72, nvls)
     specs.append(("gb300", "gb300-nvl72", "GB300 NVL72, one 72-GPU NVLink 5 domain (derived)", coll, provenance(
         "gb300", "the GB200 NVL72 derivation (scripts/derive_profiles_current.py) with Blackwell Ultra figures: one "
-        "NVLink domain of 72 GPUs, ring as B200 / GB200; NVLS all-reduce 832.18 GB/s at 8 GPUs (published 8x B300 "
-        "table), linear in p to GB200's published 839.16 at 72 (an assumption); across racks 72 x 800 Gb/s.",
+        "NVLink domain of 72 GPUs, ring as GB200 (ring Simple all-reduce 839.16 GB/s: the GB200 rack's published "
+        "NVLS-off run, the same NVLink 5 switch trays - an assumption); NVLS all-reduce 832.18 GB/s at 8 GPUs "
+        "(published 8x B300 table), above 8 by NCCL's p-independent NVLS algBw; across racks (--nodes = racks) "
+        "Ring / Tree / NVLS-Tree all-reduce and the ring all-gather by NCCL's rules, 72 x 800 Gb/s per rack.",
         "NVLink 5 multi-node NVLink domain of 72 GPUs; 72 x 800 Gb/s ConnectX-8 across racks", 72, 72, 100.0,
         dpc.COMMON_CITATIONS + [
             "8x B300 all_reduce, NCCL 2.29.7, nccl-tests 2.18.0 (eunomia-bpf/nccl-eBPF docs/tmp/"
             "experiment-results-b300.md @ 040882bf): out-of-place busbw 832.18 GB/s at 4 GiB (NVLS busbw at 8)",
-            "GB200 NVL72, 72 GPUs, all_reduce (coreweave/nccl-tests PR #43): 512 MiB 1806.7 us (NVLS ramp), 4 GiB "
-            "busbw 839.16 GB/s (NVLS busbw at 72)"],
+            dpc.NVL72_RING_CITATION, dpc.NVL72_RACKS_CITATION],
         {"nccl": "2.23+ tuning model (scripts/derive_profiles.py NCCL_RULES; scripts/derive_profiles_fleet.py)"})))
     # GeForce RTX 4090: host-staged (no P2P), per TP size from the docker tables (2 GiB busbw, 16 MiB ramp)
     r4090 = {2: (2.24, 0.0), 4: (2.58, 0.0)}  # no ramp: LL, capped at the Simple busbw, is the pick at every size

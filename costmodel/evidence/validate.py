@@ -5,7 +5,9 @@ the median and p90 of |relative error|. Rows whose figure the profile was built
 from (`used_in_profile`) are reported but kept apart: they are in-sample checks.
 
 Reference rows priced as their run executed:
-* `nccl_algo` "ring" (NCCL_ALGO=RING / NVLS off): the profile without its NVLS regimes.
+* `nccl_algo` "ring" (NCCL_ALGO=RING): the profile without its NVLS, Tree and NVLS-Tree regimes;
+  "no-nvls" (NCCL_NVLS_ENABLE=0 only): without NVLS and NVLS-Tree - NCCL still picks Ring or Tree
+  (tuning.cc ncclTopoTuneModel: NVLS off disables both NVLS algorithms, nothing else).
 * `host_floor_us` (nccl-tests tables): nccl-tests times back-to-back launches with no sync in
   between, so an iteration costs max(host launch time, device time); predicted =
   max(host_floor_us, graph-mode prediction). The floor is the table's own median time
@@ -27,6 +29,9 @@ from ..profiles.store import bundled_profiles, load_profile
 
 # regimes a reference row with nccl_algo "ring" cannot have used (NVLS, and across nodes Tree / NVLS-Tree)
 RING_ONLY_DROPS = frozenset({"NVLS", "NVLSTree", "Tree-LL", "Tree-LL128", "Tree-Simple"})
+# ... and one with nccl_algo "no-nvls" (NCCL_NVLS_ENABLE=0: Ring and Tree stay)
+NO_NVLS_DROPS = frozenset({"NVLS", "NVLSTree"})
+FORCED_DROPS = {"ring": RING_ONLY_DROPS, "no-nvls": NO_NVLS_DROPS}
 TABLE_MIN_BYTES_PER_RANK = 64 * 1024  # per-table error target applies from 64 KiB per rank up
 TABLE_TARGET_MEDIAN = 0.15  # derived profiles: median |error| per published table (issue 9)
 
@@ -42,10 +47,13 @@ def validate(reference: pd.DataFrame, profile: str | None = None) -> pd.DataFram
         if floor.notna().any():  # back-to-back launches: device time in graph mode, under the host floor
             rows = rows.assign(mode=rows["mode"].where(floor.isna(), "graph"))
         prof = load_profile(name)
-        ring = (rows["nccl_algo"].astype(str) == "ring") if "nccl_algo" in rows.columns else None
-        if ring is not None and ring.any():  # runs that forced NCCL_ALGO=RING / NVLS off: price them without NVLS
-            part = pd.concat([predict_points(rows[~ring], prof),
-                              predict_points(rows[ring], without_regimes(prof, RING_ONLY_DROPS))]).loc[rows.index]
+        algo = rows["nccl_algo"].astype(str) if "nccl_algo" in rows.columns else pd.Series("", index=rows.index)
+        forced = algo.isin(list(FORCED_DROPS))
+        if forced.any():  # runs that forced NCCL_ALGO=RING / NVLS off: price them without those regimes
+            parts = [predict_points(rows[~forced], prof)] + [
+                predict_points(rows[algo == name], without_regimes(prof, drops))
+                for name, drops in FORCED_DROPS.items() if (algo == name).any()]
+            part = pd.concat(parts).loc[rows.index]
         else:
             part = predict_points(rows, prof)
         if floor.notna().any():

@@ -150,18 +150,20 @@ def test_two_node_tree_and_nvls_tree_times_hand_computed():
     two = H100.curve("all_reduce", 16, "graph", 2)
     assert two.select == "breakpoints" and two.nodes == 2
     # no LL128 across nodes (scripts/derive_profiles.py INTER_NODE_LL128: the published 2-node tables step LL ->
-    # Simple); 12 MiB: NVLS-Tree with its ramp
+    # Simple); 12 MiB: NVLS-Tree with its ramp plus the network pipeline: concurrentOps = 16 NVLS channels (SM90) x
+    # 8 heads = 128 chunks of 64 KiB (NCCL's chunkSize below 4 x 128 x 128 KiB = 64 MiB; enqueue.cc)
     assert not any("LL128" in x.name for x in two.regimes)
     (nv,) = [r for r in H100.curve("all_reduce", 8, "graph", 1).regimes if r.name == "NVLS"]
     b = 12 * 2**20
     assert regime_name(H100, "all_reduce", b, 16, nodes=2) == "NVLSTree"
-    t = 4.0 + NVLS_TREE_US + F16 * (b + nv.s_half_bytes) / round(NVLS_TREE_GBPS, 2) * 1e-3
+    t = 4.0 + NVLS_TREE_US + F16 * (b + nv.s_half_bytes + 128 * 65536) / round(NVLS_TREE_GBPS, 2) * 1e-3
     assert float(collective_time_us(H100, "all_reduce", b, 16, 2)) == pytest.approx(t, rel=1e-9)
-    # 1 GiB: NVLS-Tree, priced with the NVLS ramp (same fill time: NVLS-Tree's algBw is NVLS's here)
+    # 1 GiB: NVLS-Tree, priced with the NVLS ramp (same fill time: NVLS-Tree's algBw is NVLS's here) and 128 chunks
+    # of 128 KiB
     b = 2**30
     assert regime_name(H100, "all_reduce", b, 16, nodes=2) == "NVLSTree"
     (nvls,) = [r for r in H100.curve("all_reduce", 8, "graph", 1).regimes if r.name == "NVLS"]
-    t = 4.0 + NVLS_TREE_US + F16 * (b + nvls.s_half_bytes) / round(NVLS_TREE_GBPS, 2) * 1e-3
+    t = 4.0 + NVLS_TREE_US + F16 * (b + nvls.s_half_bytes + 128 * 131072) / round(NVLS_TREE_GBPS, 2) * 1e-3
     assert float(collective_time_us(H100, "all_reduce", b, 16, 2)) == pytest.approx(t, rel=1e-9)
     # 64 B: Tree LL, busbw f(p) x min(0.92 busBw / 3.8, llMaxBw[Intel][N2] = 39) / 2
     t = 4.0 + 6.8 + 2 * (7 * 0.6 + 5.0) + F16 * 64 / round(F16 * min(0.92 * 370.8 / 3.8, 39.0) / 2, 2) * 1e-3
@@ -179,8 +181,10 @@ def test_two_node_choice_switches_where_the_rule_says():
     nvls = round(NVLS_TREE_GBPS, 2)
     (r,) = [r for r in H100.curve("all_reduce", 8, "graph", 1).regimes if r.name == "NVLS"]
     ll_us = 6.6 + 28 * 1.0 + 2 * 2.7
-    cross = (NVLS_TREE_US - ll_us + F16 * r.s_half_bytes / nvls * 1e-3) / (F16 * (1 / 39.0 - 1 / nvls) * 1e-3)
-    assert 1 * 2**20 < cross < 2 * 2**20
+    # (below 8 MiB NVLS-Tree's network pipeline holds 128 chunks of 32 KiB)
+    cross = (NVLS_TREE_US - ll_us + F16 * (r.s_half_bytes + 128 * 32768) / nvls * 1e-3) / (
+        F16 * (1 / 39.0 - 1 / nvls) * 1e-3)
+    assert 1 * 2**20 < cross < 4 * 2**20
     assert regime_name(H100, "all_reduce", 0.97 * cross, 16, nodes=2) == "LL"
     assert regime_name(H100, "all_reduce", 1.03 * cross, 16, nodes=2) == "NVLSTree"
     # treeCorrectionFactor[LL] drops from 1.0 to 0.9 at 64 B x 2^4 = 1 KiB: the Tree LL bracket splits there
