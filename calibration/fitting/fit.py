@@ -1303,8 +1303,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     keep_base_members(profile, base, kept, kernels_measured=bool(kern_fits))  # kept parts keep the base's spread
     parsed = profile_from_dict(profile, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
-                  "mode": c["mode"], "status": f"from base profile {base.name}", "breakpoints_bytes": [],
-                  "note": ""} for c in base_curves]
+                  "nodes": c.get("nodes"), "mode": c["mode"], "status": f"from base profile {base.name}",
+                  "breakpoints_bytes": [], "note": ""} for c in base_curves]
     profile["fit_report"] = (coll_reports + impl_reports + _kernel_reports(parsed, frame, kern_fits) + kern_reports
                              + model_reports + base_rows + kept_rows(base, kept, gpu, REPORT_COLUMNS))
     profile_from_dict(profile, source=f"fitted profile {name}")
@@ -1464,7 +1464,10 @@ def format_fit_report(profile: dict[str, Any]) -> str:
     if base:
         by_op: dict[str, list[str]] = {}
         for r in base:
-            by_op.setdefault(str(r.get("op")), []).append(cell(r.get("world_size"), "p {}").replace("-", "any p"))
+            where = cell(r.get("world_size"), "p {}").replace("-", "any p")
+            nodes, mode = r.get("nodes"), r.get("mode")  # a base curve across nodes, or of one mode, at a measured p
+            where += f" x {nodes} nodes" if nodes not in (None, 1) else ""
+            by_op.setdefault(str(r.get("op")), []).append(f"{where} {mode}" if mode else where)
         source = str(base[0].get("status", "from the base profile"))
         lines.append("")
         lines.append(f"not measured, {source}: " + "; ".join(f"{op} ({', '.join(dict.fromkeys(ps))})"

@@ -123,3 +123,15 @@ def test_predict_says_per_component_measured_or_from_base_and_warns_on_a_fabric_
     assert result["component_sources"]["all_gather"] == "from base (h100-sxm-nvlink)"
     (warning,) = result["warnings"]
     assert warning.startswith("all_gather at TP 4 (graph): not measured in this profile (measured: p 8")
+
+
+def test_the_fit_report_names_base_curves_across_nodes_and_modes():
+    """A base all_reduce curve at p 2 over 2 nodes is not the measured one-node p 2 curve: the report says which."""
+    rows = [{"kind": "base", "op": "all_reduce", "world_size": 2, "nodes": 2, "mode": None,
+             "status": "from base profile b"},
+            {"kind": "base", "op": "all_reduce", "world_size": 8, "nodes": 1, "mode": "graph",
+             "status": "from base profile b"},
+            {"kind": "base", "op": "all_gather", "world_size": None, "nodes": None, "mode": None,
+             "status": "from base profile b"}]
+    text = format_fit_report({"fit_report": rows})
+    assert "all_reduce (p 2 x 2 nodes, p 8 graph); all_gather (any p)" in text
