@@ -93,8 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     with pd.option_context("display.width", 200, "display.max_rows", 60):
-        print(f"median fraction of the copy bandwidth at >= {args.min_mib:g} MiB:")
-        print(bw.groupby(["op", "dtype", "mode"])["fraction_of_copy"].median().to_string())
+        if bw.empty:  # a --quick run measures nothing this large: say so instead of printing an empty Series
+            print(f"median fraction of the copy bandwidth: no shape of >= {args.min_mib:g} MiB in {args.csv} "
+                  f"(--min-mib sets the threshold)")
+        else:
+            print(f"median fraction of the copy bandwidth at >= {args.min_mib:g} MiB:")
+            print(bw.groupby(["op", "dtype", "mode"])["fraction_of_copy"].median().to_string())
         if b1 is not None:
             print("median batch-1 speed-up (torch us / fused us):")
             print(b1.groupby(["base_op", "dtype", "mode"])["speedup"].median().to_string())

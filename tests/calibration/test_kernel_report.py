@@ -84,3 +84,11 @@ def test_top_k_rows_of_a_kernel_benchmark_get_a_byte_count():
     out = with_bandwidth(frame)
     assert out["bytes"].tolist() == [4 * 25256 * 2 + 4 * 8 * 8, 4 * 64 * 8 + 4 * 8 * 8]  # hand-computed
     assert (out["gbps"] > 0).all()
+
+
+def test_a_run_with_no_large_shape_says_so_instead_of_an_empty_series(tmp_path, capsys):
+    path = tmp_path / "k.csv"
+    frame().to_csv(path, index=False)
+    assert main([str(path), "--min-mib", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "no shape of >= 4096 MiB" in out and "Series" not in out
