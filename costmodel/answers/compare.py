@@ -45,8 +45,9 @@ def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
 def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0) -> pd.DataFrame:
     """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
     saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
-    of the saving in 1..max_batch, NaN: none), provenance (`answers.provenance.provenance_cell`: where each
-    component of the profile's numbers comes from)
+    of the saving in 1..max_batch, NaN: none), crossover (the same in words, `Crossover.text`: "wins at every
+    batch in range" / "never wins in range" / the roots), provenance (`answers.provenance.provenance_cell`: where
+    each component of the profile's numbers comes from)
     for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
     InputError naming the fix."""
     rows = []
@@ -64,7 +65,7 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
                          "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
                          "saving_per_decode_step_us": per_decode,
                          "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch,
-                         "provenance": cell})
+                         "crossover": "-" if cross is None else cross.text, "provenance": cell})
     return pd.DataFrame(rows)
 
 

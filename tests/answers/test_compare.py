@@ -17,10 +17,23 @@ def test_a_profile_compared_with_itself_gets_two_labelled_columns():
 
 def test_columns_follow_the_argument_order(capsys):
     assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--tp", "8", "--batch", "16"]) == 0
-    header = capsys.readouterr().out.splitlines()[1]
-    assert header.index("total_us[h200-sxm-nvlink]") < header.index("total_us[h100-sxm-nvlink]")
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("[1] h200-sxm-nvlink") and out[2].startswith("[2] h100-sxm-nvlink")
+    assert out[3].index("us/step [1]") < out[3].index("us/step [2]")
 
 
 def test_profile_flag_is_refused_not_ignored(capsys):
     assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--profile", "cpu-gloo"]) == 2
     assert "--profile is not used" in capsys.readouterr().err
+
+
+def test_compare_text_is_narrow_and_says_the_crossover_in_words(capsys):
+    """issue 18: compare printed ~235 columns and NaN for both 'wins everywhere' and 'never wins'."""
+    assert main(["compare", "h200-sxm-nvlink", "cpu-gloo", "--tp", "8", "--batch", "16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = [x for x in lines if not x.startswith(("[", "scenario", "    "))]
+    assert max(len(x) for x in table) <= 140 and max(len(x) for x in lines if x not in table) <= 100
+    assert any("wins at every batch in range" in x for x in table) and not any(" nan" in x for x in table)
+    frame = compare_table(Scenario(vocab=202048, tp=8, batch=16), [load_profile("cpu-gloo")])
+    row = frame.set_index("strategy").loc["local_argmax_pairs"]
+    assert row["crossover"] == "wins at every batch in range" and row["crossover_batch"] != row["crossover_batch"]

@@ -151,7 +151,7 @@ def test_cli_profiles_and_compare(tmp_path, capsys):
     assert main(["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--preset", "llama4-maverick", "--tp", "8",
                  "--batch", "64", "--csv", str(csv)]) == 0
     text = capsys.readouterr().out
-    assert "total_us[b200-hgx-nvlink]" in text and "local_argmax_pairs" in text
+    assert "[2] b200-hgx-nvlink" in text and "us/step [2]" in text and "local_argmax_pairs" in text
     import pandas as pd
 
     table = pd.read_csv(csv)
