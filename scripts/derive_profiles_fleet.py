@@ -24,8 +24,17 @@ ncclTopoTuneModel and ncclTopoGetAlgoTime; rcclTuningModel[comm->topo->tuning]):
   one-way xGMI links; MI325X has the same xGMI (AMD datasheet: 896 GB/s aggregate), so the same figures (its
   1-node rows, 316.9-319.1 GB/s at 4-16 GiB, are held out); MI355X: 7 x 76.8 GB/s one way (1,075 GB/s aggregate),
   the MI300X ratio x 1.2 (an assumption: the same efficiency on faster links; no single-node MI355X table found).
-* across nodes: the generic ring curve capped at NICs x NIC x NET_EFF (scripts/derive_profiles_current.py) -
-  RCCL's Tree across nodes is not modelled (the published 2 x 8 MI355X run reaches 369 GB/s at 8 GiB, ring-like).
+* across nodes: the generic ring curve capped at NICs x NIC x NET_EFF (scripts/derive_profiles_current.py); RCCL's
+  Tree across nodes is not modelled there.
+* MI355X (gfx950) on 2 nodes x 8, all_reduce (`mi355x_two_node_all_reduce`): what RCCL runs, from its source. The
+  tuner (tuning.cc ncclTopoTuneModel + ncclTopoGetAlgoTime with tuning_model_6's hwLat / bwRatio / correction
+  factors; `rccl_tuner_us`) picks Tree below 256 MiB and Ring from 256 MiB for any ring-graph nChannels x bwIntra in
+  320-5000 GB/s (the per-size correction factors decide it, not the unpublished bandwidth); rccl_wrap.cc
+  rcclUpdateCollectiveProtocol then forces the protocol by size from 2 nodes (llProtoRanges: LL <= 131071 B, LL128
+  <= 17660227 B, Simple above; rccl_common.h rcclGetSizePerRank: the whole AllReduce buffer). So: LL, Tree/LL128,
+  Tree/Simple, Ring/Simple. The tuner's numbers pick, they are not times (Ring/Simple's 320 us per network step);
+  the Tree lines go through two in-sample rows of the published 2 x 8 table each (1 / 8 MiB, 32 / 128 MiB), LL and
+  the ring Simple are the generic curve's at p = 16; every other row is held out.
 * kernels: the H200 kernel fit carried to the CU count, HBM bandwidth and clock (element rates x CUs x clock, byte
   rates x memory bandwidth) with ATen's reduce launch at a 64-wide wavefront (`warp_size` 64: Reduce.cuh caps the
   block width at at::cuda::warp_size(), 64 on CDNA). Host costs (eager vs hipGraph) are the H200 probe's, an
@@ -50,6 +59,7 @@ PCIe as it connects:
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -113,10 +123,148 @@ def rccl_ring(op: str, scale: float, net_hop: dict[str, float]) -> list[dict]:
     return out
 
 
+# -- RCCL across 2 nodes on gfx950 (MI355X): algorithm, protocol and the 2 x 8 curve -----------------------------------
+# ROCm/rccl src/graph/tuning.cc, tuning_model_6 (gfx950; the gfx942 model 5 differs): the tuner's constants that
+# decide Ring vs Tree across nodes. (algo, proto) -> us; Simple / LL128 / LL index the protocol.
+RCCL_GFX950 = {
+    "base_lat_us": {"LL": 12.0, "LL128": 12.0, "Simple": 17.0},          # baseLat (Tree and Ring alike)
+    "hw_lat_xgmi_us": {("Tree", "LL"): 0.9, ("Tree", "LL128"): 0.9, ("Tree", "Simple"): 2.3,
+                       ("Ring", "LL"): 0.8, ("Ring", "LL128"): 0.8, ("Ring", "Simple"): 2.1},   # hwLat[NVLINK]
+    "hw_lat_net_us": {("Tree", "LL"): 10.5, ("Tree", "LL128"): 10.5, ("Tree", "Simple"): 25.0,
+                      ("Ring", "LL"): 9.5, ("Ring", "LL128"): 9.5, ("Ring", "Simple"): 320.0},  # hwLat[NET]
+    "bw_ratio_2node": {("Tree", "LL"): 0.06, ("Tree", "LL128"): 0.06, ("Tree", "Simple"): 0.11,
+                       ("Ring", "LL"): 0.08, ("Ring", "LL128"): 0.08, ("Ring", "Simple"): 1.00},  # bwRatio[0]
+    # treeCorrectionFactor / ringCorrectionFactor [protocol][log2(nBytes >> 6)], 27 bins (the last for all above)
+    "tree_corr": {"LL": (0.1,) * 6 + (1.0,) * 5 + (0.6, 1.0, 0.9, 1.0, 1.0) + (0.1,) * 11,
+                  "LL128": (0.1,) * 6 + (1.0,) * 5 + (0.6, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0) + (0.1,) * 7,
+                  "Simple": (0.1,) * 15 + (0.7, 1.0, 0.1, 0.1, 0.1, 0.9, 0.9, 0.7, 0.8, 0.6, 0.6, 0.6)},
+    "ring_corr": {"LL": (0.1,) * 11 + (1.0, 0.2, 1.0, 0.4, 0.4, 0.1, 0.2, 0.2) + (0.1,) * 8,
+                  "LL128": (0.1,) * 11 + (1.0, 0.2, 1.0, 0.4, 0.4, 0.1, 0.2, 0.1) + (0.1,) * 8,
+                  "Simple": (0.1,) * 22 + (1.0, 0.8, 0.8, 1.0, 1.0)},
+    # llProtoRanges, AllReduce: LL (0, 131071], LL128 (131071, 17660227] bytes (sizePerRank = nBytes for AllReduce:
+    # rccl_common.h rcclGetSizePerRank); rccl_wrap.cc rcclUpdateCollectiveProtocol forces them from 2 nodes (LL128's
+    # limit scaled only above 2 nodes, by a version-dependent rule), Simple above
+    "ll_max_bytes": 131071, "ll128_max_bytes": 17660227,
+    "net_overhead_us": 2.0,  # getNetOverhead: x86 AMD host CPU (assumption: EPYC hosts); x 3 for Simple
+}
+RCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+# the tuner's busBw before bwRatio: ring graph nChannels x bwIntra (nNodes <= 2). Not published for MI355X; the pick
+# below is the same for any value in RCCL_GRAPH_BW_RANGE_GBPS (tests/profiles/test_rccl_gfx950.py), so the nominal
+# one is the xGMI one-way aggregate
+RCCL_GRAPH_BW_GBPS = 7 * 76.8
+RCCL_GRAPH_BW_RANGE_GBPS = (320.0, 5000.0)
+MI355X_2NODE_TABLE = ("data/reference/published-collectives-2026/multinode/"
+                      "mi355xx16_all_reduce_hisohara-aac14-pollara400-2node-rccl.log")
+# its out-of-place times (us) at the rows the 2-node curve is built from (in-sample in the MANIFEST): two per Tree band
+MI355X_2NODE_ROWS = {1048576: 81.37, 8388608: 166.5, 33554432: 391.8, 134217728: 1041.8}
+
+
+def rccl_protocol(n_bytes: int, nodes: int) -> str | None:
+    """The protocol rccl_wrap.cc `rcclUpdateCollectiveProtocol` forces for a gfx950 AllReduce of n_bytes on 2 nodes:
+    LL for 0 < n <= ll_max, LL128 for ll_max < n <= ll128_max, else Simple; None on one node (the tuner's own pick
+    stands). Above 2 nodes RCCL versions differ (LL128's limit x 3.8, or + (log2 N - 1) x 3145728): ValueError."""
+    if nodes < 2:
+        return None
+    if nodes > 2:
+        raise ValueError("above 2 nodes LL128's limit depends on the RCCL version: not transcribed")
+    if n_bytes <= RCCL_GFX950["ll_max_bytes"]:
+        return "LL"
+    return "LL128" if n_bytes <= RCCL_GFX950["ll128_max_bytes"] else "Simple"
+
+
+def rccl_tuner_us(algo: str, proto: str, n_bytes: int, ranks: int, nodes: int,
+                  graph_bw_gbps: float = RCCL_GRAPH_BW_GBPS) -> float:
+    """RCCL's predicted AllReduce time (us) for (algo, proto) on gfx950 at 2 nodes (tuning.cc ncclTopoTuneModel +
+    ncclTopoGetAlgoTime; latencyInter 0, ppn = ranks / nodes > 1):
+
+        Ring:  lat = baseLat + (2(n-1) - 2(N-1)) max(hwLat[XGMI], netOverhead) + 2(N-1) hwLat[NET]
+               bw  = X bwRatio (n / (2(n-1)))         netOverhead = 2 us (x 3 for Simple)
+        Tree:  lat = baseLat + 2 ((n/N - 1) hwLat[XGMI] + log2(N) hwLat[NET]),   bw = X bwRatio / 2
+        time = lat + nBytes / (1000 bw corr[proto][min(26, log2(nBytes >> 6))])
+
+    n ranks, N nodes, X = graph_bw_gbps (nChannels x bwIntra). A heuristic for the pick, not a time."""
+    if nodes != 2:
+        raise ValueError("bwRatio[0] (2 nodes) only: the > 2-node constants are not transcribed")
+    m = RCCL_GFX950
+    lat = m["base_lat_us"][proto]
+    intra, inter = m["hw_lat_xgmi_us"][(algo, proto)], m["hw_lat_net_us"][(algo, proto)]
+    if algo == "Ring":
+        steps, inter_steps = 2 * (ranks - 1), 2 * (nodes - 1)
+        overhead = m["net_overhead_us"] * (3 if proto == "Simple" else 1)
+        lat += (steps - inter_steps) * max(intra, overhead) + inter_steps * inter
+        bw = graph_bw_gbps * m["bw_ratio_2node"][(algo, proto)] * ranks / steps
+        corr = m["ring_corr"][proto]
+    else:
+        lat += 2 * ((ranks // nodes - 1) * intra + math.log2(nodes) * inter)
+        bw = graph_bw_gbps * m["bw_ratio_2node"][(algo, proto)] * 0.5
+        corr = m["tree_corr"][proto]
+    log_size = min(26, max(0, int(n_bytes >> 6).bit_length() - 1))
+    return lat + n_bytes / (1000 * bw * corr[log_size])
+
+
+def rccl_pick(n_bytes: int, ranks: int, nodes: int, graph_bw_gbps: float = RCCL_GRAPH_BW_GBPS) -> tuple[str, str]:
+    """(algorithm, protocol) RCCL runs a gfx950 AllReduce with: the tuner's least-time algorithm over Ring / Tree x
+    LL / LL128 / Simple (`rccl_tuner_us`), then the protocol `rccl_protocol` forces."""
+    algo = min((rccl_tuner_us(a, p, n_bytes, ranks, nodes, graph_bw_gbps), a)
+               for a in ("Tree", "Ring") for p in RCCL_PROTOCOLS)[1]
+    return algo, rccl_protocol(n_bytes, nodes)
+
+
+def rccl_ring_from_bytes(ranks: int, nodes: int, graph_bw_gbps: float = RCCL_GRAPH_BW_GBPS) -> int:
+    """The smallest power of two from which every power of two up to 16 GiB is run as a Ring (below: Tree). The
+    correction factors change only at powers of two (2^6 x bins), so the switch sits at one."""
+    sizes = [1 << e for e in range(6, 35)]
+    ring = [rccl_pick(s, ranks, nodes, graph_bw_gbps)[0] == "Ring" for s in sizes]
+    i = len(sizes)
+    while i > 0 and ring[i - 1]:
+        i -= 1
+    return sizes[i]
+
+
+def mi355x_two_node_all_reduce(generic: list[dict]) -> dict:
+    """The 2 x 8 MI355X all_reduce curve (p = 16, 2 nodes, select "breakpoints"), RCCL's picks in size order:
+
+        LL          S <= 131071                 the generic curve's LL at p = 16, 2 nodes (alpha, busbw min(LL, 39))
+        Tree-LL128  S <= 17660227               the line through the table's 1 and 8 MiB rows (in-sample)
+        Tree-Simple S <  ring_from (256 MiB)    the line through its 32 and 128 MiB rows (in-sample)
+        Simple      above (Ring)                the generic ring Simple at p = 16, 2 nodes (MI300X x 1.2, its ramp)
+
+    A line: T = launch + alpha + f(16) S / busbw, busbw = f dS / dT, alpha = T_1 - launch - f S_1 / busbw."""
+    p, n = 16, 2
+    ring_from = rccl_ring_from_bytes(p, n)
+    by_name = {r["name"]: r for r in generic}
+
+    def at_p(r: dict, cap: float | None = None) -> dict:
+        bw = r["busbw_gbps"] if cap is None else min(r["busbw_gbps"], cap)
+        return {"alpha_base_us": round(r["alpha_base_us"] + r["alpha_per_peer_us"] * (p - 1)
+                                       + r.get("alpha_per_node_us", 0.0) * (n - 1), 4),
+                "alpha_per_peer_us": 0.0, "alpha_per_node_us": 0.0, "busbw_gbps": round(bw, 2),
+                "s_half_bytes": r["s_half_bytes"]}
+
+    def line(name: str, lo: int, hi: int, max_bytes: float) -> dict:
+        bw, alpha = line_through(p, "all_reduce", (lo, MI355X_2NODE_ROWS[lo]), (hi, MI355X_2NODE_ROWS[hi]))
+        return {"name": name, "alpha_base_us": round(alpha - dp.LAUNCH_US, 4), "alpha_per_peer_us": 0.0,
+                "alpha_per_node_us": 0.0, "busbw_gbps": round(bw, 2), "s_half_bytes": 0, "max_bytes": max_bytes}
+
+    regimes = [{"name": "LL", **at_p(by_name["LL"], by_name["LL"].get("inter_node_max_gbps")),
+                "max_bytes": RCCL_GFX950["ll_max_bytes"]},
+               line("Tree-LL128", 1048576, 8388608, RCCL_GFX950["ll128_max_bytes"]),
+               line("Tree-Simple", 33554432, 134217728, ring_from - 1),
+               {"name": "Simple", **at_p(by_name["Simple"]), "max_bytes": None}]
+    return {"op": "all_reduce", "world_size": p, "mode": None, "nodes": n, "select": "breakpoints",
+            "launch_us": dp.LAUNCH_US, "eager_overhead_us": dp.EAGER_OVERHEAD_US, "inter_node_busbw_gbps": None,
+            "provenance": "derived", "regimes": regimes}
+
+
 def amd_collectives(key: str, nics: int, nic_gbps: float) -> list[dict]:
+    """The generic ring curves of every op (any p, one node or across nodes); for MI355X also the 2 x 8 all_reduce
+    curve of RCCL's gfx950 picks (`mi355x_two_node_all_reduce`)."""
     scale = XGMI_ONE_WAY_GBPS[key] / XGMI_ONE_WAY_GBPS["mi300x"]
-    return [dpc.curve(op, rccl_ring(op, scale, dp.RING_NET_HOP_US), None, dpc.net_busbw(nics, nic_gbps, op, 8), None)
-            for op in ("all_gather", "all_reduce", "gather", "broadcast")]
+    out = [dpc.curve(op, rccl_ring(op, scale, dp.RING_NET_HOP_US), None, dpc.net_busbw(nics, nic_gbps, op, 8), None)
+           for op in ("all_gather", "all_reduce", "gather", "broadcast")]
+    if key == "mi355x":
+        out.append(mi355x_two_node_all_reduce(next(c for c in out if c["op"] == "all_reduce")["regimes"]))
+    return out
 
 
 # published 8x RTX PRO 6000 ring all_reduce, group A (torch.distributed, eager; local-inference-lab/rtx6kpro
@@ -223,6 +371,23 @@ RCCL_CITATIONS = [
     "other rows held out",
     dpc.COMMON_CITATIONS[4], dpc.COMMON_CITATIONS[5],
 ]
+MI355X_2NODE_NOTE = (
+    "all_reduce on 2 nodes x 8 by RCCL's gfx950 picks (scripts/derive_profiles_fleet.py mi355x_two_node_all_reduce): "
+    "LL <= 131071 B, Tree/LL128 <= 17660227 B, Tree/Simple below 256 MiB, Ring/Simple above; the two Tree lines "
+    "through the published 2 x 8 table's 1 / 8 MiB and 32 / 128 MiB rows (in-sample), the rest held out; other "
+    "placements across nodes: the generic ring, RCCL Tree not modelled.")
+MI355X_2NODE_CITATIONS = [
+    "ROCm/rccl src/graph/tuning.cc tuning_model_6 (gfx950): hwLat NVLINK Tree 0.9 / 0.9 / 2.3, Ring 0.8 / 0.8 / 2.1 "
+    "us, NET Tree 10.5 / 10.5 / 25.0, Ring 9.5 / 9.5 / 320.0 us; bwRatio (2 nodes) Tree 0.06 / 0.06 / 0.11, Ring "
+    "0.08 / 0.08 / 1.00; tree / ring correction factors per log2 size; llProtoRanges AllReduce LL (0, 131071], "
+    "LL128 (131071, 17660227]; ncclTopoTuneModel / ncclTopoGetAlgoTime (Tree below 256 MiB, Ring from 256 MiB at "
+    "2 x 8 for any nChannels x bwIntra in 320-5000 GB/s)",
+    "ROCm/rccl rccl_wrap.cc rcclUpdateCollectiveProtocol (from 2 nodes the protocol is forced by size: LL, LL128, "
+    "else Simple) and rccl_common.h rcclGetSizePerRank (AllReduce: the whole buffer)",
+    "2 x 8 MI355X all_reduce, RCCL 2.26.6 / ROCm 7.0.1, 8 x AMD Pollara 400 per node (hisohara/ai-scripts "
+    "training/01_rccl-smoketest/README.md @ 7b8b1ec2, AMD AAC14; " + MI355X_2NODE_TABLE + "): 1 / 8 / 32 / 128 MiB "
+    "81.37 / 166.5 / 391.8 / 1041.8 us in-sample, the other rows held out",
+]
 PCI_CITATIONS = [dpc.COMMON_CITATIONS[0], dpc.COMMON_CITATIONS[4], dpc.COMMON_CITATIONS[5],
                  "NCCL src/graph/tuning.cc: hwLat[PCI] ring LL / Simple 1.0 / 5.7 us; LL128 only on NVLink paths; "
                  "no NVLS on PCIe", "NCCL topology: PCIe Gen4 x16 link 24 GB/s (PCI[24.0], NVIDIA/nccl-tests#307)"]
@@ -264,11 +429,12 @@ def build() -> list[tuple[dict, float]]:
         notes = (f"RCCL ring LL / LL128 / Simple on a fully connected xGMI mesh of 8 GPUs (7 links per GPU, no "
                  f"NVSwitch / NVLS); LL and LL128 lines and the Simple ramp from the published 8x MI300X rccl-tests "
                  f"table, Simple busbw {MI300X_SIMPLE_8 * XGMI_ONE_WAY_GBPS[key] / XGMI_ONE_WAY_GBPS['mi300x']:.1f} "
-                 f"GB/s (MI300X's 315.69 x the xGMI link ratio); across nodes {net}; RCCL Tree across nodes not "
-                 "modelled.")
+                 f"GB/s (MI300X's 315.69 x the xGMI link ratio); across nodes {net}; "
+                 + (MI355X_2NODE_NOTE if key == "mi355x" else "RCCL Tree across nodes not modelled."))
         fabric = f"AMD Infinity Fabric (xGMI) fully connected mesh, one node of 8 GPUs; {net}"
+        cites = RCCL_CITATIONS + (MI355X_2NODE_CITATIONS if key == "mi355x" else [])
         specs.append((key, name, title, amd_collectives(key, nics, nic),
-                      provenance(key, notes, fabric, 8, nics, nic, RCCL_CITATIONS,
+                      provenance(key, notes, fabric, 8, nics, nic, cites,
                                  {"rccl": "RCCL tuning rules (scripts/derive_profiles_fleet.py RCCL_RULES)"})))
     # GB300 NVL72: the GB200 NVL72 derivation (ring, racks) with B300's NVLS figure
     nv5 = dpc.NVLINK5_PER_LINK_GBPS * dpc.NVLINK5_LINKS

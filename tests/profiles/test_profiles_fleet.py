@@ -35,8 +35,13 @@ def test_fleet_profiles_are_derived_cited_and_name_their_gpu_exactly(name):
 def test_amd_profiles_price_rccl_rings_on_a_mesh_with_a_64_wide_wavefront():
     for name in ("mi300x-xgmi", "mi325x-xgmi", "mi355x-xgmi"):
         prof = PROFILES[name]
-        names = {r.name for c in prof.collectives for r in c.regimes}
+        names = {r.name for c in prof.collectives if c.nodes in (None, 1) for r in c.regimes}
         assert names == {"LL", "LL128", "Simple"}, name  # no NVLS (no NVSwitch), no Tree on one node
+        across = {(c.op, c.world_size, c.nodes): [r.name for r in c.regimes] for c in prof.collectives
+                  if c.nodes not in (None, 1)}
+        # RCCL's gfx950 picks across 2 nodes (tests/profiles/test_rccl_gfx950.py); none for gfx942 (no mid-size table)
+        assert across == ({("all_reduce", 16, 2): ["LL", "Tree-LL128", "Tree-Simple", "Simple"]}
+                          if name == "mi355x-xgmi" else {}), name
         assert prof.kernel_model.warp_size == 64
     cu = {n: PROFILES[n].kernel_model.sm_count for n in ("mi300x-xgmi", "mi325x-xgmi", "mi355x-xgmi")}
     assert cu == {"mi300x-xgmi": 304, "mi325x-xgmi": 304, "mi355x-xgmi": 256}
