@@ -403,6 +403,7 @@ rows = [
         source=HIS + " lines 266-406 (AMD AAC14)",
         status=P,
         op="all_reduce",
+        in_sample_bytes="1048576;8388608;33554432;134217728",  # the two Tree lines' rows (derive_profiles_fleet.py)
         gpu="AMD Instinct MI355X",
     ),
     dict(
