@@ -99,11 +99,17 @@ def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidde
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV", ev: Evaluation | None = None) -> None:
     """A CSV download of exactly `frame` (no rerun on click); with `ev`, plus the `provenance` column of its
-    scenario (costmodel.answers.provenance.with_provenance)."""
-    if ev is not None:
-        frame = with_provenance(frame, ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
-    st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
-                       on_click="ignore", icon=":material/download:")
+    scenario (costmodel.answers.provenance.with_provenance). The CSV is encoded when the button is clicked
+    (Streamlit's deferred download data, as the Export menu's PNG / SVG), not on every rerun."""
+    st.download_button(label, lambda: csv_bytes(download_frame(frame, ev)), file_name=f"{name}.csv", mime="text/csv",
+                       key=f"download_{name}", on_click="ignore", icon=":material/download:")
+
+
+def download_frame(frame: pd.DataFrame, ev: Evaluation | None = None) -> pd.DataFrame:
+    """What `download` serves: `frame`, with `ev` plus the `provenance` column of its scenario."""
+    if ev is None:
+        return frame
+    return with_provenance(frame, ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
 
 
 def context_caption(ev: Evaluation) -> None:
