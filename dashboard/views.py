@@ -18,6 +18,7 @@ from costmodel.model.kernels import kernel_context
 from . import charts
 from .data import (
     FOCUS,
+    ProfileText,
     example_workloads,
     fitted_curves,
     heat_batches,
@@ -59,10 +60,20 @@ def chart_spec(name: str, *args) -> dict:
     return built if isinstance(built, dict) else built.to_dict(validate=False)  # the tests validate every chart
 
 
-def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None) -> dict:
+@st.cache_data(show_spinner=False, max_entries=128, hash_funcs={ProfileText: lambda t: t.digest})
+def _keyed_chart_spec(name: str, key: tuple, args: tuple, _frame: pd.DataFrame) -> dict:
+    """`chart_spec(name, _frame, *args)` cached on `key` - what determines `_frame` (the profile text and the
+    scenario it was priced for) - instead of hashing the frame's cells at every rerun."""
+    built = getattr(charts, name)(_frame, *args)
+    return built if isinstance(built, dict) else built.to_dict(validate=False)
+
+
+def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None,
+          key: tuple | None = None) -> dict:
     """Draw charts.<name>(*args) (with the chosen `batch` marked, when given) and offer it in the Export menu
-    under `export` (default: `name`); returns the spec drawn."""
-    spec = chart_spec(name, *args)
+    under `export` (default: `name`); returns the spec drawn. `key`: what determines the frame args[0] (its
+    spec is then cached on the key, `_keyed_chart_spec`)."""
+    spec = chart_spec(name, *args) if key is None else _keyed_chart_spec(name, key, args[1:], args[0])
     if batch is not None:
         spec = charts.with_batch_marker(spec, batch)
     st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content")
@@ -199,10 +210,11 @@ def sweep_tab(ev: Evaluation) -> None:
         f", shaded: its {ev.verdict.interval.saving_us.level:.0%} interval" if band else "")
     st.markdown(f"**Time per draft step vs batch** (log-log; click a legend entry to highlight), batch "
                 f"{inputs.batch_min:,}-{inputs.batch_max:,}; {marks}.")
-    chart("sweep_chart", table, cross, band, batch=inputs.batch)
+    key = (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max)  # what `table` is priced from
+    chart("sweep_chart", table, cross, band, batch=inputs.batch, key=key)
     st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
                 f"baseline); {marks}.")
-    chart("saving_chart", table, cross, band, batch=inputs.batch)
+    chart("saving_chart", table, cross, band, batch=inputs.batch, key=key)
     range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline"):
