@@ -4,14 +4,17 @@ are the specs built from the table."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from costmodel.answers.provenance import with_provenance
+from dashboard import verdict as verdict_module
 from dashboard import views
 from dashboard.data import sweep_frame
 from dashboard.state import Inputs
 from dashboard.tables import csv_bytes, sweep_table
-from dashboard.verdict import evaluate
+from dashboard.verdict import evaluate, whole_step_verdict
 
 
 def _captured_download(monkeypatch, frame: pd.DataFrame, ev=None) -> dict:
@@ -51,3 +54,23 @@ def test_keyed_sweep_chart_spec_equals_the_spec_built_from_the_table():
     key2 = (ev.profile_text, other, inputs.batch_min, inputs.batch_max)
     assert views._keyed_chart_spec("sweep_chart", key2, (None, None), table2) != views._keyed_chart_spec(
         "sweep_chart", key, (None, None), table)
+
+
+def test_whole_step_verdict_skips_the_per_call_interval_it_would_not_show(monkeypatch):
+    """Engine set: the verdict is the whole draft step with its own interval, so the per-call interval (an
+    ensemble pass for each new scenario) is not priced; engine none: it is, and it is the verdict's."""
+    calls: list = []
+    real = verdict_module.saving_interval
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verdict_module, "saving_interval", counted)
+    inputs = dataclasses.replace(Inputs(), engine="vllm", batch=16.0)
+    ev = evaluate(inputs, {})
+    assert ev.verdict == whole_step_verdict(ev.profile_text, inputs) and ev.verdict.interval is not None
+    assert calls == []
+    plain = evaluate(Inputs(), {})
+    assert len(calls) == 1 and plain.verdict.interval == real(plain.profile_text, plain.inputs.spec,
+                                                              float(plain.inputs.batch))
