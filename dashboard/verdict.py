@@ -174,11 +174,16 @@ class Evaluation:
 
 
 def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
-    """Predict every strategy at the chosen batch and find the crossovers (cached underneath)."""
+    """Predict every strategy at the chosen batch and find the crossovers (cached underneath). Where the whole draft
+    step is the verdict (`whole_step_verdict`, with its own interval), the per-call interval is not priced: the
+    page shows only the verdict's interval (`interval_note` is shown only where the verdict has none)."""
     text = profile_text(inputs.profile, uploaded)
     point = point_frame(text, inputs.spec, float(inputs.batch))
     crossovers = crossover_frame(text, inputs.spec)
     profile = profile_from_text(text)
+    whole = whole_step_verdict(text, inputs)
+    if whole is not None and whole.interval is not None:  # the per-call interval would be neither shown nor used
+        return Evaluation(inputs, profile, text, point, crossovers, whole)
     interval, note = None, None
     try:
         interval = saving_interval(text, inputs.spec, float(inputs.batch))
@@ -186,7 +191,7 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
         note = f"no interval: {exc}"
     if interval is None and note is None:
         note = "no interval: this profile carries no bootstrap replicates"
-    verdict = whole_step_verdict(text, inputs) or verdict_from(point, crossovers, interval)
+    verdict = whole or verdict_from(point, crossovers, interval)
     return Evaluation(inputs, profile, text, point, crossovers, verdict, note)
 
 

@@ -18,6 +18,7 @@ from costmodel.model.kernels import kernel_context
 from . import charts
 from .data import (
     FOCUS,
+    ProfileText,
     example_workloads,
     fitted_curves,
     heat_batches,
@@ -59,10 +60,20 @@ def chart_spec(name: str, *args) -> dict:
     return built if isinstance(built, dict) else built.to_dict(validate=False)  # the tests validate every chart
 
 
-def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None) -> dict:
+@st.cache_data(show_spinner=False, max_entries=128, hash_funcs={ProfileText: lambda t: t.digest})
+def _keyed_chart_spec(name: str, key: tuple, args: tuple, _frame: pd.DataFrame) -> dict:
+    """`chart_spec(name, _frame, *args)` cached on `key` - what determines `_frame` (the profile text and the
+    scenario it was priced for) - instead of hashing the frame's cells at every rerun."""
+    built = getattr(charts, name)(_frame, *args)
+    return built if isinstance(built, dict) else built.to_dict(validate=False)
+
+
+def chart(name: str, *args, stretch: bool = True, batch: float | None = None, export: str | None = None,
+          key: tuple | None = None) -> dict:
     """Draw charts.<name>(*args) (with the chosen `batch` marked, when given) and offer it in the Export menu
-    under `export` (default: `name`); returns the spec drawn."""
-    spec = chart_spec(name, *args)
+    under `export` (default: `name`); returns the spec drawn. `key`: what determines the frame args[0] (its
+    spec is then cached on the key, `_keyed_chart_spec`)."""
+    spec = chart_spec(name, *args) if key is None else _keyed_chart_spec(name, key, args[1:], args[0])
     if batch is not None:
         spec = charts.with_batch_marker(spec, batch)
     st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content")
@@ -99,11 +110,17 @@ def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidde
 
 def download(frame: pd.DataFrame, name: str, label: str = "Download CSV", ev: Evaluation | None = None) -> None:
     """A CSV download of exactly `frame` (no rerun on click); with `ev`, plus the `provenance` column of its
-    scenario (costmodel.answers.provenance.with_provenance)."""
-    if ev is not None:
-        frame = with_provenance(frame, ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
-    st.download_button(label, csv_bytes(frame), file_name=f"{name}.csv", mime="text/csv", key=f"download_{name}",
-                       on_click="ignore", icon=":material/download:")
+    scenario (costmodel.answers.provenance.with_provenance). The CSV is encoded when the button is clicked
+    (Streamlit's deferred download data, as the Export menu's PNG / SVG), not on every rerun."""
+    st.download_button(label, lambda: csv_bytes(download_frame(frame, ev)), file_name=f"{name}.csv", mime="text/csv",
+                       key=f"download_{name}", on_click="ignore", icon=":material/download:")
+
+
+def download_frame(frame: pd.DataFrame, ev: Evaluation | None = None) -> pd.DataFrame:
+    """What `download` serves: `frame`, with `ev` plus the `provenance` column of its scenario."""
+    if ev is None:
+        return frame
+    return with_provenance(frame, ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
 
 
 def context_caption(ev: Evaluation) -> None:
@@ -193,10 +210,11 @@ def sweep_tab(ev: Evaluation) -> None:
         f", shaded: its {ev.verdict.interval.saving_us.level:.0%} interval" if band else "")
     st.markdown(f"**Time per draft step vs batch** (log-log; click a legend entry to highlight), batch "
                 f"{inputs.batch_min:,}-{inputs.batch_max:,}; {marks}.")
-    chart("sweep_chart", table, cross, band, batch=inputs.batch)
+    key = (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max)  # what `table` is priced from
+    chart("sweep_chart", table, cross, band, batch=inputs.batch, key=key)
     st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
                 f"baseline); {marks}.")
-    chart("saving_chart", table, cross, band, batch=inputs.batch)
+    chart("saving_chart", table, cross, band, batch=inputs.batch, key=key)
     range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline"):

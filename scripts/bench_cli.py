@@ -33,6 +33,11 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
     ("predict --no-intervals", ("predict", "--no-intervals"), 0.6),
     ("predict", ("predict",), 1.0),
     ("recommend", ("recommend", "--workload", "data/examples/chat-diurnal.csv"), 1.5),
+    # the whole draft step as the answer (an engine set): its 90% interval prices every ensemble member
+    ("predict --engine vllm", ("predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "16",
+                               "--num-spec-tokens", "5", "--engine", "vllm"), 1.0),
+    ("recommend --engine vllm", ("recommend", "--engine", "vllm", "--workload", "data/examples/chat-diurnal.csv"),
+     1.5),
     ("validate --summary-only", ("validate", "--summary-only"), 5.0),
     ("predict --sensitivity", ("predict", "--sensitivity"), 2.0),
 )

@@ -2,8 +2,8 @@
 
     python scripts/bench_dashboard.py [--repeat N]
 
-Times `at.run()` after each widget change on the default view (Batch sweep tab): batch, K, TP and preset
-edits, each to values not seen before in the session (cold caches for that value) and then back to seen
+Times `at.run()` after each widget change on the default view (Batch sweep tab): batch, K, TP, preset and
+engine edits, each to values not seen before in the session (cold caches for that value) and then back to seen
 ones (warm). Prints the median and max wall time per kind and the median CPU time of the process (the app runs
 in-process, so CPU time is what the edit costs when the machine is shared), with the load average before and
 after. Target: <= 150 ms per edit (issue 21). Not a test: report the figures (best of several runs on a shared
@@ -34,6 +34,8 @@ EDITS: dict[str, tuple[str, tuple]] = {
     "k": ("number_input", (2, 4, 5, 6)),
     "tp": ("selectbox", (4, 2, 1, 8)),
     "preset": ("selectbox", ("qwen3-8b-eagle3", "llama3-8b-eagle3", "llama4-maverick")),
+    # last, back to "none": an engine makes the whole draft step the verdict (its interval prices every member)
+    "engine": ("selectbox", ("vllm", "sglang", "trtllm", "none")),
 }
 
 

@@ -28,9 +28,10 @@ import numpy as np
 
 from ..evidence.ensemble import ensemble
 from ..evidence.intervals import propagate_draft_step
-from ..model.components import BASELINE
+from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import DraftStep, draft_step, parse_placement
 from ..model.drafter import DraftArch
+from ..model.members import draft_step_members
 from ..model.predict import Crossover, grid_roots
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
@@ -52,9 +53,10 @@ def applies(scenario: Scenario, profile: Profile, forward_us: float | None = Non
     return ""
 
 
-def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
+def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None,
+          strategies: tuple[str, ...] = STRATEGIES) -> DraftStep:
     return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
-                      forward_us=forward_us)
+                      forward_us=forward_us, strategies=strategies)
 
 
 def _crossover(name: str, grid: np.ndarray, values: np.ndarray, saving, hi: float) -> Crossover:
@@ -91,7 +93,7 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
                                  "valid": bool(np.asarray(point.valid.get(name, True)).item(0))}
         if name != BASELINE:
             def saving(b: float, name: str = name) -> float:
-                one = _step(sc.with_(batch=float(b)), profile, arch, kv_len, forward_us)
+                one = _step(sc.with_(batch=float(b)), profile, arch, kv_len, forward_us, (BASELINE, name))
                 return float(np.asarray(one.total_us[BASELINE]).item(0) - np.asarray(one.total_us[name]).item(0))
 
             cross = _crossover(name, grid, base_grid - np.asarray(swept.total_us[name], dtype=float), saving,
@@ -131,14 +133,11 @@ def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, w
     `propagate_draft_step`): recommend's interval of the expected saving per decode step."""
     reps, factors, _ = ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]), with_discrepancy=with_discrepancy)
     w = np.asarray(weight, dtype=float).reshape(-1)
-    out: dict[str, list[float]] = {}
-    for rep, fac in zip(reps, factors, strict=True):
-        totals, _, _ = whole_step_totals(sc, rep, arch, kv_len=kv_len, forward_us=forward_us, factors=fac)
-        base = totals[BASELINE].reshape(-1)
-        for name, t in totals.items():
-            if name != BASELINE:
-                out.setdefault(name, []).append(float(w @ (base - t.reshape(-1))))
-    return {k: np.asarray(v) for k, v in out.items()}
+    # row m = whole_step_totals(sc, reps[m], factors=factors[m]): every member in one stacked evaluation
+    priced = draft_step_members(sc, reps, parse_placement("target", int(np.max(sc.tp))), arch, STRATEGIES, factors,
+                                kv_len=kv_len, forward_us=forward_us)
+    return {name: np.asarray([float(w @ row.reshape(-1)) for row in priced.saving_us(name)])
+            for name in priced.total_us if name != BASELINE}
 
 
 def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

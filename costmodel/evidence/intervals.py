@@ -17,9 +17,9 @@ import numpy as np
 
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
-from ..model.draft_step import draft_step, parse_placement
+from ..model.draft_step import parse_placement
 from ..model.drafter import DraftArch
-from ..model.members import predict_members
+from ..model.members import draft_step_members, predict_members
 from ..model.predict import grid_roots
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
@@ -120,7 +120,8 @@ def propagate_draft_step(scenario: Scenario, profile: Profile, arch: DraftArch, 
 
     The members are `propagate`'s (`ensemble`: bootstrap replicates x per-op discrepancy, the "host" factor
     scaling every host time of the chain and the "serving" factor the serving term); member m prices
-    draft_step(scenario over the batch grid + its own batch, members[m], factors=factors[m]). Per strategy s:
+    draft_step(scenario over the batch grid + its own batch, members[m], factors=factors[m]) - every member in
+    one stacked evaluation where the stack applies (`costmodel.model.members.draft_step_members`). Per strategy s:
         saving_per_decode_step_us = T_step(baseline) - T_step(s)        (the whole draft step, us per decode step)
         saving_us                 = that / calls_per_decode_step         (the mean per draft call)
     and the first crossover of each member's saving on the log grid (`grid_roots`, linear in log batch).
@@ -135,16 +136,12 @@ def propagate_draft_step(scenario: Scenario, profile: Profile, arch: DraftArch, 
     swept = scenario.item(0).with_(batch=np.append(grid, np.broadcast_to(scenario.batch, (1,))))
     pl = parse_placement(placement, int(scenario.tp))
     calls = float(np.max(scenario.calls_per_decode_step))
-    savings: dict[str, list[np.ndarray]] = {s: [] for s in strategies}
-    for rep, fac in zip(reps, factors, strict=True):
-        step = draft_step(swept, rep, pl, arch, kv_len=kv_len, forward_us=forward_us,
-                          strategies=(BASELINE, *strategies), factors=fac)
-        base = np.asarray(step.total_us[BASELINE], dtype=float)
-        for s in strategies:
-            savings[s].append(base - np.asarray(step.total_us[s], dtype=float))
+    # row m = draft_step(swept, reps[m], factors=factors[m]): every member in one stacked evaluation
+    priced = draft_step_members(swept, reps, pl, arch, (BASELINE, *strategies), factors, kv_len=kv_len,
+                                forward_us=forward_us)
     out = {}
     for s in strategies:
-        values = np.stack(savings[s])  # (members, batches)
+        values = priced.saving_us(s)  # (members, batches)
         roots = [r[0] for r in (grid_roots(grid, row) for row in values[:, :-1]) if r] if with_crossover else []
         decode = _interval(values[:, -1], level)
         verdict = "faster" if decode.low > 0 else "slower" if decode.high < 0 else "uncertain"

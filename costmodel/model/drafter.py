@@ -157,7 +157,8 @@ def forward(profile: Profile, arch: DraftArch, rows, q, kv_len, *, collective: A
         for k_in, n_out in layer_gemm_shapes(arch, q, first=layer == 0).values():
             gemm = gemm + gemm_us(profile, rows, k_in, n_out)
     attn = arch.layers * attention_us(profile, arch, rows, q, kv_len)
-    elementwise = np.full(gemm.shape, (ELEMENTWISE_PER_LAYER * arch.layers + 1) * profile.graph_kernel_us)
+    per_layer = (ELEMENTWISE_PER_LAYER * arch.layers + 1) * profile.graph_kernel_us  # (M, 1) for stacked members
+    elementwise = np.full(np.broadcast_shapes(gemm.shape, np.shape(per_layer)), per_layer)
     multi = q > 1
     count = np.where(multi, ALL_REDUCES_PER_LAYER * arch.layers, 0)
     ar_bytes = rows * arch.hidden * ELEM_BYTES

@@ -34,6 +34,8 @@ import numpy as np
 
 from ..profiles.types import Profile
 from .components import BASELINE
+from .draft_step import Placement, draft_step
+from .drafter import DraftArch
 from .engines import host_costs
 from .kernels import STACK_KEY, stacked_members
 from .predict import Prediction, predict
@@ -180,26 +182,40 @@ def _cached_stack(members: Sequence[Profile]) -> Profile | None:
     return stacked
 
 
-def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: tuple[str, ...],
-                    factors: Sequence[dict[str, float] | None] | None = None) -> MemberPrices:
-    """Every member's `predict(scenario, member, strategies, factors=...)` totals, (M, n), in one evaluation
-    where the stack applies (module doc), else member by member - the same numbers either way."""
-    members = list(members)
+def stack_members(scenario: Scenario, members: Sequence[Profile],
+                  factors: Sequence[dict[str, float] | None] | None = None
+                  ) -> tuple[Scenario, Profile, dict[str, Any] | None] | None:
+    """(wide scenario, stacked profile, stacked factors) to price the M members over the scenario's n batches in
+    one evaluation - the batches as a (1, n) array, the members' differing parameters and factors as (M, 1)
+    arrays (module doc), so every (M, n) result's row m is member m's - or None where the stack does not apply
+    (one member, a scenario `_stackable` rejects, members that differ in structure, differing factor keys)."""
     factors = list(factors) if factors is not None else [None] * len(members)
     if len(factors) != len(members):
         raise ValueError("one factor dict (or None) per member")
+    stacked = _cached_stack(members) if len(members) > 1 and _stackable(scenario) else None
+    if stacked is None:
+        return None
+    try:
+        stacked_factors = stack_factors(factors)
+    except _Mismatch:
+        return None
+    wide = scenario.with_(batch=np.asarray(scenario.batch, dtype=float).reshape(1, scenario.size))
+    return wide, stacked, stacked_factors
+
+
+def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: tuple[str, ...],
+                    factors: Sequence[dict[str, float] | None] | None = None) -> MemberPrices:
+    """Every member's `predict(scenario, member, strategies, factors=...)` totals, (M, n), in one evaluation
+    where the stack applies (`stack_members`), else member by member - the same numbers either way."""
+    members = list(members)
+    factors = list(factors) if factors is not None else [None] * len(members)
     if BASELINE not in strategies:
         strategies = (BASELINE, *strategies)
-    stacked = _cached_stack(members) if len(members) > 1 and _stackable(scenario) else None
-    if stacked is not None:
-        try:
-            stacked_factors = stack_factors(factors)
-        except _Mismatch:
-            stacked = None
-    if stacked is not None:
+    stack = stack_members(scenario, members, factors)
+    if stack is not None:
+        wide, stacked, stacked_factors = stack
         m, n = len(members), scenario.size
-        wide = scenario.with_(batch=np.asarray(scenario.batch, dtype=float).reshape(1, n))  # (1, n) x (M, 1) -> (M, n)
-        pred = predict(wide, stacked, strategies, factors=stacked_factors)
+        pred = predict(wide, stacked, strategies, factors=stacked_factors)  # (1, n) x (M, 1) -> (M, n)
         totals = {s: np.broadcast_to(pred.total_us(s), (m, n)).reshape(m, *scenario.shape) for s in strategies}
         return MemberPrices(scenario, totals, True)
     preds: list[Prediction] = [predict(scenario, rep, strategies, factors=fac)
@@ -208,4 +224,30 @@ def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: 
     return MemberPrices(scenario, totals, False)
 
 
-__all__ = ["MemberPrices", "predict_members", "stack_factors", "stack_profiles", "stacked_members"]
+def draft_step_members(scenario: Scenario, members: Sequence[Profile], placement: Placement, arch: DraftArch,
+                       strategies: tuple[str, ...], factors: Sequence[dict[str, float] | None] | None = None, *,
+                       kv_len: int = 2048, forward_us: float | None = None) -> MemberPrices:
+    """Every member's whole draft step, `draft_step(scenario, members[m], placement, arch, ...,
+    factors=factors[m]).total_us`, as (M, n) per strategy: one stacked evaluation where `stack_members` applies
+    (draft_step's formulas are element-wise in the (M, 1) parameters and factors, as predict's), else member by
+    member - the same numbers either way (tests/model/test_draft_step_members.py)."""
+    members = list(members)
+    factors = list(factors) if factors is not None else [None] * len(members)
+    m, n = len(members), scenario.size
+    stack = stack_members(scenario, members, factors)
+    if stack is not None:
+        wide, stacked, stacked_factors = stack
+        step = draft_step(wide, stacked, placement, arch, kv_len=kv_len, forward_us=forward_us,
+                          strategies=strategies, factors=stacked_factors)
+        totals = {s: np.broadcast_to(np.asarray(t, dtype=float), (m, n)).reshape(m, *scenario.shape)
+                  for s, t in step.total_us.items()}
+        return MemberPrices(scenario, totals, True)
+    steps = [draft_step(scenario, rep, placement, arch, kv_len=kv_len, forward_us=forward_us, strategies=strategies,
+                        factors=fac) for rep, fac in zip(members, factors, strict=True)]
+    totals = {s: np.stack([np.broadcast_to(np.asarray(st.total_us[s], dtype=float), scenario.shape) for st in steps])
+              for s in steps[0].total_us}
+    return MemberPrices(scenario, totals, False)
+
+
+__all__ = ["draft_step_members", "MemberPrices", "predict_members", "stack_factors", "stack_members", "stack_profiles",
+           "stacked_members"]
