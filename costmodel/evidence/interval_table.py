@@ -31,7 +31,7 @@ from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .discrepancy import _cache_dir, _pool_fingerprint
 from .ensemble import ensemble
-from .intervals import Interval, StrategyUncertainty, _interval
+from .intervals import Interval, StrategyUncertainty, _interval, saving_verdict
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class IntervalTable:
         if i >= self.batches.size or self.batches[i] != batch:
             return None
         saving = _interval(self.members_saving_us[:, i], self.level)
-        verdict = "faster" if saving.low > 0 else "slower" if saving.high < 0 else "uncertain"
+        verdict = saving_verdict(self.members_saving_us[:, i], saving)
         return StrategyUncertainty(self.strategy, saving, _interval(self.members_decode_us[:, i], self.level),
                                    self.crossover, self.crossover_found_fraction, verdict)
 

@@ -3,7 +3,8 @@
 Intervals: the central `level` (default 90%) of the pooled replicate x discrepancy distribution -
 of each saving and crossover batch (`propagate`; of each measurement row: `costmodel.evidence.point_intervals`,
 which needs the frames, so the predict path here loads no pandas).
-A verdict is "uncertain" when the saving's interval straddles zero.
+A verdict is "uncertain" when the saving's interval straddles zero, "identical" when every member's saving is exactly
+zero (TP 1).
 
 Each interval is the [(1 - level) / 2, (1 + level) / 2] quantile pair of the member values.
 """
@@ -46,13 +47,21 @@ class StrategyUncertainty:
     saving_per_decode_step_us: Interval
     crossover_batch: Interval | None
     crossover_found_fraction: float  # share of replicates with a crossover in range
-    verdict: str  # "faster" | "slower" | "uncertain"
+    verdict: str  # "faster" | "slower" | "uncertain" | "identical" (saving_verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"saving_per_draft_step_us": self.saving_us.to_dict(),
                 "saving_per_decode_step_us": self.saving_per_decode_step_us.to_dict(),
                 "crossover_batch": None if self.crossover_batch is None else self.crossover_batch.to_dict(),
                 "crossover_found_fraction": self.crossover_found_fraction, "verdict": self.verdict}
+
+
+def saving_verdict(values: np.ndarray, interval: Interval) -> str:
+    """"faster" when the interval of the members' savings `values` is above 0, "slower" below, "identical" when every
+    member's saving is exactly 0 (TP 1: nothing to gather, every strategy is the same path), else "uncertain"."""
+    if not np.any(np.asarray(values) != 0.0):
+        return "identical"
+    return "faster" if interval.low > 0 else "slower" if interval.high < 0 else "uncertain"
 
 
 def _interval(values: np.ndarray, level: float) -> Interval:
@@ -93,12 +102,7 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
     out = {}
     for s in strategies:
         saving = _interval(np.asarray(savings[s]), level)
-        if saving.low > 0:
-            verdict = "faster"
-        elif saving.high < 0:
-            verdict = "slower"
-        else:
-            verdict = "uncertain"
+        verdict = saving_verdict(savings[s], saving)
         found = len(roots[s]) / len(reps)
         out[s] = StrategyUncertainty(s, saving, _interval(np.asarray(decode[s]), level),
                                      _interval(np.asarray(roots[s]), level) if roots[s] else None, found, verdict)
@@ -144,7 +148,7 @@ def propagate_draft_step(scenario: Scenario, profile: Profile, arch: DraftArch, 
         values = priced.saving_us(s)  # (members, batches)
         roots = [r[0] for r in (grid_roots(grid, row) for row in values[:, :-1]) if r] if with_crossover else []
         decode = _interval(values[:, -1], level)
-        verdict = "faster" if decode.low > 0 else "slower" if decode.high < 0 else "uncertain"
+        verdict = saving_verdict(values[:, -1], decode)
         out[s] = StrategyUncertainty(s, _interval(values[:, -1] / calls, level), decode,
                                      _interval(np.asarray(roots), level) if roots else None,
                                      len(roots) / len(reps), verdict)

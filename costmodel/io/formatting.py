@@ -31,6 +31,7 @@ STATUS_TEXT: dict[str, str] = {
     "faster": "faster",
     "slower": "slower",
     "uncertain": "uncertain (interval spans 0)",
+    "identical": "identical (nothing to gather at TP 1)",
 }
 
 

@@ -228,8 +228,11 @@ def grid_roots(grid: np.ndarray, values: np.ndarray, refine: Callable[[float], f
     """Sign changes of `values` on an ascending batch grid (plus exact zeros), ascending.
 
     Each bracketing pair is refined by Brent's method (`brentq`) on `refine` (the function behind `values`) when given,
-    else located by linear interpolation in log batch.
+    else located by linear interpolation in log batch. A saving that is exactly 0 everywhere (TP 1: the strategies
+    are the same path) has no crossover: [].
     """
+    if not np.any(np.asarray(values) != 0.0):
+        return []
     sign = np.sign(values)
     roots = {float(grid[i]) for i in np.flatnonzero(np.asarray(values) == 0.0)}  # exact zeros
     for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
