@@ -43,7 +43,8 @@ def test_compare_prints_a_hostile_name_inert(capsys, hostile_profile):
     assert main(["compare", hostile_profile, "h100-sxm-nvlink", "--tp", "4", "--batch", "32"]) == 0
     out = capsys.readouterr().out
     assert_clean(out)
-    assert f"profiles: {SHOWN} (derived: {SHOWN}), h100-sxm-nvlink" in out.splitlines()[0]
+    assert out.splitlines()[1] == f"[1] {SHOWN} (derived: {SHOWN})"
+    assert out.splitlines()[2].startswith("[2] h100-sxm-nvlink")
 
 
 def test_recommend_prints_a_hostile_name_inert(capsys, hostile_profile):
