@@ -109,5 +109,7 @@ def add_whole_step(result: dict, pred, args: argparse.Namespace) -> None:
             why = f"the whole draft step cannot be priced: {exc}"
         else:
             apply_whole_step(result, ws)
+            if "best_pair" in result:  # priced per call (verification.matrix_rows), not as the headline: say so
+                result["best_pair"]["quantity"] = "the logits path alone x calls per decode step"
             return
     result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}

@@ -168,7 +168,7 @@ def _decode_lines(result: dict[str, Any]) -> list[str]:
     """Per decode step: the draft group, the verification group (with --verify) and the best pair."""
     step = result.get("decode_step")
     if not step:
-        return [_best_pair_line(result["best_pair"])] if result.get("best_pair") else []
+        return [_best_pair_line(result["best_pair"], _whole(result))] if result.get("best_pair") else []
     ver = result.get("verification", {})
     head = "per decode step (us): draft x calls" + (f" + greedy verification of {ver['rows']:.0f} rows over "
                                                    f"vocab {ver['vocab']} at TP {ver['tp']} {ver['dtype']}, "
@@ -186,13 +186,22 @@ def _decode_lines(result: dict[str, Any]) -> list[str]:
     if ivs:
         level = next(iter(ivs.values()))["decode_step_saving_us"]["level"]
         lines.append(f"  [..]: central {level:.0%} of {next(iter(ivs.values()))['members']} (as the intervals above)")
-    lines.append(_best_pair_line(result["best_pair"]))
+    lines.append(_best_pair_line(result["best_pair"], _whole(result)))
     return lines
 
 
-def _best_pair_line(bp: dict[str, Any]) -> str:
-    """The verdict's best (strategy, collective) pair, per decode step, with the provenance of the collective."""
-    return (f"best (strategy, collective): ({bp['strategy']}, {bp['collective']}) "
+def _whole(result: dict[str, Any]) -> bool:
+    """True where the whole draft step is the answer (`apply_whole_step`): the best pair is then priced on another
+    quantity than the headline, and says so."""
+    return str((result.get("answer") or {}).get("quantity", "")).startswith("whole draft step")
+
+
+def _best_pair_line(bp: dict[str, Any], whole: bool = False) -> str:
+    """The verdict's best (strategy, collective) pair, per decode step, with the provenance of the collective; where
+    the whole draft step is the headline, labelled as what it is: the logits path alone x the calls per decode step
+    (`verification.matrix_rows`; the drafter's own all-reduces would change with the implementation too)."""
+    label = " of the logits path alone (per call x calls, not the whole draft step)" if whole else ""
+    return (f"best (strategy, collective){label}: ({bp['strategy']}, {bp['collective']}) "
             f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
             f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
             + ("" if bp["collective"] == "nccl" else _impl_provenance_note(bp)))

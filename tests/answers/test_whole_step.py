@@ -153,3 +153,18 @@ def test_recommend_csv_says_what_the_savings_are_of(tmp_path, capsys):
     table = pd.read_csv(out)
     assert set(table["quantity"]) == {QUANTITY}
     assert "savings of the whole draft step" in capsys.readouterr().out
+
+
+def test_the_best_pair_says_it_is_the_logits_path_alone_when_the_whole_step_is_the_answer(capsys):
+    """The per-call (strategy, collective) matrix can name another strategy than the whole-step headline; the line
+    and the JSON say which quantity it ranks."""
+    args = ["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "16", "--num-spec-tokens", "5",
+            "--no-intervals"]
+    assert main([*args, "--engine", "vllm"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("best (strategy"))
+    assert "of the logits path alone (per call x calls, not the whole draft step)" in line
+    assert main([*args, "--engine", "vllm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best_pair"]["quantity"].startswith("the logits path alone")
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("best (strategy"))
+    assert line.startswith("best (strategy, collective): (")
