@@ -9,8 +9,8 @@ cost nothing). Per strategy s (us per decode step; positive = s is faster):
     T_step(s)       = draft_step(...).total_us[s]
     saving(s)       = T_step(full_all_gather) - T_step(s);  saving per call = saving(s) / calls_per_decode_step
     crossover(s)    = the batches in 1..max_batch where saving(s) changes sign: a log grid of GRID_POINTS
-                      batches, each bracket refined by Brent's method on draft_step at one batch
-                      (`costmodel.model.predict.grid_roots`)
+                      batches, each bracket refined by Brent's method on draft_step (every strategy's
+                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.predict.grid_roots`)
     fastest         = the valid strategy with the smallest T_step
     interval        = `costmodel.evidence.intervals.propagate_draft_step` (the project's ensemble members)
 
@@ -22,6 +22,7 @@ path as a synchronized microbenchmark in one --mode, and the whole draft step is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import DraftStep, draft_step, parse_placement
 from ..model.drafter import DraftArch
 from ..model.members import draft_step_members
-from ..model.predict import Crossover, grid_roots
+from ..model.predict import Crossover, _brentq_steps
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 
@@ -59,16 +60,57 @@ def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_
                       forward_us=forward_us, strategies=strategies)
 
 
-def _crossover(name: str, grid: np.ndarray, values: np.ndarray, saving, hi: float) -> Crossover:
-    """The Crossover (the CLI's words, `crossover_words`) of one strategy's whole-step saving on the grid."""
+def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
+                    savings_at: Callable[[np.ndarray], dict[str, np.ndarray]], xtol: float = 1e-3
+                    ) -> dict[str, list[float]]:
+    """{strategy: grid_roots(grid, values[strategy], refine)} for every strategy at once: the same exact zeros and
+    the same Brent iterates (`predict._brentq_steps`, xtol as grid_roots'), every bracket of every strategy advanced
+    in lockstep - one `savings_at(batches)` (one draft_step over a vector of batches, element-wise in the batch)
+    per Brent step instead of one draft_step per evaluation."""
+    roots: dict[str, set[float]] = {}
+    active: list[tuple[str, Any, float]] = []
+    for name, v in values.items():
+        v = np.asarray(v, dtype=float)
+        if not np.any(v != 0.0):  # zero everywhere: no crossover (grid_roots)
+            roots[name] = set()
+            continue
+        roots[name] = {float(grid[i]) for i in np.flatnonzero(v == 0.0)}
+        sign = np.sign(v)
+        for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
+            gen = _brentq_steps(float(grid[i]), float(grid[i + 1]), xtol)
+            active.append((name, gen, next(gen)))
+    while active:
+        priced = savings_at(np.array([x for _, _, x in active]))
+        moving = []
+        for k, (name, gen, _) in enumerate(active):
+            try:
+                moving.append((name, gen, gen.send(float(priced[name][k]))))
+            except StopIteration as done:
+                roots[name].add(float(done.value))
+        active = moving
+    return {name: sorted(r) for name, r in roots.items()}
+
+
+def _crossovers(grid: np.ndarray, values: dict[str, np.ndarray],
+                savings_at: Callable[[np.ndarray], dict[str, np.ndarray]], hi: float) -> dict[str, Crossover]:
+    """The Crossover (the CLI's words, `crossover_words`) of each strategy's whole-step saving on the grid; the
+    direction from the saving just above the first root (all strategies in one `savings_at`)."""
     batch_range = (float(grid[0]), float(grid[-1]))
-    roots = grid_roots(grid, values, saving)
-    if not roots:
-        if not np.any(values):
-            return Crossover(name, None, None, (), batch_range, "identical")
-        return Crossover(name, None, None, (), batch_range, "wins_everywhere" if values[0] > 0 else "loses_everywhere")
-    after = saving(min(roots[0] * 1.01 + 0.01, hi))
-    return Crossover(name, roots[0], "wins_above" if after > 0 else "wins_below", tuple(roots), batch_range)
+    roots = _lockstep_roots(grid, values, savings_at)
+    found = [name for name in values if roots[name]]
+    after = savings_at(np.array([min(roots[n][0] * 1.01 + 0.01, hi) for n in found])) if found else {}
+    out = {}
+    for name, v in values.items():
+        if name in found:
+            wins = float(after[name][found.index(name)]) > 0
+            out[name] = Crossover(name, roots[name][0], "wins_above" if wins else "wins_below", tuple(roots[name]),
+                                  batch_range)
+        elif not np.any(v):
+            out[name] = Crossover(name, None, None, (), batch_range, "identical")
+        else:
+            out[name] = Crossover(name, None, None, (), batch_range,
+                                  "wins_everywhere" if v[0] > 0 else "loses_everywhere")
+    return out
 
 
 def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
@@ -86,18 +128,22 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
     unc = propagate_draft_step(sc, profile, arch, level=level, batch_range=(1.0, max_batch), kv_len=kv_len,
                                forward_us=forward_us) if intervals else {}
     base = float(np.asarray(point.total_us[BASELINE]).item(0))
+
+    def savings_at(batches: np.ndarray) -> dict[str, np.ndarray]:
+        """{strategy: T_step(baseline) - T_step(strategy)} at each of `batches` (one draft_step)."""
+        at = _step(sc.with_(batch=np.asarray(batches, dtype=float)), profile, arch, kv_len, forward_us)
+        b = np.broadcast_to(np.asarray(at.total_us[BASELINE], dtype=float), np.shape(batches))
+        return {n: b - np.broadcast_to(np.asarray(t, dtype=float), np.shape(batches)) for n, t in at.total_us.items()}
+
+    crosses = _crossovers(grid, {n: base_grid - np.asarray(t, dtype=float) for n, t in swept.total_us.items()
+                                 if n != BASELINE}, savings_at, max_batch)
     out: dict[str, Any] = {}
     for name, total in point.total_us.items():
         t = float(np.asarray(total).item(0))
         entry: dict[str, Any] = {"total_us": t, "saving_us": base - t, "saving_per_call_us": (base - t) / calls,
                                  "valid": bool(np.asarray(point.valid.get(name, True)).item(0))}
         if name != BASELINE:
-            def saving(b: float, name: str = name) -> float:
-                one = _step(sc.with_(batch=float(b)), profile, arch, kv_len, forward_us, (BASELINE, name))
-                return float(np.asarray(one.total_us[BASELINE]).item(0) - np.asarray(one.total_us[name]).item(0))
-
-            cross = _crossover(name, grid, base_grid - np.asarray(swept.total_us[name], dtype=float), saving,
-                               max_batch)
+            cross = crosses[name]
             entry.update(crossover=cross.to_dict(), crossover_batch=cross.batch)
             if name in unc:
                 entry.update(interval=unc[name].to_dict(), verdict=unc[name].verdict)

@@ -11,12 +11,20 @@ import pandas as pd
 import pytest
 
 from costmodel.answers.recommend import recommend
-from costmodel.answers.whole_step import PER_CALL, QUANTITY, applies, whole_step_answer, whole_step_totals
+from costmodel.answers.whole_step import (
+    PER_CALL,
+    QUANTITY,
+    _lockstep_roots,
+    applies,
+    whole_step_answer,
+    whole_step_totals,
+)
 from costmodel.answers.workload import Workload
 from costmodel.cli.main import main
 from costmodel.evidence.intervals import propagate_draft_step
 from costmodel.model.draft_step import Placement, draft_step
 from costmodel.model.drafter import DraftArch
+from costmodel.model.predict import grid_roots
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.presets import preset, preset_draft
 from costmodel.profiles.store import load_profile
@@ -168,3 +176,16 @@ def test_the_best_pair_says_it_is_the_logits_path_alone_when_the_whole_step_is_t
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("best (strategy"))
     assert line.startswith("best (strategy, collective): (")
+
+
+def test_lockstep_roots_are_grid_roots_refined_one_by_one():
+    """Every strategy's brackets advanced together give grid_roots' roots (the same Brent iterates), exact zeros
+    and the all-zero case included."""
+    grid = np.geomspace(1.0, 4096.0, 25)
+    funcs = {"a": lambda b: np.log(b) - np.log(37.0), "b": lambda b: np.sin(np.log(b)),
+             "c": lambda b: np.zeros_like(b), "d": lambda b: np.where(b == grid[3], 0.0, b - grid[3])}
+    values = {k: f(grid) for k, f in funcs.items()}
+    got = _lockstep_roots(grid, values, lambda x: {k: f(np.asarray(x)) for k, f in funcs.items()})
+    for k, f in funcs.items():
+        assert got[k] == grid_roots(grid, values[k], lambda x, f=f: float(f(np.asarray(x))))
+    assert got["a"] == [pytest.approx(37.0, rel=1e-5)] and len(got["b"]) == 3 and got["c"] == []
