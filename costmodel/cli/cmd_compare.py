@@ -48,8 +48,9 @@ TEXT_HEADERS = {"total_us": "us/step", "saving_per_draft_step_us": "saving/step"
 
 
 def _narrow(wide, table, labels: list[str]):
-    """`compare_wide` with `quantity[profile label]` columns renamed `short header A|B` (the profiles are named
-    once above the table): ~100 columns instead of ~235."""
+    """`compare_wide` with its `quantity[profile label]` columns renamed `short header [1]` / `[2]` (the profiles are
+    named once above the table) and the crossover in predict's words (`compare_table`'s "crossover": "7.1 (wins
+    above)", "wins at every batch in range", "-" for the baseline): ~110-135 columns instead of ~235."""
     rename = {f"{q}[{label}]": f"{head} [{letter}]" for q, head in TEXT_HEADERS.items()
               for letter, label in zip(LETTERS, labels, strict=False)}
     out = wide.rename(columns=rename)
