@@ -518,6 +518,19 @@ def _manifest_hints(entry: pd.Series, manifest: Path) -> Hints:
                  gpu=str(entry.get("gpu", "") or "").strip() or None)
 
 
+def cli_error(exc: BaseException, out: Path | None) -> int:
+    """An importer CLI's one error line on stderr and its exit status (both importers): an InputError -> its text,
+    2; an OSError while writing `out` -> "cannot write PATH: reason", 2; an interrupt -> "interrupted", 130."""
+    if isinstance(exc, KeyboardInterrupt):
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    if isinstance(exc, OSError):
+        print(f"error: cannot write {exc.filename or out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: 0 ok, 2 bad input (one line on stderr)."""
     parser = OneLineParser(prog="python -m calibration.import_nccl_tests",
@@ -535,8 +548,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="nodes of such a run (default 1); fewer than the hosts the Rank lines name: NVLink "
                              "domains spanning hosts (a GB200 NVL72 rack: --nodes 1)")
     parser.add_argument("--gpu", default=None, help="GPU name of such a run (default 'unknown')")
+    out: Path | None = None  # known once the flags are parsed (cli_error names it)
     try:
         args = parser.parse_args(argv)
+        out = args.out
         if bool(args.logs) == (args.manifest is not None):
             raise InputError("give either LOG files or --manifest")
         for flag in ("world_size", "nodes"):
@@ -549,15 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output(args.out, inputs, what="--out")  # before reading: never over a log, never a FIFO
         frame = reference_from_manifest(args.manifest) if args.manifest else import_logs(args.logs, hints)
         write_csv(frame, args.out, inputs=inputs)  # formula-safe and atomic; InputError naming the path
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except (InputError, OSError, KeyboardInterrupt) as exc:
+        return cli_error(exc, out)
     ops = ", ".join(f"{op} x{n}" for op, n in frame["op"].value_counts(sort=False).items())
     print(f"wrote {len(frame)} rows ({ops}) to {args.out}")
     return 0

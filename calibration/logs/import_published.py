@@ -41,6 +41,7 @@ from calibration.logs.import_nccl_tests import (
     PROGRAMS,
     REFERENCE_COLUMNS,
     Hints,
+    cli_error,
     parse_nccl_tests_text,
     read_log,
     read_manifest_table,
@@ -268,22 +269,20 @@ def import_manifest(manifest: str | Path) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: 0 ok, 2 bad input (one line on stderr)."""
+    """CLI: 0 ok, 2 bad input (one line on stderr), 130 interrupted (`cli_error`)."""
     parser = OneLineParser(prog="python -m calibration.logs.import_published",
                            description="Convert a folder of published collective tables into reference rows.")
     parser.add_argument("--manifest", required=True, type=Path, help="the folder's MANIFEST.csv (module doc)")
     parser.add_argument("--out", required=True, type=Path, help="CSV to write (replaced atomically)")
+    out: Path | None = None  # known once the flags are parsed (cli_error names it)
     try:
         args = parser.parse_args(argv)
+        out = args.out
         check_output(args.out, [args.manifest], what="--out")
         frame = import_manifest(args.manifest)
         write_csv(frame, args.out, inputs=[args.manifest])
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    except (InputError, OSError, KeyboardInterrupt) as exc:
+        return cli_error(exc, out)
     print(f"wrote {len(frame)} rows of {frame['table'].nunique()} tables to {args.out}")
     return 0
 

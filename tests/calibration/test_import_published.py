@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibration.logs.import_nccl_tests import Hints, parse_nccl_tests_text
+from calibration.logs.import_nccl_tests import Hints, cli_error, parse_nccl_tests_text
 from calibration.logs.import_published import (
     import_manifest,
     import_table,
@@ -129,3 +129,13 @@ def test_cli_refuses_a_manifest_without_its_columns(tmp_path):
     bad = tmp_path / "m.csv"
     bad.write_text("file,table\nx.log,t\n")
     assert main(["--manifest", str(bad), "--out", str(tmp_path / "o.csv")]) == 2
+
+
+def test_both_importers_word_their_errors_alike(capsys, tmp_path):
+    """cli_error: the one error line and exit status the two importer CLIs share."""
+    assert cli_error(InputError("x.csv: bad row 3"), None) == 2
+    assert capsys.readouterr().err == "error: x.csv: bad row 3\n"
+    assert cli_error(PermissionError(13, "Permission denied", str(tmp_path / "o.csv")), tmp_path / "o.csv") == 2
+    assert capsys.readouterr().err == f"error: cannot write {tmp_path / 'o.csv'}: Permission denied\n"
+    assert cli_error(KeyboardInterrupt(), tmp_path / "o.csv") == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
