@@ -54,10 +54,10 @@ def applies(scenario: Scenario, profile: Profile, forward_us: float | None = Non
     return ""
 
 
-def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None,
-          strategies: tuple[str, ...] = STRATEGIES) -> DraftStep:
+def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
+    """Every strategy's draft step at the target placement."""
     return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
-                      forward_us=forward_us, strategies=strategies)
+                      forward_us=forward_us)
 
 
 def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
@@ -131,9 +131,9 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
 
     def savings_at(batches: np.ndarray) -> dict[str, np.ndarray]:
         """{strategy: T_step(baseline) - T_step(strategy)} at each of `batches` (one draft_step)."""
-        at = _step(sc.with_(batch=np.asarray(batches, dtype=float)), profile, arch, kv_len, forward_us)
-        b = np.broadcast_to(np.asarray(at.total_us[BASELINE], dtype=float), np.shape(batches))
-        return {n: b - np.broadcast_to(np.asarray(t, dtype=float), np.shape(batches)) for n, t in at.total_us.items()}
+        at = whole_step_totals(sc.with_(batch=np.asarray(batches, dtype=float)), profile, arch, kv_len=kv_len,
+                               forward_us=forward_us)[0]
+        return {n: at[BASELINE] - t for n, t in at.items()}
 
     crosses = _crossovers(grid, {n: base_grid - np.asarray(t, dtype=float) for n, t in swept.total_us.items()
                                  if n != BASELINE}, savings_at, max_batch)
@@ -162,11 +162,10 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
 
 
 def whole_step_totals(sc: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
-                      forward_us: float | None = None, factors: dict[str, float] | None = None
-                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
-    """({strategy: T_step over sc's batches}, {strategy: valid}, calls) at the target placement (recommend)."""
-    step = draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
-                      forward_us=forward_us, factors=factors)
+                      forward_us: float | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """({strategy: T_step over sc's batches}, {strategy: valid}, calls) at the target placement (recommend, and
+    `whole_step_answer`'s crossover refinements)."""
+    step = _step(sc, profile, arch, kv_len, forward_us)
     shape = np.shape(sc.batch)
     return ({n: np.broadcast_to(np.asarray(t, dtype=float), shape) for n, t in step.total_us.items()},
             {n: np.broadcast_to(np.asarray(step.valid.get(n, True)), shape) for n in step.total_us}, step.calls)
@@ -179,7 +178,7 @@ def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, w
     `propagate_draft_step`): recommend's interval of the expected saving per decode step."""
     reps, factors, _ = ensemble(profile, nodes=int(np.asarray(sc.nodes).flat[0]), with_discrepancy=with_discrepancy)
     w = np.asarray(weight, dtype=float).reshape(-1)
-    # row m = whole_step_totals(sc, reps[m], factors=factors[m]): every member in one stacked evaluation
+    # row m = draft_step(sc, reps[m], factors=factors[m]) at the target: every member in one stacked evaluation
     priced = draft_step_members(sc, reps, parse_placement("target", int(np.max(sc.tp))), arch, STRATEGIES, factors,
                                 kv_len=kv_len, forward_us=forward_us)
     return {name: np.asarray([float(w @ row.reshape(-1)) for row in priced.saving_us(name)])
