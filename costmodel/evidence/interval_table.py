@@ -15,6 +15,7 @@ batch edit afterwards is a table lookup. For every batch b of the array it retur
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import zipfile
@@ -26,12 +27,11 @@ import numpy as np
 from ..io.errors import InputError
 from ..model.components import BASELINE
 from ..model.members import predict_members
-from ..model.predict import grid_roots
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .discrepancy import _cache_dir, _pool_fingerprint
 from .ensemble import ensemble
-from .intervals import Interval, StrategyUncertainty, _interval, saving_verdict
+from .intervals import Interval, StrategyUncertainty, _interval, first_roots, saving_verdict
 
 
 @dataclass(frozen=True)
@@ -70,25 +70,19 @@ def interval_table(scenario: Scenario, profile: Profile, strategy: str, batches:
     priced = predict_members(swept, reps, (BASELINE, strategy), factors)  # row m = predict(swept, reps[m], ...)
     values = np.asarray(priced.saving_us(strategy), dtype=float)
     savings, decode = values[:, grid.size:], np.asarray(priced.saving_per_decode_step_us(strategy))[:, grid.size:]
-    roots = []
-    for row in values[:, :grid.size]:
-        found = grid_roots(grid, row)
-        if found:
-            roots.append(found[0])
+    roots = first_roots(grid, values[:, :grid.size])
     cross = _interval(np.asarray(roots), level) if roots else None
     return IntervalTable(strategy, batches, np.asarray(savings), np.asarray(decode), cross,
                          len(roots) / len(reps), level)
 
 
 CACHE_VERSION = 1  # bump when IntervalTable or the file layout changes
-_FINGERPRINT: list[str] = []
 
 
+@functools.cache
 def _fingerprint() -> str:
     """discrepancy._pool_fingerprint (reference CSVs, bundled profiles, the package's code), once per process."""
-    if not _FINGERPRINT:
-        _FINGERPRINT.append(_pool_fingerprint())
-    return _FINGERPRINT[0]
+    return _pool_fingerprint()
 
 
 def table_cache_key(scenario: Scenario, profile_key: str, strategy: str, batches: np.ndarray, level: float,

@@ -64,6 +64,11 @@ def saving_verdict(values: np.ndarray, interval: Interval) -> str:
     return "faster" if interval.low > 0 else "slower" if interval.high < 0 else "uncertain"
 
 
+def first_roots(grid: np.ndarray, rows: np.ndarray) -> list[float]:
+    """The first crossover (`grid_roots` on the log batch grid) of each member's saving row that has one."""
+    return [found[0] for found in (grid_roots(grid, row) for row in rows) if found]
+
+
 def _interval(values: np.ndarray, level: float) -> Interval:
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(values, [tail, 100 - tail])
@@ -95,10 +100,7 @@ def propagate(scenario: Scenario, profile: Profile, *, level: float = 0.9, with_
         values = priced.saving_us(s)  # (members, batches)
         savings[s], decode[s] = values[:, -1], priced.saving_per_decode_step_us(s)[:, -1]
         if with_crossover:
-            for row in values[:, :-1]:
-                found = grid_roots(grid, row)
-                if found:
-                    roots[s].append(found[0])
+            roots[s] = first_roots(grid, values[:, :-1])
     out = {}
     for s in strategies:
         saving = _interval(np.asarray(savings[s]), level)
@@ -146,7 +148,7 @@ def propagate_draft_step(scenario: Scenario, profile: Profile, arch: DraftArch, 
     out = {}
     for s in strategies:
         values = priced.saving_us(s)  # (members, batches)
-        roots = [r[0] for r in (grid_roots(grid, row) for row in values[:, :-1]) if r] if with_crossover else []
+        roots = first_roots(grid, values[:, :-1]) if with_crossover else []
         decode = _interval(values[:, -1], level)
         verdict = saving_verdict(values[:, -1], decode)
         out[s] = StrategyUncertainty(s, _interval(values[:, -1] / calls, level), decode,
