@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from .draft_step import Placement, draft_step
 from .drafter import DraftArch
 from .engines import host_costs
 from .kernels import STACK_KEY, stacked_members
-from .predict import Prediction, predict
+from .predict import predict
 from .scenario import SCENARIO_FIELDS, Scenario
 
 _PRICING_FIELDS = ("collectives", "graph_kernel_us", "eager_launch_us", "kernel_ops", "kernel_model", "lm_head")
@@ -203,25 +203,40 @@ def stack_members(scenario: Scenario, members: Sequence[Profile],
     return wide, stacked, stacked_factors
 
 
+def _member_totals(scenario: Scenario, members: Sequence[Profile],
+                   factors: Sequence[dict[str, float] | None] | None,
+                   totals_of: Callable[[Scenario, Profile, dict[str, Any] | None], dict[str, Any]]) -> MemberPrices:
+    """{strategy: (M, n)} of totals_of(scenario, members[m], factors[m]) (a dict of totals over the scenario): one
+    call on the stack where `stack_members` applies - row m of its (M, n) result is member m's - else member by
+    member; the same numbers either way."""
+    members = list(members)
+    factors = list(factors) if factors is not None else [None] * len(members)
+    m, n = len(members), scenario.size
+    stack = stack_members(scenario, members, factors)
+    if stack is not None:
+        wide, stacked, stacked_factors = stack
+        priced = totals_of(wide, stacked, stacked_factors)  # (1, n) x (M, 1) -> (M, n)
+        totals = {s: np.broadcast_to(np.asarray(t, dtype=float), (m, n)).reshape(m, *scenario.shape)
+                  for s, t in priced.items()}
+        return MemberPrices(scenario, totals, True)
+    each = [totals_of(scenario, rep, fac) for rep, fac in zip(members, factors, strict=True)]
+    totals = {s: np.stack([np.broadcast_to(np.asarray(t[s], dtype=float), scenario.shape) for t in each])
+              for s in each[0]}
+    return MemberPrices(scenario, totals, False)
+
+
 def predict_members(scenario: Scenario, members: Sequence[Profile], strategies: tuple[str, ...],
                     factors: Sequence[dict[str, float] | None] | None = None) -> MemberPrices:
     """Every member's `predict(scenario, member, strategies, factors=...)` totals, (M, n), in one evaluation
     where the stack applies (`stack_members`), else member by member - the same numbers either way."""
-    members = list(members)
-    factors = list(factors) if factors is not None else [None] * len(members)
     if BASELINE not in strategies:
         strategies = (BASELINE, *strategies)
-    stack = stack_members(scenario, members, factors)
-    if stack is not None:
-        wide, stacked, stacked_factors = stack
-        m, n = len(members), scenario.size
-        pred = predict(wide, stacked, strategies, factors=stacked_factors)  # (1, n) x (M, 1) -> (M, n)
-        totals = {s: np.broadcast_to(pred.total_us(s), (m, n)).reshape(m, *scenario.shape) for s in strategies}
-        return MemberPrices(scenario, totals, True)
-    preds: list[Prediction] = [predict(scenario, rep, strategies, factors=fac)
-                               for rep, fac in zip(members, factors, strict=True)]
-    totals = {s: np.stack([np.broadcast_to(p.total_us(s), scenario.shape) for p in preds]) for s in strategies}
-    return MemberPrices(scenario, totals, False)
+
+    def totals_of(sc: Scenario, profile: Profile, fac: dict[str, Any] | None) -> dict[str, Any]:
+        pred = predict(sc, profile, strategies, factors=fac)
+        return {s: pred.total_us(s) for s in strategies}
+
+    return _member_totals(scenario, members, factors, totals_of)
 
 
 def draft_step_members(scenario: Scenario, members: Sequence[Profile], placement: Placement, arch: DraftArch,
@@ -231,22 +246,11 @@ def draft_step_members(scenario: Scenario, members: Sequence[Profile], placement
     factors=factors[m]).total_us`, as (M, n) per strategy: one stacked evaluation where `stack_members` applies
     (draft_step's formulas are element-wise in the (M, 1) parameters and factors, as predict's), else member by
     member - the same numbers either way (tests/model/test_draft_step_members.py)."""
-    members = list(members)
-    factors = list(factors) if factors is not None else [None] * len(members)
-    m, n = len(members), scenario.size
-    stack = stack_members(scenario, members, factors)
-    if stack is not None:
-        wide, stacked, stacked_factors = stack
-        step = draft_step(wide, stacked, placement, arch, kv_len=kv_len, forward_us=forward_us,
-                          strategies=strategies, factors=stacked_factors)
-        totals = {s: np.broadcast_to(np.asarray(t, dtype=float), (m, n)).reshape(m, *scenario.shape)
-                  for s, t in step.total_us.items()}
-        return MemberPrices(scenario, totals, True)
-    steps = [draft_step(scenario, rep, placement, arch, kv_len=kv_len, forward_us=forward_us, strategies=strategies,
-                        factors=fac) for rep, fac in zip(members, factors, strict=True)]
-    totals = {s: np.stack([np.broadcast_to(np.asarray(st.total_us[s], dtype=float), scenario.shape) for st in steps])
-              for s in steps[0].total_us}
-    return MemberPrices(scenario, totals, False)
+    def totals_of(sc: Scenario, profile: Profile, fac: dict[str, Any] | None) -> dict[str, Any]:
+        return draft_step(sc, profile, placement, arch, kv_len=kv_len, forward_us=forward_us, strategies=strategies,
+                          factors=fac).total_us
+
+    return _member_totals(scenario, members, factors, totals_of)
 
 
 __all__ = ["draft_step_members", "MemberPrices", "predict_members", "stack_factors", "stack_members", "stack_profiles",
