@@ -128,14 +128,9 @@ def _format_table(result: dict[str, Any]) -> str:
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
                      f"{s['saving_per_decode_step_us']:14.1f}  {cross_txt}{flag}")  # words: left-aligned, last
         if "interval" in s:
-            iv, cx = s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"]
-            cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"
-            lines.append(f"{'':30s}   90% interval: saving {iv['low']:.1f}..{iv['high']:.1f} us{cx_txt} "
-                         f"-> {s['verdict']}")
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
-        lines.append(f"{'':30s}   = {parts}")
-        if "recipe" in s and result.get("engine", {}).get("name", "none") != "none" and "reference" not in s["recipe"]:
-            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
+            lines.append(_interval_line(s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"],
+                                        s["verdict"]))
+        lines += _component_lines(s, result)
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
             gain_iv = im.get("output_throughput_gain_pct_interval")
@@ -157,11 +152,23 @@ def _per_call_lines(result: dict[str, Any]) -> list[str]:
     for name, s in result["strategies"].items():
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f}"
                      + ("" if s["valid"] else "  (invalid)"))
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
-        lines.append(f"{'':30s}   = {parts}")
-        if "reference" not in s.get("recipe", "reference"):
-            lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
+        lines += _component_lines(s, result)
     return lines
+
+
+def _component_lines(s: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """A strategy's components ("= all_gather 47.9, ...") and, under an engine, the recipe that priced them."""
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in s["components"].items() if v)
+    lines = [f"{'':30s}   = {parts}"]
+    if result.get("engine", {}).get("name", "none") != "none" and "reference" not in s.get("recipe", "reference"):
+        lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
+    return lines
+
+
+def _interval_line(saving: dict[str, Any], cross: dict[str, Any] | None, verdict: str) -> str:
+    """"90% interval: saving LOW..HIGH us, crossover LOW..HIGH -> verdict" (the crossover part when there is one)."""
+    cx_txt = "" if cross is None else f", crossover {cross['low']:.1f}..{cross['high']:.1f}"
+    return f"{'':30s}   90% interval: saving {saving['low']:.1f}..{saving['high']:.1f} us{cx_txt} -> {verdict}"
 
 
 def _decode_lines(result: dict[str, Any]) -> list[str]:
@@ -348,10 +355,8 @@ def whole_step_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"{name:30s} {w['total_us']:14.1f} {w['saving_us']:10.1f}  {cross}"
                      + ("" if w["valid"] else "  (invalid)"))
         if "interval" in w:
-            iv, cx = w["interval"]["saving_per_decode_step_us"], w["interval"]["crossover_batch"]
-            cx_txt = "" if cx is None else f", crossover {cx['low']:.1f}..{cx['high']:.1f}"
-            lines.append(f"{'':30s}   90% interval: saving {iv['low']:.1f}..{iv['high']:.1f} us{cx_txt} "
-                         f"-> {s['verdict']}")
+            lines.append(_interval_line(w["interval"]["saving_per_decode_step_us"], w["interval"]["crossover_batch"],
+                                        s["verdict"]))
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
             gain_iv = im.get("output_throughput_gain_pct_interval")
