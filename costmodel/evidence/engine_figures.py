@@ -15,10 +15,12 @@ Rows (predicted per call / per step, us; factor names are the ensemble's ops):
                      steady state of N_LOOP launches through engines.step_time_us (host c10d_call_us x "host",
                      GPU the h100 profile's all_reduce at p = 4 x "all_reduce"), per call -> max(host, GPU)
   torch-graph-loop   the same calls replayed from a CUDA graph: the all_reduce device time x "all_reduce"
-  sglang-37106-*     H20 TP8, DeepSeek-V3 MTP at one row (sglang recipe, `predict_members`): the path the PR adds
-                     ("Pack value and id into one FP32 all-gather", then the max value / smallest id pick) is the
-                     (value, id) pair all-gather, `local_argmax_pairs` - its cost (the "45-48 us fixed cost") and
-                     the sign of its saving (local slower at one row)
+  sglang-37106-*     2x H20 (TP 2, the PR author's comment: "validated on 2xH20"), DeepSeek-V3 MTP (sglang recipe,
+                     `predict_members`): the path the PR adds ("Pack value and id into one FP32 all-gather", then
+                     the max value / smallest id pick) is the (value, id) pair all-gather, `local_argmax_pairs` -
+                     its cost at one row (the "45-48 us fixed cost"), the sign of its saving at rows 1 / 8 / 16
+                     ("slower") and the speedup baseline / local at rows 32 / 64 / 128 (1.226 / 2.051 / 3.826 x;
+                     a ratio, in the us columns)
   vllm-55961-rows-R  B300 TP8, top-k k = 16, CUDA graphs, device-synchronized (no host, no serving term): the
                      saving of the packed path over separate gathers, each path as the PR composes it
                      (`_topk_paths`); local top-k and the final top-k + gather are the same kernels in both and
@@ -115,18 +117,37 @@ def engine_figure_rows() -> pd.DataFrame:
 LOCAL = "local_argmax_pairs"  # SGLang #37106's packed fp32 (value, id) all-gather + pick (module doc)
 
 
+SGLANG_37106_TP = 2  # the PR author's review request (2026-08-30): "validated on 2xH20 ... CUDA Graph replay"
+SGLANG_37106_SLOWER_ROWS = (1, 8, 16)  # "rows 1/8/16 are slower and therefore fail closed to the existing path"
+SGLANG_37106_SPEEDUPS = ((32, 1.226), (64, 2.051), (128, 3.826))  # "The high-row Graph cases are 1.226x/..."
+
+
 def _sglang_37106() -> list[dict]:
+    """SGLang #37106 on 2x H20, DeepSeek-V3 MTP (sglang recipe, `predict_members`): the packed path's fixed cost
+    at one row (in-sample: it set the serving term), the sign of its saving at rows 1/8/16 (local slower) and the
+    speedup baseline / local at rows 32/64/128 (held-out: nothing was fitted on them)."""
     h20 = load_profile("h20-hgx-nvlink")
-    sc = Scenario(**preset("deepseek-v3"), tp=8, batch=1, engine="sglang")
     reps, factors, _ = ensemble(h20)
+    batches = SGLANG_37106_SLOWER_ROWS + tuple(r for r, _ in SGLANG_37106_SPEEDUPS)
+    sc = Scenario(**preset("deepseek-v3"), tp=SGLANG_37106_TP, batch=np.array(batches), engine="sglang")
     point = predict(sc, h20, ("full_all_gather", LOCAL))
     priced = predict_members(sc, reps, ("full_all_gather", LOCAL), factors)
-    total, saving = float(point.total_us(LOCAL)), float(point.saving_us(LOCAL))
-    src = "sgl-project/sglang PR #37106 (engine-figures SOURCES.md section 2)"
-    return [_row("sglang-37106-packed-path-h20", src, h20.name, 46.5, total, *_band(priced.total_us[LOCAL]),
-                 "in-sample", 0.30),
-            _row("sglang-37106-saving-sign-1-row", src, h20.name, -1.0, saving, *_band(priced.saving_us(LOCAL)),
-                 "in-sample", "sign")]
+    total, saving = np.asarray(point.total_us(LOCAL), float), np.asarray(point.saving_us(LOCAL), float)
+    speedup = np.asarray(point.total_us("full_all_gather"), float) / total
+    m_total, m_saving = np.asarray(priced.total_us[LOCAL], float), np.asarray(priced.saving_us(LOCAL), float)
+    m_speedup = np.asarray(priced.total_us["full_all_gather"], float) / m_total
+    src = "sgl-project/sglang PR #37106 (engine-figures SOURCES.md section 2; the author's comment of 2026-08-30)"
+    rows = [_row("sglang-37106-packed-path-h20", src, h20.name, 46.5, float(total[0]), *_band(m_total[:, 0]),
+                 "in-sample", 0.30)]
+    for i, b in enumerate(batches):
+        if b in SGLANG_37106_SLOWER_ROWS:
+            rows.append(_row(f"sglang-37106-saving-sign-{b}-rows", src, h20.name, -1.0, float(saving[i]),
+                             *_band(m_saving[:, i]), "held-out", "sign"))
+        else:
+            measured = dict(SGLANG_37106_SPEEDUPS)[b]
+            rows.append(_row(f"sglang-37106-speedup-{b}-rows (x)", src, h20.name, measured, float(speedup[i]),
+                             *_band(m_speedup[:, i]), "held-out", 0.30))
+    return rows
 
 
 def _topk_paths(profile: Profile, rows: int, factors: dict[str, float] | None = None) -> tuple[float, float]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..io.errors import InputError
+from ..profiles.families import gpu_vendor
 from ..profiles.types import Profile
 from . import collective_impls, recipes
 from .collectives import collective_time_us
@@ -118,7 +119,8 @@ class _Ctx:
         multimem_ok = (collective_impls.available(profile, "multimem", "all_gather", 0.0, scenario.tp, scenario.nodes)
                        if tokenspeed else True)
         self.recipe = recipes.masks(scenario, multimem_ok,
-                                    profile.provenance.nvlink_generation in CUTE_NVLINK_GENERATIONS)
+                                    profile.provenance.nvlink_generation in CUTE_NVLINK_GENERATIONS,
+                                    gpu_vendor(profile.provenance.gpu))
         self.multimem_gather = self.recipe.multimem_gather & self.multi
         self.any_multimem_gather = bool(np.any(self.multimem_gather))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))

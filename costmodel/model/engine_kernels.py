@@ -6,6 +6,8 @@ rate (`kernel_ops["relayout_copy"].bw_gbps`, bytes read + written / time). For R
 
 argmax_bw_us      one launch reading every logit once (a CuTe / torch.compile'd reduce that keeps the memory
                   system busy at every R, unlike ATen's launch heuristic):  t0 + R C e / BW_read
+split_argmax_us   SGLang's `draft_topk1_postprocess` (a split-vocab partial argmax over (R, cdiv(C, BLOCK)) CTAs, then a
+                  one-warp finalize launch):                               argmax_bw_us(R, C) + t0
 softmax_us        torch.softmax over the last dim (ATen cunn_SoftMaxForward): one pass for the max and the
                   sum (a read), one pass that reads and writes:           t0 + R C e / BW_read + 2 R C e / BW_copy
 small_us          one launch over a few bytes per row (a fused pick over p pairs): t0 + 2 R b / BW_copy
@@ -35,6 +37,11 @@ def argmax_bw_us(profile: Profile, rows: Any, cols: Any, elem_bytes: Any) -> np.
     t0, read, _ = _rates(profile)
     nbytes = np.asarray(rows, dtype=float) * np.asarray(cols, dtype=float) * np.asarray(elem_bytes, dtype=float)
     return t0 + nbytes / read * 1e-3
+
+
+def split_argmax_us(profile: Profile, rows: Any, cols: Any, elem_bytes: Any) -> np.ndarray:
+    """argmax_bw_us(R, C) + t0 (the finalize launch)."""
+    return argmax_bw_us(profile, rows, cols, elem_bytes) + profile.graph_kernel_us
 
 
 def softmax_us(profile: Profile, rows: Any, cols: Any, elem_bytes: Any) -> np.ndarray:

@@ -25,11 +25,14 @@ vllm-v2 (Model Runner V2, `vllm/v1/worker/gpu/`)
     (Llama / Mistral / Qwen3 dense, unquantized, from about v0.23) - a list later widened; check your
     release's `use_v2_model_runner` (uncertain: version boundaries read from third-party notes of the source).
 sglang
-    `python/sglang/srt/speculative/eagle_worker.py` `EAGLEWorker.draft_forward`: per draft step
-    `torch.softmax(logits_output.next_token_logits, dim=-1)` over [B, V] then `fast_topk` (`torch.max` at
-    top-k 1, `torch.topk` above; `python/sglang/srt/utils` / `speculative/spec_utils.py` `fast_topk`); the
+    `python/sglang/srt/speculative/eagle_worker_v2.py` `EagleDraftWorker.draft_forward` (and `eagle_worker.py`
+    `EAGLEWorker.draft_forward`), per draft step: at top-k 1 on CUDA `draft_topk1_postprocess`
+    (`python/sglang/kernels/ops/speculative/topk1.py`, sgl-project/sglang PR #30947: a split-vocab Triton argmax,
+    `_draft_topk1_partial_argmax_kernel` over (B, cdiv(V, BLOCK)) CTAs + a one-warp finalize kernel; no softmax);
+    at top-k 1 on other non-ROCm devices `torch.argmax`; above top-k 1, or on ROCm (`not _is_hip` gates the top-k
+    1 branch), `renorm_draft_probs` (a softmax over [B, V]) then `fast_topk` (`torch.max` / `torch.topk`). The
     logits come from `python/sglang/srt/layers/logits_processor.py` `LogitsProcessor._get_logits`
-    (`tensor_model_parallel_all_gather`: NCCL + the relayout). Baseline = NCCL + relayout + softmax + max.
+    (`tensor_model_parallel_all_gather`: NCCL + the relayout). Baseline = NCCL + relayout + that selection.
     Local: the packed local argmax of PR #37106 (off by default) / torch ops, captured.
 trtllm
     `tensorrt_llm/_torch/speculative/mtp.py` `MTPWorker.draft_sampler`: `get_local_max_and_combined` and
@@ -71,7 +74,8 @@ from .engines import ENGINES
 @dataclass(frozen=True)
 class Recipe:
     """What an engine runs. baseline_collective: "nccl" | "multimem"; selection: "argmax" (ATen) |
-    "argmax_bw" (bandwidth-bound) | "softmax_max" (softmax over [B, V], then max); local: "torch" |
+    "argmax_bw" (bandwidth-bound) | "split_argmax" (SGLang's split-vocab argmax at top-k 1 on CUDA; softmax over
+    [B, V] then max above top-k 1 and on ROCm) | "softmax_max" (softmax over [B, V], then max); local: "torch" |
     "compiled" (torch.compile'd pair path) | "fused" (one distributed-argmax kernel)."""
 
     engine: str
@@ -92,10 +96,12 @@ RECIPES: dict[str, Recipe] = {
                       "EagleSpeculator.generate_draft / capture; eagle/cudagraph.py EagleCudaGraphManager",
                       local_text="get_top_tokens torch ops inside the FULL graph (DraftModelSpeculator."
                       "_greedy_sample_draft with use_local_argmax_reduction, vllm-project/vllm#46448)"),
-    "sglang": Recipe("sglang", selection="softmax_max",
-                     source="python/sglang/srt/speculative/eagle_worker.py EAGLEWorker.draft_forward (softmax + "
-                     "fast_topk); python/sglang/srt/layers/logits_processor.py LogitsProcessor._get_logits",
-                     baseline_text="NCCL all-gather + relayout copy + softmax over [B, V] + max (fast_topk)",
+    "sglang": Recipe("sglang", selection="split_argmax",
+                     source="python/sglang/srt/speculative/eagle_worker_v2.py EagleDraftWorker.draft_forward "
+                     "(draft_topk1_postprocess, kernels/ops/speculative/topk1.py; softmax + fast_topk above top-k 1 "
+                     "and on ROCm); python/sglang/srt/layers/logits_processor.py LogitsProcessor._get_logits",
+                     baseline_text="NCCL all-gather + relayout copy + split-vocab Triton argmax (draft_topk1_"
+                     "postprocess) at top-k 1 on CUDA; softmax over [B, V] + max (fast_topk) above top-k 1 / ROCm",
                      local_text="torch ops, captured (packed local argmax, PR #37106, off by default)"),
     "trtllm": Recipe("trtllm", local="compiled",
                      source="tensorrt_llm/_torch/speculative/mtp.py MTPWorker.draft_sampler "
@@ -123,19 +129,21 @@ class RecipeMasks:
 
     multimem_gather: Any  # the baseline all-gather goes through multimem straight into [T, V]: no relayout
     argmax_bw: Any  # the baseline selection is the bandwidth-bound argmax kernel
+    split_argmax: Any  # the baseline selection is SGLang's split-vocab argmax (partial kernel + finalize)
     softmax_max: Any  # the baseline selection is softmax over [R, V] then max
     compiled_pairs: Any  # local_argmax_pairs runs as torch.compile'd fused kernels
     fused_packed: Any  # packed_allreduce_max runs as one fused distributed-argmax kernel
     serving: Any  # the serving term applies (an engine, and Scenario.serving_term on)
 
 
-def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True) -> RecipeMasks:
+def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True, vendor: str = "NVIDIA") -> RecipeMasks:
     """The recipe choices per scenario (see the module doc for each engine's gates). multimem_ok: where the profile
-    runs an NVLS multicast at the scenario's (TP, nodes); cute_ok: whether its GPU runs tokenspeed's CuTe kernels."""
+    runs an NVLS multicast at the scenario's (TP, nodes); cute_ok: whether its GPU runs tokenspeed's CuTe kernels;
+    vendor: the profile GPU's vendor (families.gpu_vendor) - SGLang's top-k 1 branch is CUDA-only."""
     eng = np.asarray(sc.engine)
     rows, p, k = np.asarray(sc.rows), np.asarray(sc.tp), np.asarray(sc.top_k)
     multi = p > 1
-    ts = eng == "tokenspeed"
+    ts, sg = eng == "tokenspeed", eng == "sglang"
     v_pad, vocab = np.asarray(sc.padded_draft_vocab), np.asarray(sc.argmax_vocab)
     draft = np.asarray(sc.draft_vocab)
     per_rank = draft // p
@@ -144,7 +152,8 @@ def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True) -> RecipeMasks:
     return RecipeMasks(
         multimem_gather=ts & multi & multimem_ok & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0),
         argmax_bw=ts & cute_ok & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1),
-        softmax_max=eng == "sglang",
+        split_argmax=sg & (k == 1) & (vendor == "NVIDIA"),
+        softmax_max=sg & ((k > 1) | (vendor == "AMD")),
         compiled_pairs=(eng == "trtllm") & multi & (k == 1),
         fused_packed=ts & dist_ok & multimem_ok & cute_ok,
         serving=(eng != "none") & np.asarray(sc.serving_term),

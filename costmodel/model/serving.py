@@ -10,11 +10,12 @@ a small collective; minus the tool's device time for that collective (the profil
     vLLM #55021    B300 TP8, ~40 KB/rank all-gather, Nsight trace mean ~21 us        - 15.8 us =  5.2 us
     SGLang #32551  GB300 2x4 MNNVL, logits all-gather RING_LL ~20 us (gb200-nvl72)   - 15.8 us =  4.2 us
     SGLang #32461  GB300 MNNVL, 1-6 tokens x hidden all-reduce RING_LL 23-33 us (28) - 19.2 us =  8.8 us
-    SGLang #37106  H20, packed collective "roughly 45-48 us fixed cost" (46.5)        - 19.0 us = 27.5 us
+    SGLang #37106  2x H20, packed collective "roughly 45-48 us fixed cost" (46.5)     - 11.2 us = 35.3 us
 
-(#37106's figure likely includes the packing kernels around its collective: the high end). The term is their
-median, SERVING_CALL_US = 7.0 us per collective call, with log-normal spread SERVING_SIGMA_LOG = 0.8 (the
-standard deviation of ln(excess) over the four is 0.83; 90% interval 1.9-26 us). Derived, in-sample: these
+(#37106 ran at TP 2 - its author's comment of 2026-08-30: "validated on 2xH20" - so its collective is the TP-2
+pair all-gather; its figure likely includes the packing kernels around that collective: the high end). The term
+is their median, SERVING_CALL_US = 7.0 us per collective call, with log-normal spread SERVING_SIGMA_LOG = 0.96
+(the sample standard deviation of ln(excess) over the four; 90% interval 1.4-33 us). Derived, in-sample: these
 figures set it, and `validate`'s engine-figures set checks against them (so it is not a held-out check).
 
 Applied per call: every collective a strategy issues (its `Call`s of kind "collective", each where it runs)
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 SERVING_CALL_US = 7.0
-SERVING_SIGMA_LOG = 0.8
+SERVING_SIGMA_LOG = 0.96
 SERVING_SOURCE = ("derived: median excess of 4 in-engine small-collective figures over the tool's device time "
                   "(engine-figures/SOURCES.md section 2: vLLM #55021, SGLang #32551, #32461, #37106), in-sample")
 

@@ -69,7 +69,8 @@ def _override(comp: Component, where, gpu_us, formula: str, *, collective: bool 
 
 def _select_full(c: _Ctx) -> dict[str, Component]:
     """The baseline's last step: argmax (top-k 1) or torch.topk over [R, V or V_target] (key "topk" then);
-    the recipe's bandwidth-bound argmax (tokenspeed) and SGLang's softmax over [R, V] before it."""
+    the recipe's bandwidth-bound argmax (tokenspeed), SGLang's split-vocab argmax (top-k 1, CUDA) or its softmax
+    over [R, V] before the max (above top-k 1, ROCm)."""
     m, vocab = c.recipe, c.sc.argmax_vocab
     out = {}
     if np.any(m.softmax_max):
@@ -79,6 +80,8 @@ def _select_full(c: _Ctx) -> dict[str, Component]:
                                    c._host("softmax", c.host.torch_op_us, 1, m.softmax_max), 1)
     arg = _override(c.argmax_full(), m.argmax_bw, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
                     "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
+    arg = _override(arg, m.split_argmax, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
+                    "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
     if not c.any_topk:
         return {**out, "argmax": arg}
     return {**out, "topk": c.topk_component("topk", arg, c.topk_us(c.rows, vocab), TORCH_OPS["topk"])}

@@ -34,18 +34,36 @@ def test_every_engine_has_a_recipe_and_a_plan_and_cites_its_source():
             assert text.startswith(f"{engine} recipe: ") and RECIPES[engine].source in text
 
 
-def test_sglang_baseline_adds_the_softmax_over_b_v_by_its_formula():
-    graph = predict(Scenario(**BASE, batch=16), H200)
-    sg = predict(Scenario(**BASE, batch=16, engine="sglang", serving_term=False), H200)
+@pytest.mark.parametrize("top_k, profile", [(2, "h200-sxm-nvlink"), (1, "mi300x-xgmi")])
+def test_sglang_baseline_adds_the_softmax_over_b_v_above_top_k_1_and_on_rocm(top_k, profile):
+    """eagle_worker_v2.draft_forward: the top-k 1 branch is `not _is_hip`; elsewhere renorm_draft_probs (a softmax
+    over [B, V]) + fast_topk - the reference selection plus the softmax, by its formula."""
+    prof = load_profile(profile)
+    graph = predict(Scenario(**BASE, batch=16, top_k=top_k), prof)
+    sg = predict(Scenario(**BASE, batch=16, top_k=top_k, engine="sglang", serving_term=False), prof)
     c = _comps(sg, "full_all_gather")
-    t0, read = H200.graph_kernel_us, H200.kernel_ops["argmax"].bw_gbps
-    copy = H200.kernel_ops["relayout_copy"].bw_gbps
+    t0, read = prof.graph_kernel_us, prof.kernel_ops["argmax"].bw_gbps
+    copy = prof.kernel_ops["relayout_copy"].bw_gbps
     nbytes = 16 * 131072 * 2
     assert float(c["softmax"]) == pytest.approx(t0 + nbytes / read * 1e-3 + 2 * nbytes / copy * 1e-3)
     assert float(sg.total_us("full_all_gather")) == pytest.approx(float(graph.total_us("full_all_gather"))
                                                                   + float(c["softmax"]))
     # the local path does not pay it
     assert "softmax" not in _comps(sg, "local_argmax_pairs")
+
+
+def test_sglang_top_k_1_on_cuda_selects_with_the_split_vocab_argmax_and_no_softmax():
+    """draft_topk1_postprocess: one partial-argmax kernel reading every logit + a finalize launch:
+    t0 + R V e / BW_read + t0, in place of ATen's argmax; everything else as the reference recipe."""
+    graph = predict(Scenario(**BASE, batch=16), H200)
+    sg = predict(Scenario(**BASE, batch=16, engine="sglang", serving_term=False), H200)
+    c, ref = _comps(sg, "full_all_gather"), _comps(graph, "full_all_gather")
+    t0, read = H200.graph_kernel_us, H200.kernel_ops["argmax"].bw_gbps
+    assert "softmax" not in c
+    assert float(c["argmax"]) == pytest.approx(2 * t0 + 16 * 131072 * 2 / read * 1e-3)
+    assert float(c["argmax"]) < float(ref["argmax"])  # ATen's reduce at 16 rows x 131072 is not bandwidth-bound
+    assert float(sg.total_us("full_all_gather")) == pytest.approx(
+        float(graph.total_us("full_all_gather")) - float(ref["argmax"]) + float(c["argmax"]))
 
 
 def test_tokenspeed_multimem_gather_up_to_128_rows_then_nccl_and_relayout():
