@@ -110,7 +110,8 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
 COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
                   "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch",
-                  "time_per_decode_step_us": "step time (µs)", "saving_per_decode_step_us": "step saving (µs)"}
+                  "time_per_decode_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
+# says which: per draft call (the logits path alone) or per decode step (the whole draft step, under an engine)
 # compare_table's columns shown where the whole draft step is every profile's answer (an engine runs the step)
 STEP_COLUMNS = {"step_us": "time_per_decode_step_us", "step_saving_us": "saving_per_decode_step_us",
                 "step_crossover_batch": "crossover_batch"}
