@@ -11,13 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.answers.compare import bundled_family, compare_table, profiles_by_family
+from costmodel.answers.compare import bundled_family, compare_table, profiles_by_family, whole_step_is_the_answer
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
 
 from .tables import COMPARE_LABELS, compare_long_table, display
+from .verdict import draft_arch
 
 
 def profile_label(name: str) -> str:
@@ -30,8 +31,11 @@ def profile_label(name: str) -> str:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: float) -> pd.DataFrame:
-    return compare_table(spec.scenario(batch), [_profile, load_profile(other)])
+def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: float, preset: str) -> pd.DataFrame:
+    """compare_table of the sidebar scenario (the whole draft step where an engine runs it, priced with the
+    preset's draft as the verdict)."""
+    sc = spec.scenario(batch)
+    return compare_table(sc, [_profile, load_profile(other)], arch=draft_arch(preset, int(sc.draft_vocab)))
 
 
 def compare_panel(ev: Any) -> None:
@@ -44,12 +48,13 @@ def compare_panel(ev: Any) -> None:
         other = st.selectbox("Compare with", others, key="compare_with", format_func=profile_label,
                              index=others.index("b200-hgx-nvlink") if "b200-hgx-nvlink" in others else 0)
         if not st.toggle("Show the side-by-side table", key="compare_show"):
-            st.caption("Prices this scenario (TP, batch, vocab, K, dtype) on both profiles: time per draft step, "
-                       "saving versus full_all_gather and crossover batch per strategy.")
+            st.caption("Prices this scenario (TP, batch, vocab, K, dtype, engine) on both profiles: time, saving "
+                       "versus full_all_gather and crossover batch per strategy (the whole draft step per decode "
+                       "step where an engine runs it, else per draft call).")
             return
         key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
         try:
-            table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch))
+            table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch), ev.inputs.preset)
         except (InputError, ValueError) as exc:
             st.error(plain(str(exc)))
             return
@@ -61,7 +66,9 @@ def compare_panel(ev: Any) -> None:
             st.dataframe(display(part), width="stretch", hide_index=True,
                          column_config={c: st.column_config.Column(COMPARE_LABELS[c]) for c in part.columns})
         kinds = ", ".join(f"{n}: {k}" for n, k in dict(zip(table["profile"], table["kind"])).items())
-        st.caption(plain(f"time and saving (vs full_all_gather) in µs per draft step at batch {ev.inputs.batch}; "
+        per = ("per decode step (the whole draft step: the K draft calls as the engine composes them)"
+               if whole_step_is_the_answer(table) else "per draft call (the logits path alone)")
+        st.caption(plain(f"time and saving (vs full_all_gather) in µs {per} at batch {ev.inputs.batch}; "
                          "crossover batch = the batch where the saving "
                          f"changes sign (empty: none in 1..65536). Kinds: {kinds} (derived = public figures, "
                          "not measured)."))

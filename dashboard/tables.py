@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from costmodel import DESCRIPTIONS, STRATEGIES, Profile
+from costmodel.answers.compare import whole_step_is_the_answer
 from costmodel.io.formatting import MISSING, column_formatter, format_number
 from costmodel.io.safe_io import csv_text
 
@@ -108,17 +109,27 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
 
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
 COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
-                  "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch"}
+                  "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch",
+                  "time_per_decode_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
+# says which: per draft call (the logits path alone) or per decode step (the whole draft step, under an engine)
+# compare_table's columns shown where the whole draft step is every profile's answer (an engine runs the step)
+STEP_COLUMNS = {"step_us": "time_per_decode_step_us", "step_saving_us": "saving_per_decode_step_us",
+                "step_crossover_batch": "crossover_batch"}
 
 
 def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
     """costmodel.answers.compare.compare_table as one row per (strategy, profile), five narrow columns, so the
     compare panel fits an 800 px window (the wide form's seven columns headed `saving_per_draft_step_us[<profile>]`
-    were cut on the right at 800 and 1440 px); strategies in the STRATEGIES order, profiles as compared."""
+    were cut on the right at 800 and 1440 px); strategies in the STRATEGIES order, profiles as compared. Where an
+    engine runs the step (`whole_step_is_the_answer`) the whole draft step's time, saving and crossover per decode
+    step, else the per-call ones."""
     order = {s: i for i, s in enumerate(STRATEGIES)}
     profiles = {p: i for i, p in enumerate(dict.fromkeys(table["profile"]))}
-    out = table[["strategy", "profile", "total_us", "saving_per_draft_step_us", "crossover_batch"]].copy()
-    out = out.rename(columns={"total_us": "time_per_draft_step_us"})
+    if whole_step_is_the_answer(table):  # the whole draft step, us per decode step (compare_table)
+        out = table[["strategy", "profile", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS)
+    else:
+        out = table[["strategy", "profile", "total_us", "saving_per_draft_step_us", "crossover_batch"]].copy()
+        out = out.rename(columns={"total_us": "time_per_draft_step_us"})
     out["_s"], out["_p"] = out["strategy"].map(order), out["profile"].map(profiles)
     return out.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)
 

@@ -195,6 +195,13 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     return Evaluation(inputs, profile, text, point, crossovers, verdict, note)
 
 
+def draft_arch(preset_name: str, draft_vocab: int) -> DraftArch:
+    """The sidebar preset's draft architecture (the default preset's for a custom model), lm_head vocabulary
+    `draft_vocab`: what prices the whole draft step in the verdict and the compare panel."""
+    name = preset_name if preset_name in presets().index else DEFAULT_PRESET
+    return DraftArch.from_fields({**preset_draft(name), "vocab": int(draft_vocab)})
+
+
 @lru_cache(maxsize=16)
 def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
     """Where an engine runs the step (costmodel.answers.whole_step.applies), the verdict of the WHOLE draft step
@@ -205,8 +212,7 @@ def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
         sc = inputs.spec.scenario(float(inputs.batch))
         if applies(sc, profile):
             return None
-        name = inputs.preset if inputs.preset in presets().index else DEFAULT_PRESET
-        arch = DraftArch.from_fields({**preset_draft(name), "vocab": int(sc.draft_vocab)})
+        arch = draft_arch(inputs.preset, int(sc.draft_vocab))
         point, cross, iv = verdict_inputs(sc, profile, arch, FOCUS)
     except InputError:  # a draft that cannot shard at this TP: the per-call verdict stands
         return None

@@ -2,6 +2,12 @@
 versus full_all_gather and the crossover batch (`predict.crossover`). Used by `python -m costmodel compare` and the
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
+Where an engine runs the step (`whole_step.applies`), each profile's answer is the WHOLE draft step as `predict`
+prices it (`whole_step.whole_step_answer`, issue 17): `step_us`, `step_saving_us` (us per decode step) and
+`step_crossover_batch` / `step_crossover` next to the per-call columns (the logits path alone, per draft call), and
+`quantity` says which is the answer (predict's JSON wording); `compare_wide` shows the whole step where every
+profile has it.
+
 Profiles are grouped by vendor and GPU family (`family_vendor`, `gpu_family`, from `costmodel.profiles.families`) for
 listings and pickers.
 """
@@ -9,11 +15,14 @@ listings and pickers.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import pandas as pd
 
 from ..io import safe_io
+from ..io.errors import InputError
 from ..model.components import BASELINE
+from ..model.drafter import DraftArch
 from ..model.predict import crossover, predict
 from ..model.scenario import Scenario
 from ..profiles.families import FAMILIES, VENDORS, family_vendor, gpu_family
@@ -21,6 +30,7 @@ from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
 from .provenance import provenance_cell
+from .whole_step import PER_CALL, QUANTITY, applies, whole_step_answer
 
 
 @lru_cache(maxsize=64)
@@ -42,12 +52,16 @@ def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
     return sorted(rows, key=lambda r: (VENDORS.index(family_vendor(r[0])), FAMILIES.index(r[0]), r[1]))
 
 
-def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0) -> pd.DataFrame:
+def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0,
+                  arch: DraftArch | None = None, kv_len: int = 2048, forward_us: float | None = None) -> pd.DataFrame:
     """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
     saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
     of the saving in 1..max_batch, NaN: none), crossover (the same in words, `Crossover.text`: "wins at every
-    batch in range" / "never wins in range" / the roots), provenance (`answers.provenance.provenance_cell`: where
-    each component of the profile's numbers comes from)
+    batch in range" / "never wins in range" / the roots) - all per draft call, the logits path alone -; the whole
+    draft step's step_us, step_saving_us (us per decode step), step_crossover_batch and step_crossover where it is
+    the answer (`_whole_step`: an engine, TP > 1, `arch` given; NaN / "-" elsewhere), quantity (the answer's, as
+    predict's JSON) and why_not_whole_draft_step; provenance (`answers.provenance.provenance_cell`: where each
+    component of the profile's numbers comes from)
     for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
     InputError naming the fix."""
     rows = []
@@ -56,17 +70,47 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
         check_tp_placement(prof, int(scenario.tp), int(scenario.nodes))
         pred = predict(scenario, prof)
         cell = provenance_cell(prof, scenario)
+        ws, why = _whole_step(scenario, prof, arch, kv_len=kv_len, forward_us=forward_us, max_batch=max_batch)
         for name, result in pred.strategies.items():
             saving = float(pred.saving_us(name))
             per_decode = float(pred.saving_per_decode_step_us(name))
             cross = None if name == BASELINE else crossover(scenario, name, prof, batch_range=(1.0, max_batch))
+            w = ws["strategies"][name] if ws else {}
+            step_cross = (w.get("crossover") or {}).get("text", "-")
             rows.append({"profile": label, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
                          "family": gpu_family(prof.provenance.gpu), "strategy": name,
                          "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
                          "saving_per_decode_step_us": per_decode,
                          "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch,
-                         "crossover": "-" if cross is None else cross.text, "provenance": cell})
+                         "crossover": "-" if cross is None else cross.text,
+                         "step_us": w.get("total_us", float("nan")), "step_saving_us": w.get("saving_us", float("nan")),
+                         "step_crossover_batch": _nan_if_none(w.get("crossover_batch")), "step_crossover": step_cross,
+                         "quantity": QUANTITY if ws else PER_CALL, "why_not_whole_draft_step": why,
+                         "provenance": cell})
     return pd.DataFrame(rows)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _whole_step(sc: Scenario, profile: Profile, arch: DraftArch | None, **kw: Any) -> tuple[dict | None, str]:
+    """(predict's `whole_step_answer` without intervals, "") where the whole draft step is the answer, else (None,
+    why the per-call answer stands: `applies`' reason, no `arch`, or the error pricing it)."""
+    why = applies(sc, profile, kw.get("forward_us"))
+    if not why and arch is None:
+        why = "no draft architecture given to price the drafter forward"
+    if why:
+        return None, why
+    try:
+        return whole_step_answer(sc, profile, arch, intervals=False, **kw), ""
+    except InputError as exc:  # e.g. a TP that does not divide the draft's heads (as predict)
+        return None, f"the whole draft step cannot be priced: {exc}"
+
+
+def whole_step_is_the_answer(table: pd.DataFrame) -> bool:
+    """True where every compared profile's answer is the whole draft step (`compare_table`'s quantity column)."""
+    return bool(len(table)) and bool((table["quantity"] == QUANTITY).all())
 
 
 def column_labels(names: list[str]) -> list[str]:
@@ -77,9 +121,11 @@ def column_labels(names: list[str]) -> list[str]:
 
 def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
     """`compare_table` with one row per strategy and one column per (quantity, profile), profiles in the order they
-    were given (the first argument first)."""
+    were given (the first argument first): the whole draft step's columns where it is every profile's answer
+    (`whole_step_is_the_answer`), else the per-call ones."""
     order = list(dict.fromkeys(table["profile"]))
-    values = ["total_us", "saving_per_draft_step_us", "crossover_batch"]
+    values = (["step_us", "step_saving_us", "step_crossover_batch"] if whole_step_is_the_answer(table)
+              else ["total_us", "saving_per_draft_step_us", "crossover_batch"])
     wide = table.pivot(index="strategy", columns="profile", values=values)
     wide = wide.reindex(columns=[(v, p) for v in values for p in order])
     wide.columns = [f"{a}[{b}]" for a, b in wide.columns]

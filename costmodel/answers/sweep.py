@@ -12,6 +12,14 @@ Impossible combinations inside a grid - a TP size that does not divide the padde
 rows are kept with `valid = false`, empty times and `invalid_reason` saying why. Any other bad
 value (batch < 1, an unknown dtype, ...) is still a one-line error.
 
+Where an engine runs the step, the answer of a row is the WHOLE draft step as `predict` prices it
+(`costmodel.answers.sweep_step`, issue 17): `step_us` (us per decode step) and `step_saving_us` (versus
+full_all_gather, us per decode step), with `answer` = "whole draft step"; `total_us`, the `<component>_us`
+columns, `saving_per_draft_step_us` and `saving_per_decode_step_us` (= the per-call saving x calls per decode step)
+stay the logits path alone, per draft call. Under engine none (or where the whole step does not apply:
+`why_not_whole_draft_step`) the step columns are empty and `answer` = "per draft call". A Parquet file carries
+predict's full wording of both quantities in its schema metadata (`quantity`, `per_call`).
+
 Text cells go through `safe_io.safe_cell` (a profile named "=cmd" is written as "'=cmd"). The `provenance`
 column says where each row's numbers come from (`answers.provenance.provenance_cell`, one text per distinct TP /
 nodes / engine / mode of the grid; empty on invalid rows).
@@ -33,12 +41,15 @@ from ..io.errors import InputError
 from ..io.outputs import atomic_path
 from ..io.safe_io import safe_cell
 from ..model.components import STRATEGIES
+from ..model.drafter import DraftArch
 from ..model.engines import host_costs
 from ..model.predict import predict
 from ..model.scenario import SCENARIO_FIELDS, Scenario, padded_vocab
 from ..profiles.store import tp_placement_problem
 from ..profiles.types import Profile
 from .provenance import provenance_cell
+from .sweep_step import ANSWERS, step_columns
+from .whole_step import PER_CALL, QUANTITY
 
 FORMATS = ("csv", "parquet")
 
@@ -141,9 +152,22 @@ def _column(values: np.ndarray, n_strategies: int, mask: np.ndarray | None = Non
     return pa.chunked_array([block] * n_strategies)
 
 
+def _groups(cats: dict[str, tuple[np.ndarray, list]], grid: dict[str, list]) -> np.ndarray:
+    """One integer per row, equal where the model and every swept value but the batch are (`step_columns`'s
+    groups; at most the grid's size, so no overflow)."""
+    group = np.asarray(cats["vocab"][0], dtype=np.int64)  # the model's index
+    for key in grid:
+        if key != "batch":
+            code, values = cats[key]
+            group = group * max(len(values), 1) + np.asarray(code, dtype=np.int64)
+    return group
+
+
 def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Profile,
-                strategies: tuple[str, ...] = STRATEGIES) -> pa.Table:
-    """Every model x grid combination x strategy as one Arrow table (see the module docstring)."""
+                strategies: tuple[str, ...] = STRATEGIES, archs: list[DraftArch | None] | None = None) -> pa.Table:
+    """Every model x grid combination x strategy as one Arrow table (see the module docstring). archs: each
+    model's draft architecture (lm_head vocabulary = its draft vocab), what prices the whole draft step under an
+    engine; None: the per-call answer stands on every row."""
     cols, cats = _grid_arrays(models, grid)
     n = len(cols["vocab"])
     reason_codes, reasons = _invalid_reason(cols, profile)
@@ -198,6 +222,10 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         return pa.chunked_array([pa.array(np.ascontiguousarray(full(get(s), fill, dtype)),
                                           mask=mask if nulls else None) for s in names])
 
+    def step_stacked(get: Any) -> pa.ChunkedArray:
+        """`stacked` with NaN (the per-call answer stands: no whole step) as null."""
+        return pa.chunked_array([pa.array(v, mask=np.isnan(v)) for v in (full(get(s)) for s in names)])
+
     if pred is not None:
         components = sorted({c for r in pred.strategies.values() for c in r.components_us})
         for comp in components:
@@ -205,17 +233,27 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["total_us"] = stacked(lambda s: pred.strategies[s].total_us)
         table["saving_per_draft_step_us"] = stacked(lambda s: pred.saving_us(s))
         table["saving_per_decode_step_us"] = stacked(lambda s: pred.saving_per_decode_step_us(s))
+        steps = step_columns(scenario, _groups(cats, grid)[ok], cats["vocab"][0][ok], profile, archs, names)
+        table["step_us"] = step_stacked(lambda s: steps.step_us[s])
+        table["step_saving_us"] = step_stacked(steps.saving_us)
+        answer = full(steps.answer + 1, 0, np.int32)
+        why_codes, whys = steps.why
+        why = full(why_codes, 0, np.int32)
         table["wire_bytes_per_rank"] = stacked(lambda s: pred.strategies[s].wire_bytes_per_rank)
         table["valid"] = stacked(lambda s: pred.strategies[s].valid, bool, False, nulls=False)
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
-        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "wire_bytes_per_rank"):
+        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "step_us",
+                    "step_saving_us", "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
+        answer, why, whys = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32), [""]
         table["valid"] = pa.array(np.zeros(n * s_count, dtype=bool))
         table["extrapolated"] = pa.array(np.zeros(n * s_count, dtype=bool))
+    table["answer"] = _text_column(answer, ["", *ANSWERS], s_count)
+    table["why_not_whole_draft_step"] = _text_column(why, whys, s_count)
     table["invalid_reason"] = _text_column(reason_codes, reasons, s_count)
     table["provenance"] = _text_column(*_provenance_codes(cols, cats, ok, profile), s_count)
-    return pa.table(table)
+    return pa.table(table).replace_schema_metadata({"quantity": QUANTITY, "per_call": PER_CALL})
 
 
 def write_sweep(table: pa.Table, out: str | Path | None, fmt: str = "csv", inputs: Iterable[Any] = ()) -> None:

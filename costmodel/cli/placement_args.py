@@ -16,7 +16,12 @@ _OVERRIDES = {"draft_layers": "layers", "draft_hidden": "hidden", "draft_heads":
 def arch_from_args(args: argparse.Namespace, draft_vocab: int) -> DraftArch:
     """The preset's draft architecture (the first --preset, else the default preset) with --draft-* overrides;
     the lm_head vocabulary is the scenario's draft vocab."""
-    name = (args.preset or DEFAULT_PRESET).split(",")[0].strip()
+    return preset_arch(args, (args.preset or DEFAULT_PRESET).split(",")[0].strip(), draft_vocab)
+
+
+def preset_arch(args: argparse.Namespace, name: str, draft_vocab: int) -> DraftArch:
+    """Preset `name`'s draft architecture with the --draft-* / --hidden overrides, lm_head vocabulary `draft_vocab`
+    (`arch_from_args` for one preset; `sweep` prices each of its --preset list with its own)."""
     arch = DraftArch.from_fields({**preset_draft(name), "vocab": int(draft_vocab)})
     changes = {field: getattr(args, flag) for flag, field in _OVERRIDES.items() if getattr(args, flag, None)}
     if getattr(args, "hidden", None) and "hidden" not in changes:
