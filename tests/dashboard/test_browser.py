@@ -445,7 +445,7 @@ def test_the_compare_table_is_not_cut(server, browser, width):
     settle(page)
     page.get_by_text("Compare profiles").first.click()
     page.locator(".st-key-compare_show label").first.click()
-    page.get_by_text("µs per draft step at batch").first.wait_for(timeout=60_000)
+    page.get_by_text("time and saving").first.wait_for(timeout=60_000)
     page.wait_for_timeout(1000)
     probe = page.evaluate(COMPARE_PROBE)
     page.screenshot(path=str(ARTIFACTS / f"dashboard-compare-{width}px.png"), full_page=True)
