@@ -30,7 +30,7 @@ from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
 from .provenance import provenance_cell
-from .whole_step import PER_CALL, QUANTITY, applies, whole_step_answer
+from .whole_step import PER_CALL, QUANTITY, UNPRICEABLE, applies_with, whole_step_answer
 
 
 @lru_cache(maxsize=64)
@@ -97,15 +97,13 @@ def _nan_if_none(value: float | None) -> float:
 def _whole_step(sc: Scenario, profile: Profile, arch: DraftArch | None, **kw: Any) -> tuple[dict | None, str]:
     """(predict's `whole_step_answer` without intervals, "") where the whole draft step is the answer, else (None,
     why the per-call answer stands: `applies`' reason, no `arch`, or the error pricing it)."""
-    why = applies(sc, profile, kw.get("forward_us"))
-    if not why and arch is None:
-        why = "no draft architecture given to price the drafter forward"
+    why = applies_with(sc, profile, arch, kw.get("forward_us"))
     if why:
         return None, why
     try:
         return whole_step_answer(sc, profile, arch, intervals=False, **kw), ""
-    except InputError as exc:  # e.g. a TP that does not divide the draft's heads (as predict)
-        return None, f"the whole draft step cannot be priced: {exc}"
+    except InputError as exc:
+        return None, f"{UNPRICEABLE}{exc}"
 
 
 def whole_step_is_the_answer(table: pd.DataFrame) -> bool:

@@ -24,7 +24,7 @@ from ..model.components import BASELINE
 from ..model.drafter import DraftArch
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
-from .whole_step import PER_CALL, QUANTITY, applies, whole_step_totals
+from .whole_step import PER_CALL, QUANTITY, UNPRICEABLE, applies_with, whole_step_totals
 
 # the `answer` column's two values: the leading words of predict's JSON `quantity` (whole_step.PER_CALL / QUANTITY)
 ANSWERS = (PER_CALL.split(":")[0], QUANTITY.split(":")[0])  # ("per draft call", "whole draft step")
@@ -59,15 +59,13 @@ def step_columns(scenario: Scenario, group: np.ndarray, model: np.ndarray, profi
     batch = np.broadcast_to(scenario.batch, (n,))
     for rows in np.split(order, np.cumsum(counts)[:-1]):
         sc = scenario.item(int(rows[0]))
-        why = "engine none" if str(sc.engine) == "none" else applies(sc, profile)
         arch = None if archs is None else archs[int(model[rows[0]])]
-        if not why and arch is None:
-            why = "no draft architecture given to price the drafter forward"
+        why = "engine none" if str(sc.engine) == "none" else applies_with(sc, profile, arch)
         if not why:
             try:
                 totals = whole_step_totals(sc.with_(batch=batch[rows]), profile, arch)[0]
-            except InputError as exc:  # e.g. a TP that does not divide the draft's heads (as predict)
-                why = f"the whole draft step cannot be priced: {exc}"
+            except InputError as exc:
+                why = f"{UNPRICEABLE}{exc}"
             else:
                 for s, values in step.items():
                     values[rows] = totals[s]

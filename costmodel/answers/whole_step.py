@@ -54,6 +54,16 @@ def applies(scenario: Scenario, profile: Profile, forward_us: float | None = Non
     return ""
 
 
+NO_ARCH = "no draft architecture given to price the drafter forward"
+UNPRICEABLE = "the whole draft step cannot be priced: "  # + the InputError (e.g. a TP not dividing the draft's heads)
+
+
+def applies_with(scenario: Scenario, profile: Profile, arch: DraftArch | None, forward_us: float | None = None) -> str:
+    """`applies`, and NO_ARCH where it applies but no draft architecture is given (sweep / compare)."""
+    why = applies(scenario, profile, forward_us)
+    return NO_ARCH if not why and arch is None else why
+
+
 def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
     """Every strategy's draft step at the target placement."""
     return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
