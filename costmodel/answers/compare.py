@@ -59,9 +59,10 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
     of the saving in 1..max_batch, NaN: none), crossover (the same in words, `Crossover.text`: "wins at every
     batch in range" / "never wins in range" / the roots) - all per draft call, the logits path alone -; the whole
     draft step's step_us, step_saving_us (us per decode step), step_crossover_batch and step_crossover where it is
-    the answer (`_whole_step`: an engine, TP > 1, `arch` given; NaN / "-" elsewhere), quantity (the answer's, as
-    predict's JSON) and why_not_whole_draft_step; provenance (`answers.provenance.provenance_cell`: where each
-    component of the profile's numbers comes from)
+    the answer (`_whole_step`: an engine, TP > 1, `arch` given; NaN / "-" elsewhere) with the drafter's
+    draft_kv_len and draft_forward_us (`kv_len`, `forward_us`: NaN where not the answer / not given), quantity (the
+    answer's, as predict's JSON) and why_not_whole_draft_step; provenance (`answers.provenance.provenance_cell`:
+    where each component of the profile's numbers comes from)
     for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
     InputError naming the fix."""
     rows = []
@@ -85,6 +86,8 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
                          "crossover": "-" if cross is None else cross.text,
                          "step_us": w.get("total_us", float("nan")), "step_saving_us": w.get("saving_us", float("nan")),
                          "step_crossover_batch": _nan_if_none(w.get("crossover_batch")), "step_crossover": step_cross,
+                         "draft_kv_len": float(kv_len) if ws else float("nan"),
+                         "draft_forward_us": _nan_if_none(forward_us if ws else None),
                          "quantity": QUANTITY if ws else PER_CALL, "why_not_whole_draft_step": why,
                          "provenance": cell})
     return pd.DataFrame(rows)

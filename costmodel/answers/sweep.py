@@ -164,10 +164,13 @@ def _groups(cats: dict[str, tuple[np.ndarray, list]], grid: dict[str, list]) -> 
 
 
 def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Profile,
-                strategies: tuple[str, ...] = STRATEGIES, archs: list[DraftArch | None] | None = None) -> pa.Table:
+                strategies: tuple[str, ...] = STRATEGIES, archs: list[DraftArch | None] | None = None, *,
+                kv_len: int = 2048, forward_us: float | None = None) -> pa.Table:
     """Every model x grid combination x strategy as one Arrow table (see the module docstring). archs: each
     model's draft architecture (lm_head vocabulary = its draft vocab), what prices the whole draft step under an
-    engine; None: the per-call answer stands on every row."""
+    engine; None: the per-call answer stands on every row. kv_len / forward_us: the drafter's KV length and
+    measured forward per draft call (`step_columns`), written as `draft_kv_len` / `draft_forward_us` on the rows
+    whose answer is the whole step (empty elsewhere; `draft_forward_us` empty where derived, not given)."""
     cols, cats = _grid_arrays(models, grid)
     n = len(cols["vocab"])
     reason_codes, reasons = _invalid_reason(cols, profile)
@@ -233,9 +236,13 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["total_us"] = stacked(lambda s: pred.strategies[s].total_us)
         table["saving_per_draft_step_us"] = stacked(lambda s: pred.saving_us(s))
         table["saving_per_decode_step_us"] = stacked(lambda s: pred.saving_per_decode_step_us(s))
-        steps = step_columns(scenario, _groups(cats, grid)[ok], cats["vocab"][0][ok], profile, archs, names)
+        steps = step_columns(scenario, _groups(cats, grid)[ok], cats["vocab"][0][ok], profile, archs, names,
+                             kv_len=kv_len, forward_us=forward_us)
         table["step_us"] = step_stacked(lambda s: steps.step_us[s])
         table["step_saving_us"] = step_stacked(steps.saving_us)
+        whole = steps.answer == 1
+        for key, value in (("draft_kv_len", kv_len), ("draft_forward_us", forward_us)):
+            table[key] = step_stacked(lambda s, v=value: np.where(whole, np.nan if v is None else float(v), np.nan))
         answer = full(steps.answer + 1, 0, np.int32)
         why_codes, whys = steps.why
         why = full(why_codes, 0, np.int32)
@@ -244,7 +251,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
         for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "step_us",
-                    "step_saving_us", "wire_bytes_per_rank"):
+                    "step_saving_us", "draft_kv_len", "draft_forward_us", "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
         answer, why, whys = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32), [""]
         table["valid"] = pa.array(np.zeros(n * s_count, dtype=bool))

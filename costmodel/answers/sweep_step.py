@@ -44,10 +44,12 @@ class StepColumns:
 
 
 def step_columns(scenario: Scenario, group: np.ndarray, model: np.ndarray, profile: Profile,
-                 archs: list[DraftArch | None] | None, names: list[str]) -> StepColumns:
+                 archs: list[DraftArch | None] | None, names: list[str], *, kv_len: int = 2048,
+                 forward_us: float | None = None) -> StepColumns:
     """`StepColumns` of `scenario` (the sweep's valid rows, flat), `group`: one integer per row, equal where every
     field but the batch is; `model`: each row's index into `archs` (the sweep's models' draft architectures;
-    None, or a None entry: no draft to price, the per-call answer stands)."""
+    None, or a None entry: no draft to price, the per-call answer stands); `kv_len`, `forward_us`: the drafter's
+    KV length and measured forward (`predict --kv-len / --forward-us`), the same for every row."""
     n = int(np.size(group))
     step = {s: np.full(n, np.nan) for s in dict.fromkeys([BASELINE, *names])}
     answer = np.zeros(n, dtype=np.int32)
@@ -60,10 +62,11 @@ def step_columns(scenario: Scenario, group: np.ndarray, model: np.ndarray, profi
     for rows in np.split(order, np.cumsum(counts)[:-1]):
         sc = scenario.item(int(rows[0]))
         arch = None if archs is None else archs[int(model[rows[0]])]
-        why = "engine none" if str(sc.engine) == "none" else applies_with(sc, profile, arch)
+        why = "engine none" if str(sc.engine) == "none" else applies_with(sc, profile, arch, forward_us)
         if not why:
             try:
-                totals = whole_step_totals(sc.with_(batch=batch[rows]), profile, arch)[0]
+                totals = whole_step_totals(sc.with_(batch=batch[rows]), profile, arch, kv_len=kv_len,
+                                           forward_us=forward_us)[0]
             except InputError as exc:
                 why = f"{UNPRICEABLE}{exc}"
             else:

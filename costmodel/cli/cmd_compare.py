@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
             arch = arch_from_args(args, int(scenario.draft_vocab))
         except InputError:  # no draft architecture: the per-call answer stands (its why in the table)
             arch = None
-    table = compare_table(scenario, profiles, max_batch=args.max_batch, arch=arch)
+    table = compare_table(scenario, profiles, max_batch=args.max_batch, arch=arch, kv_len=args.kv_len,
+                          forward_us=args.forward_us)
     if args.csv:
         write_csv(table, args.csv)
         print(f"wrote {len(table)} rows to {args.csv}", file=sys.stderr)

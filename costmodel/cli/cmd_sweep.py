@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"sweep: {n} scenarios, more than the limit of {MAX_SWEEP_SCENARIOS} "
                          "(split the grid into several runs)")
     archs = model_archs(args, models) if any(e != "none" for e in grid["engine"]) else None
-    table = sweep_table(models, grid, profile, archs=archs)
+    table = sweep_table(models, grid, profile, archs=archs, kv_len=args.kv_len, forward_us=args.forward_us)
     write_sweep(table, args.out, args.format)
     if args.out not in (None, "-"):
         print(f"wrote {table.num_rows} rows to {args.out}", file=sys.stderr)

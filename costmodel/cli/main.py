@@ -22,7 +22,16 @@ from ..io.errors import InputError, OneLineParser, first_line
 from ..io.plain import terminal_text
 from ..io.schema_names import DTYPES
 from ..profiles.paths import DEFAULT_PROFILE
-from .options import ACCEPTANCE, INT_FLAG_MAX, ITL_MS, Formatter, _add_scenario_args, add_placement_args, bounded_float
+from .options import (
+    ACCEPTANCE,
+    INT_FLAG_MAX,
+    ITL_MS,
+    Formatter,
+    _add_scenario_args,
+    add_draft_args,
+    add_placement_args,
+    bounded_float,
+)
 from .output import check_command_outputs
 
 
@@ -93,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(s, lists=True)
     s.add_argument("--out", default=None, help="output path (default stdout)")
     s.add_argument("--format", default="csv", choices=("csv", "parquet"), help="output format")
+    add_draft_args(s)
 
     pp = sub.add_parser("predict-points", help="add predicted_us to measurement rows", formatter_class=Formatter)
     pp.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
@@ -134,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
                     help="upper end of the crossover search, rows")
     cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
+    add_draft_args(cp)
 
     sub.add_parser("presets", help="list model presets")
     for name, (_, _, text) in LAUNCHERS.items():  # dispatched by main() before parsing; listed for --help

@@ -128,11 +128,20 @@ ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (check
 
 
 def add_placement_args(p: argparse.ArgumentParser) -> None:
-    """Where the draft runs (costmodel/model/draft_step.py) and a custom draft (costmodel.model.drafter)."""
+    """Where the draft runs (costmodel/model/draft_step.py), a custom draft (`add_draft_args`) and the memory."""
     p.add_argument("--placement", default=None,
                    help="target | tp1 | dp | q=N: price the draft step at this placement (refused when the draft "
                         "does not fit the GPU); predict shows every placement in its table")
     p.add_argument("--no-placements", action="store_true", help="skip the placement table (predict)")
+    add_draft_args(p)
+    p.add_argument("--gpu-free-gb", type=bounded_float(0.0, 1e5, low_open=True), default=None,
+                   help="GPU memory left for the draft after the target, GB (default: the GPU's whole memory)")
+
+
+def add_draft_args(p: argparse.ArgumentParser) -> None:
+    """The drafter the whole draft step prices (costmodel.model.drafter): --draft-* overrides of the preset's draft
+    architecture, a measured --forward-us and the --kv-len its attention reads (predict, recommend, sweep,
+    compare)."""
     for name, what in (("layers", "decoder layers"), ("hidden", "hidden size (default: --hidden / the preset's)"),
                        ("heads", "attention heads"), ("kv-heads", "KV heads"), ("head-dim", "head dimension"),
                        ("intermediate", "MLP intermediate size")):
@@ -142,5 +151,3 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
                    help="measured drafter forward, us per draft call (replaces the derived forward's GPU time)")
     p.add_argument("--kv-len", type=bounded_int(1, 10**7), default=2048,
                    help="KV length (context tokens per sequence) the draft's attention reads at decode")
-    p.add_argument("--gpu-free-gb", type=bounded_float(0.0, 1e5, low_open=True), default=None,
-                   help="GPU memory left for the draft after the target, GB (default: the GPU's whole memory)")
