@@ -34,13 +34,7 @@ then the stored member i (the GPU kernel model's refits: 0.05 s each, so stored,
 (objects key by key, anything else replaced). The draws are one `rng.random((n, 9 + ops))` matrix, which is
 the same stream as scalar `rng.uniform` calls (low + (high - low) u, one double each).
 
-Cost. Loading checks a compact ensemble without building its members (`check_ensemble`, ~1 ms): every
-column's values against the schema of its leaf (the min and the max suffice for a plain bounded number,
-else every value), the drawn values' extremes likewise (each drawn leaf is monotone in its draw: x >= 0
-times a draw, correctly rounded), and the point-vs-replicates check of `uncertainty.check_replicates` run
-on two pseudo-members holding the per-parameter minima and maxima (`extreme_members`: that check only
-reads the min and max of each parameter, so it accepts and refuses exactly what it would on the full list).
-Members are built on first use (`LazyMembers`, ~10-30 ms), not on load.
+The load-time checks of a compact ensemble: costmodel.profiles.ensemble_checks.
 """
 
 from __future__ import annotations
@@ -52,9 +46,6 @@ from typing import Any
 
 import numpy as np
 
-from ..io.errors import InputError
-from .schema import SchemaViolation, check_schema
-
 UNIFORM_RANGES_V1 = ("launch_us", "eager_overhead_us", "simple_busbw_scale", "ll_busbw_scale", "hop_scale",
                      "copy_eff", "reduce_eff", "graph_kernel_us", "eager_launch_us")
 COPY_OPS = ("relayout_copy", "d2t_scatter")  # kernel ops drawn over copy_eff (the rest over reduce_eff)
@@ -62,7 +53,7 @@ KERNEL_SCALARS = ("graph_kernel_us", "eager_launch_us")
 MAX_MEMBERS = 10_000  # as the verbose list's maxItems
 
 
-def _is_num(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -70,12 +61,12 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, allow_nan=False, separators=(",", ":"))
 
 
-def _copy(obj: Any) -> Any:
+def copy_json(obj: Any) -> Any:
     """A deep copy of a JSON tree (dicts, lists, scalars): ~5x faster than copy.deepcopy."""
     if isinstance(obj, dict):
-        return {k: _copy(v) for k, v in obj.items()}
+        return {k: copy_json(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_copy(v) for v in obj]
+        return [copy_json(v) for v in obj]
     return obj
 
 
@@ -121,16 +112,16 @@ def compact_members(members: Sequence[dict[str, Any]]) -> dict[str, Any]:
         texts = {_dumps(v) for v in values}
         if len(texts) == 1:
             continue
-        if not all(_is_num(v) for v in values):
+        if not all(is_number(v) for v in values):
             raise ValueError(f"members differ in a non-numeric leaf {list(path)}")
         columns.append({"path": list(path), "values": list(values)})
-    out = {"template": _copy(first), "columns": columns}
+    out = {"template": copy_json(first), "columns": columns}
     if [_dumps(m) for m in expand_columns(out, len(members))] != [_dumps(m) for m in members]:
         raise ValueError("the columns do not decode to the members")
     return out
 
 
-def _set_leaf(doc: Any, path: Sequence, value: Any) -> None:
+def set_leaf(doc: Any, path: Sequence, value: Any) -> None:
     for key in path[:-1]:
         doc = doc[key]
     doc[path[-1]] = value
@@ -140,18 +131,18 @@ def expand_columns(stored: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """The n member documents of COLUMNS `stored` (fresh objects each)."""
     out = []
     for i in range(n):
-        doc = _copy(stored["template"])
+        doc = copy_json(stored["template"])
         for col in stored["columns"]:
-            _set_leaf(doc, col["path"], col["values"][i])
+            set_leaf(doc, col["path"], col["values"][i])
         out.append(doc)
     return out
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_member(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """`base` with `extra` merged in: objects key by key (recursively), anything else replaced."""
     out = dict(base)
     for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = merge_member(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -214,11 +205,11 @@ def uniform_ranges_v1_members(point: dict[str, Any], ranges: dict[str, Sequence[
             ops[op] = {**spec, "bw_gbps": round(spec["bw_gbps"] * float(per_op[op][i]) / ((lo + hi) / 2), 1)}
         kern: dict[str, Any] = {k: round(kern0[k] * d[k] / _mid(*ranges[k]), 3) for k in KERNEL_SCALARS}
         kern["ops"] = ops
-        out.append(_merge({"collectives": curves, "kernels": kern}, extra[i]))
+        out.append(merge_member({"collectives": curves, "kernels": kern}, extra[i]))
     return out
 
 
-def _drawn_extremes(point: dict[str, Any], ranges: dict[str, Sequence[float]], seed: int, n: int
+def drawn_extremes(point: dict[str, Any], ranges: dict[str, Sequence[float]], seed: int, n: int
                     ) -> dict[tuple, tuple[float, float]]:
     """{member path: (min, max) over the members} of every drawn leaf, without building the members.
 
@@ -320,147 +311,3 @@ class LazyMembers(Sequence):
 
     def __repr__(self) -> str:
         return f"LazyMembers({self._data['ensemble']['method']}, n={self._n})"
-
-
-# -- load-time checks ---------------------------------------------------------------------------------------------
-def _resolve(schema: dict, root: dict, want: type | None = None) -> dict:
-    """`schema` with a $ref followed and an anyOf narrowed to its option for a `want` (dict / list) value."""
-    if "$ref" in schema:
-        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
-    if "anyOf" in schema and want is not None:
-        kind = "object" if want is dict else "array"
-        schema = next((o for o in schema["anyOf"] if o.get("type") == kind), {})
-    return schema
-
-
-def _leaf_schema(schema: dict, root: dict, path: Sequence) -> dict:
-    """The schema of the value at `path` below a value of `schema` ({} where the schema says nothing)."""
-    for key in path:
-        schema = _resolve(schema, root, list if isinstance(key, int) else dict)
-        if isinstance(key, int):
-            schema = schema.get("items", {})
-        else:
-            props, extra = schema.get("properties", {}), schema.get("additionalProperties")
-            schema = props[key] if key in props else extra if isinstance(extra, dict) else {}
-    return _resolve(schema, root)
-
-
-_PLAIN_NUMBER = {"type", "minimum", "maximum", "exclusiveMinimum"}
-
-
-def _check_values(values: Sequence[Any], node: dict, root: dict, path: tuple) -> None:
-    """Every value against its leaf schema `node`: the min and the max for a plain bounded number, else each."""
-    kind = node.get("type")
-    if set(node) <= _PLAIN_NUMBER and kind in ("number", ["number"], ["number", "null"]) and values:
-        values = (min(values), max(values))
-    for v in values:
-        check_schema(v, node, root, path)
-
-
-def _where(path: Sequence) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
-
-
-def _get_leaf(doc: Any, path: Sequence) -> Any:
-    for key in path:
-        if isinstance(key, int) and isinstance(doc, list) and 0 <= key < len(doc):
-            doc = doc[key]
-        elif isinstance(key, str) and isinstance(doc, dict) and key in doc:
-            doc = doc[key]
-        else:
-            raise KeyError(key)
-    return doc
-
-
-def _with_leaves(doc: Any, leaves: dict[tuple, Any]) -> Any:
-    """A copy of `doc` with the leaf at each path set (only the containers along the paths are copied)."""
-    out = _copy(doc)
-    for path, v in leaves.items():
-        _set_leaf(out, path, v)
-    return out
-
-
-def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") -> list[dict[str, Any]]:
-    """The checks a compact `ensemble` needs beyond the JSON Schema (module doc); InputError with one line naming
-    the field. Returns the two extreme pseudo-members (`extreme_members`) for `uncertainty.check_replicates`.
-
-    `root`: the profile JSON Schema (costmodel.profiles.schema.profile_json_schema); the document passed it already."""
-    ens = data["ensemble"]
-    where = f"{source}.ensemble"
-    if "bootstrap" in data:
-        raise InputError(f"{source}: give the replicates as `bootstrap` or as `ensemble`, not both")
-    member_schema = root["$defs"]["member"]
-    n = ens["n"]
-    method = ens["method"]
-    stored = ens.get("stored")
-    if method == "columns-v1" and stored is None:
-        raise InputError(f"{where}.stored: missing (columns-v1 stores its members)")
-    lo_leaves: dict[tuple, Any] = {}
-    hi_leaves: dict[tuple, Any] = {}
-    if stored is not None:
-        template = stored["template"]
-        try:
-            check_schema(template, member_schema, root, ("ensemble", "stored", "template"))
-        except SchemaViolation as exc:
-            raise InputError(f"{source}{_where(exc.path)}: {exc.message}") from None
-        seen = set()
-        for j, col in enumerate(stored["columns"]):
-            cw = f"{where}.stored.columns[{j}]"
-            path, values = tuple(col["path"]), col["values"]
-            if path in seen:
-                raise InputError(f"{cw}.path: {list(path)} given twice")
-            seen.add(path)
-            if len(values) != n:
-                raise InputError(f"{cw}.values: {len(values)} values for n = {n} members")
-            try:
-                leaf = _get_leaf(template, path)
-            except KeyError:
-                raise InputError(f"{cw}.path: {list(path)} is not a leaf of the template") from None
-            if not _is_num(leaf):
-                raise InputError(f"{cw}.path: {list(path)} is not a number in the template")
-            try:
-                _check_values(values, _leaf_schema(member_schema, root, path), root, path)
-            except SchemaViolation as exc:
-                raise InputError(f"{cw}.values (member{_where(exc.path)}): {exc.message}") from None
-            lo_leaves[path], hi_leaves[path] = min(values), max(values)
-    if method == "uniform-ranges-v1":
-        for key in ("seed", "ranges"):
-            if key not in ens:
-                raise InputError(f"{where}.{key}: missing (uniform-ranges-v1)")
-        ranges = ens["ranges"]
-        unknown = [k for k in ranges if k not in UNIFORM_RANGES_V1]
-        if unknown:
-            raise InputError(f"{where}.ranges.{unknown[0]}: not a uniform-ranges-v1 parameter "
-                             f"({', '.join(UNIFORM_RANGES_V1)})")
-        for k in UNIFORM_RANGES_V1:
-            if k not in ranges:
-                raise InputError(f"{where}.ranges.{k}: missing (uniform-ranges-v1 draws "
-                                 f"{', '.join(UNIFORM_RANGES_V1)})")
-            if not ranges[k][0] <= ranges[k][1]:
-                raise InputError(f"{where}.ranges.{k}: low {ranges[k][0]!r} above high {ranges[k][1]!r}")
-        if stored is not None:  # the stored part must not overlap what is drawn (both would set the same leaf)
-            extra = stored["template"]
-            clash = [k for k in extra if k != "kernels"] + [f"kernels.{k}" for k in extra.get("kernels", {})
-                                                            if k in (*KERNEL_SCALARS, "ops")]
-            if clash:
-                raise InputError(f"{where}.stored.template.{clash[0]}: drawn by uniform-ranges-v1, not stored")
-        if not data["collectives"]:
-            raise InputError(f"{where}: uniform-ranges-v1 needs at least one curve in collectives")
-        point = {"collectives": data["collectives"], "kernels": {k: v for k, v in data["kernels"].items()
-                                                                 if k in (*KERNEL_SCALARS, "ops")}}
-        for path, (a, b) in _drawn_extremes(data, ranges, ens["seed"], n).items():
-            try:
-                _check_values((a, b), _leaf_schema(member_schema, root, path), root, path)
-            except SchemaViolation as exc:
-                raise InputError(f"{where} (drawn member{_where(exc.path)}): {exc.message}") from None
-            lo_leaves[path], hi_leaves[path] = a, b
-        base = _merge(point, stored["template"]) if stored is not None else point
-    else:
-        base = stored["template"]
-    return extreme_members(base, lo_leaves, hi_leaves)
-
-
-def extreme_members(base: dict[str, Any], lo: dict[tuple, Any], hi: dict[tuple, Any]) -> list[dict[str, Any]]:
-    """Two pseudo-members shaped as `base`: every varying leaf at its minimum over the members, then at its
-    maximum (what uncertainty.check_replicates reads of the members: each parameter's min and max)."""
-    return [_with_leaves(base, lo), _with_leaves(base, hi)]

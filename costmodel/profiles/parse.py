@@ -17,8 +17,9 @@ from ..io import safe_io
 from ..io.errors import InputError
 from ..io.schema_names import COLLECTIVE_OPS, DTYPES, FUSED_KERNEL_OPS, KERNEL_OPS, MODES, TOPK_KERNEL_OPS
 from . import kernel_params
-from .compact import LazyMembers, check_ensemble, has_ensemble
+from .compact import LazyMembers, has_ensemble
 from .consistency import check_replicates
+from .ensemble_checks import check_ensemble
 from .schema import SchemaViolation, check_schema, profile_json_schema
 from .types import (
     CURVE_IMPLS,
