@@ -147,7 +147,8 @@ from costmodel.model.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
 from costmodel.model.points import numeric_column
 from costmodel.profiles.compact import compact_document
 from costmodel.profiles.consistency import check_replicates
-from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.parse_curves import curve_from_dict
 from costmodel.profiles.schema import MAX_RAW_SAMPLES
 from costmodel.profiles.store import default_profile, load_profile, save_profile
 from costmodel.profiles.types import SCHEMA_VERSION, Profile

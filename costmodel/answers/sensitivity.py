@@ -36,7 +36,8 @@ from ..model.members import predict_members
 from ..model.predict import predict
 from ..model.scenario import Scenario
 from ..profiles import kernel_params
-from ..profiles.parse import curve_from_dict, kernel_op_from_dict, profile_from_dict
+from ..profiles.parse import kernel_op_from_dict, profile_from_dict
+from ..profiles.parse_curves import curve_from_dict
 from ..profiles.schema import SchemaViolation, check_schema, profile_json_schema
 from ..profiles.types import Profile
 

@@ -19,7 +19,8 @@ from costmodel.io.errors import InputError
 from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
 from costmodel.model.kernels import kernel_bytes, roofline_us
 from costmodel.profiles.compact import expand_document
-from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.parse_curves import curve_from_dict
 from costmodel.profiles.store import default_profile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ from calibration.fitting import negative_intercept as neg
 from calibration.fitting.fit import fit_measurements
 from calibration.fitting.heldout import measurement_sets
 from costmodel.model.collectives import curve_time_us
-from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.parse_curves import curve_from_dict
 
 B = 2.0 ** np.arange(10, 25, 0.5)  # 1 KiB .. 23 MiB per rank, half-octave steps (30 sizes)
 X = B * 1e-3  # all_gather p = 2: x = S f 1e-3 = b 1e-3 (S = 2 b, bus factor 1/2)

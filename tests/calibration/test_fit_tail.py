@@ -11,7 +11,8 @@ import pytest
 from calibration.fitting import fit as fit_module
 from calibration.fitting.fit import fit_measurements, format_fit_report, sample_residuals
 from costmodel.model.collectives import curve_time_us
-from costmodel.profiles.parse import curve_from_dict, profile_from_dict
+from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.parse_curves import curve_from_dict
 
 B = 2.0 ** np.arange(10, 25)  # 1 KiB .. 16 MiB per rank, 15 sizes
 X = B * 1e-3  # all_gather p = 2: S = 2 b, bus factor 1/2, so x = S f 1e-3 = b 1e-3 us at 1 GB/s

@@ -10,7 +10,7 @@ import pytest
 from costmodel.evidence.reference import load_reference, reference_files
 from costmodel.evidence.validate import TABLE_MIN_BYTES_PER_RANK, TABLE_TARGET_MEDIAN, table_errors, validate
 from costmodel.model.collectives import collective_time_us, curve_time_us, regime_name, without_regimes
-from costmodel.profiles.parse import curve_from_dict
+from costmodel.profiles.parse_curves import curve_from_dict
 from costmodel.profiles.store import load_profile
 
 H100 = load_profile("h100-sxm-nvlink")

@@ -1,5 +1,5 @@
-"""The parser's fast paths build what the checked paths build: `parse._plain_regime` (plain regimes) equals
-`parse._checked_regime` wherever it applies and defers (None) everywhere else; replicate profiles reuse their
+"""The parser's fast paths build what the checked paths build: `parse_curves._plain_regime` (plain regimes) equals
+`parse_curves._checked_regime` wherever it applies and defers (None) everywhere else; replicate profiles reuse their
 parent's parsed kernel tables only when they hold the very same objects."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
-from costmodel.profiles import parse
+from costmodel.profiles import parse_curves
 from costmodel.profiles.paths import bundled_profiles
 from costmodel.profiles.replicates import constrain, replicate_profiles
 from costmodel.profiles.store import load_profile
@@ -19,7 +19,7 @@ from costmodel.profiles.store import load_profile
 
 def checked(obj):
     try:
-        return parse._checked_regime(obj, "r")
+        return parse_curves._checked_regime(obj, "r")
     except InputError as exc:
         return exc
 
@@ -31,7 +31,7 @@ def test_every_bundled_regime_takes_the_plain_path_with_the_same_result(name):
     for doc in docs:
         for curve in doc["collectives"]:
             for regime in curve["regimes"]:
-                plain = parse._plain_regime(regime)
+                plain = parse_curves._plain_regime(regime)
                 assert plain is None or plain == checked(regime), regime
 
 
@@ -46,7 +46,7 @@ KEYS = ("name", "max_bytes", "alpha_base_us", "alpha_per_peer_us", "alpha_per_no
 @given(st.dictionaries(st.sampled_from(KEYS), VALUES), st.sampled_from([{}, {"alpha_base_us": 1.5, "busbw_gbps": 80}]))
 def test_plain_regime_equals_the_checked_path_or_defers(obj, base):
     obj = {**base, **obj}
-    plain = parse._plain_regime(obj)
+    plain = parse_curves._plain_regime(obj)
     if plain is not None:
         assert plain == checked(obj)
         assert all(type(getattr(plain, f)) is float for f in ("max_bytes", "alpha_base_us", "busbw_gbps"))

@@ -1,5 +1,6 @@
-"""`parse._plain_curve` (the fast path of `curve_from_dict`) builds exactly what the checked path builds wherever it
-applies, and defers (None) for anything the checked path refuses or handles specially (samples, ci90, bad values)."""
+"""`parse_curves._plain_curve` (the fast path of `curve_from_dict`) builds exactly what the checked path builds
+wherever it applies, and defers (None) for anything the checked path refuses or handles specially (samples, ci90,
+bad values)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
-from costmodel.profiles import parse
+from costmodel.profiles import parse_curves
 from costmodel.profiles.paths import bundled_profiles
 from costmodel.profiles.replicates import constrain
 from costmodel.profiles.store import load_profile
@@ -18,14 +19,14 @@ from costmodel.profiles.store import load_profile
 
 def checked(obj):
     """curve_from_dict with the fast path switched off: the field-by-field checks only."""
-    original = parse._plain_curve
-    parse._plain_curve = lambda _obj: None
+    original = parse_curves._plain_curve
+    parse_curves._plain_curve = lambda _obj: None
     try:
-        return parse.curve_from_dict(obj, "c")
+        return parse_curves.curve_from_dict(obj, "c")
     except InputError as exc:
         return exc
     finally:
-        parse._plain_curve = original
+        parse_curves._plain_curve = original
 
 
 def same(a, b) -> bool:
@@ -39,7 +40,7 @@ def test_every_bundled_curve_gives_the_checked_result(name):
     fast = 0
     for doc in docs:
         for curve in doc["collectives"]:
-            plain = parse._plain_curve(curve)
+            plain = parse_curves._plain_curve(curve)
             assert plain is None or same(plain, checked(curve)), curve
             fast += plain is not None
     assert fast > 0  # the replicates' plain curves do take it
@@ -65,7 +66,7 @@ KEYS = ("op", "world_size", "mode", "regimes", "select", "nodes", "impl", "prove
                         {"op": "all_reduce", "world_size": 8, "mode": "graph", "regimes": [REGIME]}]))
 def test_plain_curve_equals_the_checked_path_or_defers(obj, base):
     obj = {**base, **obj}
-    plain = parse._plain_curve(obj)
+    plain = parse_curves._plain_curve(obj)
     if plain is not None:
         assert same(plain, checked(obj))
         assert type(plain.launch_us) is float and type(plain.eager_overhead_us) is float
