@@ -249,7 +249,7 @@ def breakdown_tab(ev: Evaluation) -> None:
     if ev.verdict.quantity == WHOLE_STEP_ANSWER:
         st.markdown(f"**Where the time goes: one draft call's logits path** at batch {ev.inputs.batch} (per rank).")
         st.caption("Not the whole draft step the verdict answers with: one draft call's logits path alone, as "
-                   "predict prices it per call (host_exposed: the launches the lm_head GEMM's head start does not "
+                   "predict prices it per call (host_exposed: host launch time its GPU work and head start do not "
                    "hide). The whole step adds each of the K calls' drafter forward and lm_head, pipelined, so "
                    "launches the GPU work hides cost nothing; its parts per placement: the Draft placement panel.")
         chart("breakdown_chart", table, BREAKDOWN_ONE_CALL)
