@@ -46,16 +46,17 @@ def step_sweep_frame(scenario: Scenario, profile: Profile, arch: DraftArch, batc
     b = np.asarray(batches, dtype=float).reshape(-1)
     totals, valid, calls = whole_step_totals(scenario.item(0).with_(batch=b), profile, arch, kv_len=kv_len,
                                              forward_us=forward_us)
-    base = np.asarray(totals[BASELINE], dtype=float)
-    parts = []
-    for name, total in totals.items():
-        t = np.asarray(total, dtype=float)
-        saving = base - t
-        parts.append(pd.DataFrame({"batch": b, "strategy": name, "time_per_decode_step_us": t,
-                                   "saving_per_decode_step_us": saving, "saving_pct": 100.0 * saving / base,
-                                   "valid": np.asarray(valid[name], dtype=bool), "calls_per_decode_step": int(calls),
-                                   "answer": WHOLE_STEP_ANSWER}))
-    return pd.concat(parts, ignore_index=True)[list(COLUMNS)]
+    names = list(totals)
+    t = np.concatenate([np.asarray(totals[n], dtype=float) for n in names])  # strategy-major
+    base = np.tile(np.asarray(totals[BASELINE], dtype=float), len(names))
+    saving = base - t
+    return pd.DataFrame({"batch": np.tile(b, len(names)), "strategy": np.repeat(np.asarray(names, dtype=object),
+                                                                                b.size),
+                         "time_per_decode_step_us": t, "saving_per_decode_step_us": saving,
+                         "saving_pct": 100.0 * saving / base,
+                         "valid": np.concatenate([np.asarray(valid[n], dtype=bool) for n in names]),
+                         "calls_per_decode_step": np.full(t.size, int(calls)),
+                         "answer": np.full(t.size, WHOLE_STEP_ANSWER, dtype=object)}, columns=list(COLUMNS))
 
 
 @dataclass(frozen=True)
