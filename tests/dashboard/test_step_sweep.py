@@ -176,3 +176,16 @@ def test_breakdown_under_an_engine_is_labelled_one_draft_call():
 
 def test_quantity_texts_are_predicts():
     assert QUANTITY.startswith("whole draft step") and PER_CALL.startswith("per draft call")
+
+
+def test_whole_step_charts_are_valid_vega_lite_and_export():
+    import altair as alt
+
+    from dashboard.export import chart_png, report_html
+
+    at = run_app({"engine": "vllm"})
+    for name in ("sweep_chart", "saving_chart"):
+        alt.LayerChart.from_dict(drawn(at, name), validate=True)
+    assert chart_png(drawn(at, "sweep_chart"))[:8] == b"\x89PNG\r\n\x1a\n"  # the Export menu's PNG
+    html = report_html(evaluate(state.inputs_from_session(at.session_state), {}))
+    assert "Time per decode step (whole draft step) vs batch" in html and "one draft call&#x27;s logits path" in html
