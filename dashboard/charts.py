@@ -75,12 +75,13 @@ def _strategy_dash() -> alt.StrokeDash:
                                                  for s in STRATEGIES]))
 
 
-def breakdown_chart(table: pd.DataFrame) -> alt.Chart:
-    """Stacked horizontal bars: time per draft step of each strategy split into its components."""
+def breakdown_chart(table: pd.DataFrame, x_title: str = "time per draft step (µs)") -> alt.Chart:
+    """Stacked horizontal bars: time per draft step (one draft call's logits path) of each strategy split into its
+    components; `x_title` says which quantity (under an engine: one call's logits path, not the whole step)."""
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
     bars = alt.Chart(table).mark_bar().encode(
         y=alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labelLimit=300)),
-        x=alt.X("sum(time_us):Q", title="time per draft step (µs)"),
+        x=alt.X("sum(time_us):Q", title=x_title),
         color=alt.Color("component:N", scale=component_scale(table["component"].unique()),
                         legend=alt.Legend(orient="bottom", columns=6, labelLimit=200,
                                           values=list(dict.fromkeys(table["component"])))),  # first run first
@@ -201,15 +202,25 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
                          "text": {"field": "strategy", "type": "nominal"}, "color": _color_enc(legend=False)}}
 
 
+# the sweep chart's (time, saving) columns and y title per quantity: `data.sweep_answer`'s two tables
+SWEEP_FIELDS = {"whole draft step": ("time_per_decode_step_us", "saving_per_decode_step_us",
+                                     "time per decode step, whole draft step (µs)"),
+                "per draft call": ("time_per_draft_step_us", "saving_per_draft_step_us", "time per draft call (µs)")}
+
+
 def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
                 band: tuple[float, float] | None = None) -> dict:
-    """Time per draft step vs batch (log-log) per strategy; the FOCUS crossover as a rule, its interval a band.
+    """Time vs batch (log-log) per strategy - per decode step (the whole draft step) where the table has
+    `time_per_decode_step_us` (costmodel.answers.step_sweep_frame), else per draft call; the FOCUS crossover as a
+    rule, its interval a band.
 
     A Vega-Lite dict; a legend click highlights one strategy."""
-    columns = ["batch", "strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct"]
+    time_col, saving_col, title = SWEEP_FIELDS[
+        "whole draft step" if "time_per_decode_step_us" in table.columns else "per draft call"]
+    columns = ["batch", "strategy", time_col, saving_col, "saving_pct"]
     data = {"values": _records(table, columns)}
-    ticks = log_ticks(table["time_per_draft_step_us"])
-    y = {"field": "time_per_draft_step_us", "type": _Q, "title": "time per draft step (µs)",
+    ticks = log_ticks(table[time_col])
+    y = {"field": time_col, "type": _Q, "title": title,
          "scale": {"type": "log", "domain": [ticks[0], ticks[-1]]}, "axis": {"values": ticks, "format": ",.0f"}}
     lines = {"data": data, "mark": {"type": "line"},
              "params": [{"name": "pick", "select": {"type": "point", "fields": ["strategy"]}, "bind": "legend"}],
@@ -219,13 +230,13 @@ def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
              "encoding": {"x": _X_BATCH, "y": y, "color": _color_enc(), "opacity": {"value": 0},
                           "tooltip": [{"field": "batch", "type": _Q, "format": ",.4~r"},
                                       {"field": "strategy", "type": "nominal"},
-                                      {"field": "time_per_draft_step_us", "type": _Q, "format": ",.3~r",
+                                      {"field": time_col, "type": _Q, "format": ",.3~r",
                                        "title": "time (µs)"},
-                                      {"field": "saving_per_draft_step_us", "type": _Q, "format": "+,.3~r",
+                                      {"field": saving_col, "type": _Q, "format": "+,.3~r",
                                        "title": "saving vs baseline (µs)"},
                                       {"field": "saving_pct", "type": _Q, "format": "+.1f", "title": "saving (%)"}]}}
     layers = [*_crossover_layers(crossover_batch, band), lines, hover,
-              _end_labels(table, "time_per_draft_step_us", LABEL_PLOT_PX[0])]
+              _end_labels(table, time_col, LABEL_PLOT_PX[0])]
     return {"$schema": VEGA_LITE_SCHEMA, "height": 420, "layer": layers}  # the end labels fit in autosize's bounds
 
 

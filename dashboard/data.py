@@ -28,16 +28,19 @@ from costmodel import (
     predict,
 )
 from costmodel.answers.recommend import Recommendation, impact_change, recommend
+from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, StepSweep, step_sweep
 from costmodel.answers.workload import parse_workload
 from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
+from costmodel.model.drafter import DraftArch
 from costmodel.model.points import predict_points
 from costmodel.model.predict import crossovers
 from costmodel.profiles.store import DATA_DIR, PROFILE_DIR, tp_placement_problem
 
 from . import REPO_ROOT
 from .state import BATCH_STEPS, IMPLS, ScenarioSpec
+from .tables import sweep_table
 from .uploads import read_measurement_csv
 
 FOCUS = "local_argmax_pairs"  # the strategy the verdict and heatmaps compare with the baseline
@@ -236,6 +239,27 @@ def sweep_frame(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max
     frame = pred.to_frame()
     frame["saving_pct"] = np.concatenate([pred.saving_pct(name).reshape(-1) for name in pred.strategies])
     return frame
+
+
+@st.cache_data(**_CACHE)
+def _step_sweep(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max: int, arch: DraftArch) -> StepSweep:
+    """costmodel.answers.step_sweep_frame.step_sweep over `batch_grid`: the whole draft step where it applies."""
+    return step_sweep(spec.scenario(1.0), profile_from_text(profile_text), arch, batch_grid(batch_min, batch_max))
+
+
+def sweep_answer(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max: int, arch: DraftArch
+                 ) -> tuple[pd.DataFrame, StepSweep]:
+    """(table, step) of the batch-sweep chart and its CSV: where an engine runs the step (`step.why` == "") the
+    whole draft step per decode step of every strategy over the batch range (`step.frame`: costmodel.answers.
+    step_sweep_frame, priced with `arch`, the verdict's draft), else the per-call `sweep_table(sweep_frame(...))`
+    with `answer` = "per draft call" and `why_not_whole_draft_step` (the CLI sweep's columns; empty under engine
+    none, where the per-call answer is the one asked for)."""
+    step = _step_sweep(profile_text, spec, batch_min, batch_max, arch)
+    if step.whole_step:
+        return step.frame, step
+    table = sweep_table(sweep_frame(profile_text, spec, batch_min, batch_max))
+    why = "" if spec.engine == "none" else step.why
+    return table.assign(answer=PER_CALL_ANSWER, why_not_whole_draft_step=why), step
 
 
 def heat_batches(batch_min: int, batch_max: int) -> tuple[int, ...]:

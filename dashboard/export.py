@@ -19,12 +19,14 @@ from costmodel import BASELINE
 from costmodel.answers.impact import impact_change
 from costmodel.answers.provenance import scenario_source_lines
 from costmodel.answers.report import ReportTable, html_report
+from costmodel.answers.step_sweep_frame import WHOLE_STEP_ANSWER
 from costmodel.answers.table_quirks import scenario_quirks
 from costmodel.io.formatting import MISSING, column_formatter, format_batch, format_number, format_pct, format_us
 
 from . import charts
-from .data import FOCUS, sweep_frame
-from .tables import breakdown_table, sweep_table, verdict_table
+from .data import FOCUS
+from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
+from .tables import breakdown_table, verdict_table
 from .verdict import Evaluation, bootstrap_method, provenance_line
 
 EXPORT_WIDTH_PX = 760  # charts drawn "stretch" in the page get this width in a file
@@ -115,16 +117,16 @@ def report_html(ev: Evaluation) -> str:
         "saving_per_draft_step_us": "saving / draft step", "saving_pct": "saving",
         "saving_per_decode_step_us": "saving / decode step", "crossover_batch": "crossover batch",
         "crossover_status": "crossover"})
-    sweep = sweep_table(sweep_frame(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max))
-    band = None
-    if v.interval is not None and v.interval.crossover_batch is not None:
-        band = (float(v.interval.crossover_batch.low), float(v.interval.crossover_batch.high))
+    sweep, step, _ = sweep_answer_of(ev)  # the quantity the page's sweep charts show
+    _, cross, band = sweep_marks(ev, step)
+    one_call = v.quantity == WHOLE_STEP_ANSWER
     figures = [
-        ("Time per draft step vs batch", charts.with_batch_marker(
-            charts.sweep_chart(sweep, v.crossover_batch, band), inputs.batch)),
-        (f"Saving vs {BASELINE} per decode step", charts.with_batch_marker(
-            charts.saving_chart(sweep, v.crossover_batch, band), inputs.batch)),
-        (f"Where the time goes at batch {inputs.batch:,}", charts.breakdown_chart(breakdown_table(ev.point)).to_dict()),
+        (sweep_quantity(step)[0], charts.with_batch_marker(charts.sweep_chart(sweep, cross, band), inputs.batch)),
+        (f"Saving vs {BASELINE} per decode step" + (" (whole draft step)" if step.whole_step else ""),
+         charts.with_batch_marker(charts.saving_chart(sweep, cross, band), inputs.batch)),
+        (f"Where the time goes at batch {inputs.batch:,}" + (": one draft call's logits path" if one_call else ""),
+         charts.breakdown_chart(breakdown_table(ev.point),
+                                *((BREAKDOWN_ONE_CALL,) if one_call else ())).to_dict()),
     ]
     prov = profile.provenance
     scenario = inputs.spec.scenario(float(inputs.batch))

@@ -23,7 +23,7 @@ from costmodel.model.predict import crossover_words
 from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
-from .state import Inputs
+from .state import Inputs, ScenarioSpec
 
 FITTED_BOOTSTRAP = "statistical bootstrap: the measurements were resampled and refitted (calibration.fit)"
 
@@ -202,17 +202,22 @@ def draft_arch(preset_name: str, draft_vocab: int) -> DraftArch:
     return DraftArch.from_fields({**preset_draft(name), "vocab": int(draft_vocab)})
 
 
-@lru_cache(maxsize=16)
 def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
     """Where an engine runs the step (costmodel.answers.whole_step.applies), the verdict of the WHOLE draft step
     (the decode step's K draft calls as the engine composes them, with its interval) - priced by the answers layer,
-    shown here; None where the per-call verdict stands (engine none, TP 1, no drafter forward to price)."""
+    shown here; None where the per-call verdict stands (engine none, TP 1, no drafter forward to price). Cached on
+    what it reads (the scenario, the batch, the preset), so a tab, range or ITL edit under an engine reuses it."""
+    return _whole_step_verdict(text, inputs.spec, float(inputs.batch), inputs.preset)
+
+
+@lru_cache(maxsize=16)
+def _whole_step_verdict(text: str, spec: ScenarioSpec, batch: float, preset: str) -> Verdict | None:
     profile = profile_from_text(text)
     try:
-        sc = inputs.spec.scenario(float(inputs.batch))
+        sc = spec.scenario(batch)
         if applies(sc, profile):
             return None
-        arch = draft_arch(inputs.preset, int(sc.draft_vocab))
+        arch = draft_arch(preset, int(sc.draft_vocab))
         point, cross, iv = verdict_inputs(sc, profile, arch, FOCUS)
     except InputError:  # a draft that cannot shard at this TP: the per-call verdict stands
         return None

@@ -10,6 +10,7 @@ import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.provenance import with_provenance
+from costmodel.answers.step_sweep_frame import WHOLE_STEP_ANSWER
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
@@ -32,10 +33,10 @@ from .data import (
     recommendation,
     recommendation_table,
     strategy_intervals,
-    sweep_frame,
 )
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
 from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
+from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
 from .tables import (
     breakdown_table,
     column_labels,
@@ -43,7 +44,6 @@ from .tables import (
     display,
     provenance_table,
     records_table,
-    sweep_table,
     verdict_table,
 )
 from .topk_panel import best_pair_caption
@@ -204,31 +204,26 @@ def calls_text(point: pd.DataFrame) -> str:
 # -- tabs -------------------------------------------------------------------------------------------------
 def sweep_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
-    table = sweep_table(sweep_frame(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max))
-    cross, band = ev.verdict.crossover_batch, crossover_band(ev)
-    marks = f"dashed line: batch {inputs.batch:,}; solid line: the {FOCUS} crossover" + (
+    table, step, key = sweep_answer_of(ev)
+    title, caption = sweep_quantity(step)
+    same, cross, band = sweep_marks(ev, step)
+    marks = f"dashed line: batch {inputs.batch:,}" + (f"; solid line: the {FOCUS} crossover" if same else "") + (
         f", shaded: its {ev.verdict.interval.saving_us.level:.0%} interval" if band else "")
-    st.markdown(f"**Time per draft step vs batch** (log-log; click a legend entry to highlight), batch "
+    st.markdown(f"**{title}** (log-log; click a legend entry to highlight), batch "
                 f"{inputs.batch_min:,}-{inputs.batch_max:,}; {marks}.")
-    key = (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max)  # what `table` is priced from
+    st.caption(plain(caption))
     chart("sweep_chart", table, cross, band, batch=inputs.batch, key=key)
-    st.markdown(f"**Saving vs {BASELINE} per decode step** (symmetric-log y axis; above 0 = faster than the "
+    per = " (whole draft step)" if step.whole_step else ""
+    st.markdown(f"**Saving vs {BASELINE} per decode step{per}** (symmetric-log y axis; above 0 = faster than the "
                 f"baseline); {marks}.")
     chart("saving_chart", table, cross, band, batch=inputs.batch, key=key)
     range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
-    with st.expander("Crossover batches of every strategy vs the baseline"):
+    with st.expander("Crossover batches of every strategy vs the baseline" + (
+            " (per draft call: the logits path alone)" if step.whole_step else "")):
         show_table(ev.crossovers)
         download(ev.crossovers, "crossovers", ev=ev)
     fused_panel(ev)
-
-
-def crossover_band(ev: Evaluation) -> tuple[float, float] | None:
-    """(low, high) of the FOCUS crossover interval, or None."""
-    u = ev.verdict.interval
-    if u is None or u.crossover_batch is None:
-        return None
-    return float(u.crossover_batch.low), float(u.crossover_batch.high)
 
 
 def fused_panel(ev: Evaluation) -> None:
@@ -251,8 +246,16 @@ def breakdown_tab(ev: Evaluation) -> None:
     show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
     download(verdict, "verdict", ev=ev)
     table = breakdown_table(ev.point)
-    st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
-    chart("breakdown_chart", table)
+    if ev.verdict.quantity == WHOLE_STEP_ANSWER:
+        st.markdown(f"**Where the time goes: one draft call's logits path** at batch {ev.inputs.batch} (per rank).")
+        st.caption("Not the whole draft step the verdict answers with: one draft call's logits path alone, as "
+                   "predict prices it per call (host_exposed: host launch time its GPU work and head start do not "
+                   "hide). The whole step adds each of the K calls' drafter forward and lm_head, pipelined, so "
+                   "launches the GPU work hides cost nothing; its parts per placement: the Draft placement panel.")
+        chart("breakdown_chart", table, BREAKDOWN_ONE_CALL)
+    else:
+        st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
+        chart("breakdown_chart", table)
     download(table, "breakdown", ev=ev)
     with st.expander("Full prediction table (Prediction.to_frame())"):
         show_table(ev.point)
