@@ -113,8 +113,9 @@ class _Ctx:
         self.any_fused = bool(np.any(self.fused))
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
-        # the hardware gates only tokenspeed's recipe reads (its scenarios are priced member by member, never on a
-        # stacked profile: members.predict_members)
+        # the hardware gates only tokenspeed's recipe reads: the multimem gate from the profile's NVLS regimes
+        # (their names, shared by a stacked ensemble's members: members.stack_profiles), the CuTe and vendor gates
+        # from its provenance (checked equal across the members)
         tokenspeed = bool(np.any(scenario.engine == "tokenspeed"))
         multimem_ok = (collective_impls.available(profile, "multimem", "all_gather", 0.0, scenario.tp, scenario.nodes)
                        if tokenspeed else True)
