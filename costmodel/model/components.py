@@ -96,6 +96,30 @@ TORCH_OPS: dict[str, int] = {
 # view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
 TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
 
+_INF_BITS = 0x7FF0000000000000  # +inf as int64: float64 values in [+0.0, +inf) have int64 views in [0, this)
+
+
+def zero_outside(when, values):
+    """np.where(when, values, 0.0), bit for bit, in one multiply where that is exact: for a float64 `values`
+    array of the result's shape whose every element is in [+0.0, +inf) (sign bit clear, finite: int64 view in
+    [0, _INF_BITS)), x * True = x and x * False = +0.0. Elsewhere (negative, -0.0, inf, NaN, other shapes or
+    dtypes) np.where itself. A random mask makes np.where's select branchy (~4x a multiply at 1M points)."""
+    v, w = values, when
+    if (isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.dtype == np.float64 and w.dtype == bool
+            and v.ndim and v.shape == np.broadcast_shapes(v.shape, w.shape)):
+        bits = v.view(np.int64)
+        if bits.min() >= 0 and bits.max() < _INF_BITS:
+            return v * w
+    return np.where(when, values, 0.0)
+
+
+def false_outside(when, flags):
+    """np.where(when, flags, False) of boolean flags: flags & when where both are bool arrays (the same values)."""
+    if (isinstance(flags, np.ndarray) and isinstance(when, np.ndarray) and flags.dtype == bool and when.dtype == bool
+            and flags.shape == np.broadcast_shapes(flags.shape, when.shape)):
+        return flags & when
+    return np.where(when, flags, False)
+
 
 class _Ctx:
     """Per-evaluation cache of the scenario's derived arrays, the engine plan and host costs."""
@@ -108,6 +132,9 @@ class _Ctx:
         self.p = scenario.tp
         self.e = scenario.elem_bytes
         self.multi = self.p > 1
+        self.single = ~self.multi  # one mask object for every p = 1 part (the kernel memo keys on it)
+        self.logits_bytes = self.rows * self.shard * self.e  # R s e: the logits each rank sends
+        self._parts: dict = {}  # parts several strategies price alike (`shared`)
         self.k = scenario.top_k
         self.fused = (scenario.impl == "fused") & (self.k == 1)  # the fused kernels are argmax-only (k = 1)
         self.any_fused = bool(np.any(self.fused))
@@ -145,9 +172,24 @@ class _Ctx:
             hit = self._captured[component] = captured_mask(component, self._engine_is, self._mode_graph)
         return hit
 
+    def shared(self, key: tuple, build):
+        """build(), once per evaluation for `key`: a part several strategies price with the same arguments (the
+        all-gather of the logits, the p = 1 argmax, the baseline's selection, the d2t steps) is one object they
+        share (read only, as every Component)."""
+        hit = self._parts.get(key)
+        if hit is None:
+            hit = self._parts[key] = build()
+        return hit
+
+    def plain_argmax(self) -> Component:
+        """The argmax over [R, V] where p = 1 (the local and chunked paths' single-rank step)."""
+        return self.shared(("plain_argmax",), lambda: self.kernel("argmax", self.sc.draft_vocab, when=self.single))
+
     def _host(self, component: str, per_call_us: float, calls, when) -> np.ndarray | float:
         if not self.any_host:
             return 0.0
+        if self.sc.size > 1 and isinstance(when, (bool, np.bool_, np.ndarray)) and np.ndim(when) == 0 and not when:
+            return 0.0  # no scenario runs it: no host time (a full-size array of zeros before; the same stages)
         per_call_us = per_call_us * self.factors.get("host", 1.0)
         if not self._uniform:
             eager = (~self.captured(component)).astype(float)
@@ -164,6 +206,17 @@ class _Ctx:
         """The profile's NCCL curve, or - where the scenario's `collective` (or `impl`, an engine recipe's
         choice) is oneshot / multimem and available there - that implementation
         (costmodel/model/collective_impls.py; NCCL is the fallback)."""
+        if impl is None:  # the same call in another strategy (the logits' all-gather): priced once
+            key = ("collective", op, component, id(bytes_per_rank))
+            hit = self._parts.get(key)
+            if hit is not None and hit[0] is bytes_per_rank:
+                return hit[1]
+            out = self._collective(op, bytes_per_rank, component, impl)
+            self._parts[key] = (bytes_per_rank, out)  # keeps the argument alive: its id stays unique
+            return out
+        return self._collective(op, bytes_per_rank, component, impl)
+
+    def _collective(self, op: str, bytes_per_rank, component: str | None, impl) -> Component:
         sc = self.sc
         t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
         args = {"bytes_per_rank": bytes_per_rank}
@@ -251,7 +304,7 @@ class _Ctx:
         host = 0.0 if measured_eager else self._host(component or op, 1.0, np.asarray(ops) * self.host.torch_op_us
                                                      + np.asarray(n_views) * self.host.view_op_us, hw)
         if when is not True:
-            t, x = np.where(when, t, 0.0), np.where(when, x, False)
+            t, x = zero_outside(when, t), false_outside(when, x)
         return Component(t, 0.0, x, calls, host, np.maximum(ops, 1))
 
     def elementwise(self, name: str, cols, kernels: int, *, when=True, copies=1) -> Component:
@@ -283,6 +336,9 @@ class _Ctx:
 
         Each is one small kernel (graph_kernel_us + its bytes); the fused kernel does both inside its launch.
         """
+        return self.shared(("local_fixups", fusable), lambda: self._local_fixups(fusable))
+
+    def _local_fixups(self, fusable: bool) -> dict[str, Component]:
         torch_path = ~self.fused if fusable else True
         pad = self.sc.padding
         mask_when = (pad > 0) & self.multi & torch_path
@@ -361,11 +417,15 @@ class _Ctx:
 
     def d2t_scatter(self) -> Component:
         sc = self.sc
-        return self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab, when=sc.d2t)
+        return self.shared(("d2t_scatter",), lambda: self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab,
+                                                                 when=sc.d2t))
 
     def d2t_lookup(self) -> Component:
         """target = draft + d2t[draft] for R ids; at top-k k > 1 for R x k ids plus the -inf tail fill of
         reference.d2t_lookup_topk (TORCH_OPS["d2t_lookup_topk"] ops, priced as the lookup over R x k rows)."""
+        return self.shared(("d2t_lookup",), self._d2t_lookup)
+
+    def _d2t_lookup(self) -> Component:
         k1 = self.kernel("d2t_lookup", 0, when=self.sc.d2t)
         if not self.any_topk:
             return k1

@@ -96,17 +96,17 @@ def full_all_gather(c: _Ctx) -> dict[str, Component]:
     mm = c.multimem_gather  # tokenspeed: its multimem all-gather writes [R, V] itself (no relayout)
     impl = np.where(mm, "multimem", c.sc.collective) if c.any_multimem_gather else None
     return {
-        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e, impl=impl),
+        "all_gather": c.collective("all_gather", c.logits_bytes, impl=impl),
         "relayout_copy": c.relayout(skip=mm),
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        **_select_full(c),
+        **c.shared(("select_full",), lambda: _select_full(c)),
     }
 
 
 def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     chunked = c.kernel("chunked_argmax", c.shard, world_size=c.p, when=c.multi)
-    plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    plain = c.plain_argmax()
     arg = Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
                     chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
                     np.where(c.multi, chunked.ops, plain.ops))
@@ -117,7 +117,7 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     else:
         select = {"chunked_argmax": arg}
     return {
-        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
+        "all_gather": c.collective("all_gather", c.logits_bytes),
         **c.prestep(c.sc.padded_draft_vocab),
         **select,
         "d2t_lookup": c.d2t_lookup(),
@@ -126,11 +126,11 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
 
 def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
     return {
-        "gather": c.gather_p2p(c.rows * c.shard * c.e),
+        "gather": c.gather_p2p(c.logits_bytes),
         "relayout_copy": c.relayout(view_at_one_row=False),  # torch.cat(parts, -1) copies even one row
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        **_select_full(c),
+        **c.shared(("select_full",), lambda: _select_full(c)),
         "broadcast": c.collective("broadcast", c.rows * _ids_bytes(c)),
     }
 
@@ -138,7 +138,7 @@ def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
 def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, reduce_cols) -> dict[str, Component]:
     """The local paths: [prestep] + local op (a plain argmax at p = 1) + fix-ups + collective + reduce + [d2t]."""
     local = c.kernel(op, c.shard, fusable=True, when=c.multi)
-    plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    plain = c.plain_argmax()
     first = Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
                       local.calls + plain.calls, _add(local.host_us, plain.host_us),
                       np.where(c.multi, local.ops, plain.ops))
