@@ -148,7 +148,7 @@ class _Ctx:
                        if tokenspeed else True)
         self.recipe = recipes.masks(scenario, multimem_ok,
                                     profile.provenance.nvlink_generation in CUTE_NVLINK_GENERATIONS,
-                                    gpu_vendor(profile.provenance.gpu))
+                                    gpu_vendor(profile.provenance.gpu), rows=self.rows)
         self.multimem_gather = self.recipe.multimem_gather & self.multi
         self.any_multimem_gather = bool(np.any(self.multimem_gather))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))

@@ -237,8 +237,11 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
         one = n.ndim == 0 and n == 1.0
         if h.ndim == 0 and h == 0.0:
             first = host  # no host work: both launch clocks stay where they are
+        elif one:
+            host = host + h  # one op: its first launch is its last (H + h / 1 = H + h, one sum)
+            first = host
         else:
-            first = host + (h if one else h / n)  # the stage's first launch is done
+            first = host + h / n  # the stage's first launch is done
             host = host + h  # its last launch is done
         late = _add_into(np.maximum(gpu, first), g)
         own = late.ndim and late.shape == np.broadcast_shapes(late.shape, host.shape, g.shape, n.shape)
