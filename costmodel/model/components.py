@@ -360,7 +360,12 @@ class _Ctx:
 
     def argmax_full(self) -> Component:
         if self._argmax_vocab is None:  # one array object per evaluation: the kernel memo prices it once
-            self._argmax_vocab = self.sc.argmax_vocab
+            sc = self.sc
+            draft = sc.draft_vocab
+            # no d2t anywhere: where(d2t, vocab, draft_vocab) holds draft_vocab's values - the object itself where
+            # the shapes agree, so this argmax and the p = 1 one (plain_argmax) are one kernel estimate
+            same = np.shape(draft) == np.broadcast_shapes(np.shape(sc.d2t), np.shape(sc.vocab), np.shape(draft))
+            self._argmax_vocab = draft if same and not np.any(sc.d2t) else sc.argmax_vocab
         return self.kernel("argmax", self._argmax_vocab)
 
     def topk_us(self, rows, cols, *, fp32: bool = False) -> np.ndarray:
