@@ -113,6 +113,15 @@ def zero_outside(when, values):
     return np.where(when, values, 0.0)
 
 
+def _scaled(values, factor):
+    """values * factor; for the factor 1.0 (no discrepancy draw) a float64 array as it is (x * 1.0 = x, every x):
+    the kernel memo's estimate, shared read-only, as every Component's arrays."""
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim and np.ndim(factor) == 0 \
+            and factor == 1.0:
+        return values
+    return values * factor
+
+
 def false_outside(when, flags):
     """np.where(when, flags, False) of boolean flags: flags & when where both are bool arrays (the same values)."""
     if (isinstance(flags, np.ndarray) and isinstance(when, np.ndarray) and flags.dtype == bool and when.dtype == bool
@@ -285,7 +294,7 @@ class _Ctx:
             t, x = 0.0, False
         else:
             est = estimate(op)
-            t, x = est.time_us * self.factors.get(op, 1.0), est.extrapolated
+            t, x = _scaled(est.time_us, self.factors.get(op, 1.0)), est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops

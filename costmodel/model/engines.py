@@ -248,6 +248,8 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
         gpu = np.maximum(late, host + (g if one else g / n), out=late if own else None)
         if np.any(s.sync_after):
             host = np.where(s.sync_after, np.maximum(host, gpu), host)
+    if gpu is not head and head.ndim == 0 and head == 0.0 and not np.signbit(head):
+        return gpu  # x - (+0.0) = x, every x (the GPU clock is a temporary of this function)
     return gpu - head
 
 

@@ -118,13 +118,24 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
     """Totals of the components, broadcast to `shape` (the scenario's; (members, n) for a stacked ensemble)."""
     times = {k: _broadcast(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
 
-    def add(values, dtype=float):  # sum of arrays, skipping scalar zeros (no full-size pass for them)
-        out = np.zeros(shape, dtype=dtype)
+    def add(values, dtype=float):
+        """((0 + v1) + v2) + ... (| for flags) over `shape`, skipping scalar zeros (no full-size pass for them); the
+        first term 0.0 + v1 (False | v1) without a zero array where v1 has the shape, the rest summed into it."""
+        out = None
         for v in values:
             v = np.asarray(v, dtype=dtype)
-            if v.ndim or v:
+            if not (v.ndim or v):
+                continue
+            if out is None:
+                if v.shape == shape:
+                    out = 0.0 + v if dtype is float else v.copy()
+                else:
+                    out = np.zeros(shape, dtype=dtype) + v if dtype is float else np.zeros(shape, dtype=dtype) | v
+            elif isinstance(out, np.ndarray) and out.ndim and np.broadcast_shapes(out.shape, v.shape) == out.shape:
+                (np.add if dtype is float else np.bitwise_or)(out, v, out=out)
+            else:
                 out = out + v if dtype is float else out | v
-        return out
+        return np.zeros(shape, dtype=dtype) if out is None else out
 
     total = _total_us(components, shape, add)
     wire = add(c.wire_bytes_per_rank for c in components.values())

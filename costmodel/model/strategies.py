@@ -209,6 +209,20 @@ def _add(a, b):
     return np.asarray(a) + np.asarray(b)
 
 
+def sum_from_zero(values) -> np.ndarray:
+    """sum(values, np.zeros(())): ((0 + v1) + v2) + ..., the same additions in the same order, each after the first
+    written into the running sum (a temporary of this function) where it has the result's shape."""
+    acc = np.zeros(())
+    own = False
+    for v in values:
+        if own and np.broadcast_shapes(acc.shape, np.shape(v)) == acc.shape:
+            np.add(acc, v, out=acc)
+        else:
+            acc = acc + v
+            own = isinstance(acc, np.ndarray) and acc.ndim > 0
+    return acc
+
+
 BUILDERS: dict[str, Callable[[_Ctx], dict[str, Component]]] = {
     "full_all_gather": full_all_gather,
     "full_all_gather_no_relayout": full_all_gather_no_relayout,
@@ -268,10 +282,11 @@ def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:
               if np.any(c.host_us) or np.any(c.time_us) or np.any(syncs[k])]
     head = np.where(sc.engine == "vllm", lm_head_us(ctx.profile, sc), 0.0)
     step = step_time_us(stages, head)
-    gpu = sum((np.asarray(c.time_us, dtype=float) for c in comps.values()), np.zeros(()))
+    gpu = sum_from_zero(np.asarray(c.time_us, dtype=float) for c in comps.values())
     host_total = (sum((np.asarray(c.host_us, dtype=float) for c in comps.values()), np.zeros(()))
                   if sc.size == 1 else np.nan)  # for explanations (single scenarios) only
-    exposed = np.maximum(step - gpu, 0.0)
+    exposed = step - gpu
+    exposed = np.maximum(exposed, 0.0, out=exposed if exposed.ndim else None)
     return Component(exposed, 0.0, False, (Call("host", "host_exposed", {"host_us": host_total, "gpu_us": gpu,
                                                                           "head_start_us": head, "exposed": exposed},
                                                      exposed > 0),))
