@@ -113,6 +113,18 @@ def zero_outside(when, values):
     return np.where(when, values, 0.0)
 
 
+def pick(when, a, b):
+    """np.where(when, a, b); for two integer scalars and a boolean array b + when * (a - b) (the same integers,
+    no branchy select)."""
+    if (isinstance(when, np.ndarray) and when.dtype == bool and when.ndim and np.ndim(a) == 0 and np.ndim(b) == 0
+            and isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))
+            and not isinstance(a, (bool, np.bool_)) and not isinstance(b, (bool, np.bool_))):
+        out = when * np.int64(a - b)
+        out += np.int64(b)
+        return out
+    return np.where(when, a, b)
+
+
 def _scaled(values, factor):
     """values * factor; for the factor 1.0 (no discrepancy draw) a float64 array as it is (x * 1.0 = x, every x):
     the kernel memo's estimate, shared read-only, as every Component's arrays."""
@@ -172,6 +184,7 @@ class _Ctx:
         self._uniform = all(p.is_captured("*") or not p.captured for p in PLANS.values())
         self._eager_f = (~self._all_captured).astype(float) if self.any_host else 0.0
         self._eager_when: dict[int, tuple] = {}
+        self._host_arrays: dict[tuple, tuple] = {}
         self._eager_only = {op for op in {t.op for t in profile.kernel_tables}
                             if not any(t.op == op and t.mode == "graph" for t in profile.kernel_tables)}
 
@@ -209,7 +222,15 @@ class _Ctx:
         hit = self._eager_when.get(key)
         if hit is None or hit[0] is not when:
             hit = self._eager_when[key] = (when, self._eager_f * np.asarray(when, dtype=bool))
-        return (per_call_us * calls) * hit[1]
+        cost = per_call_us * calls
+        if np.ndim(cost) or not isinstance(hit[1], np.ndarray):
+            return cost * hit[1]
+        # one host array per (per-call cost, mask): the c10d calls of every strategy's collectives share it
+        value = (key, np.asarray(cost, dtype=float).tobytes())
+        same = self._host_arrays.get(value)
+        if same is None or same[0] is not when:
+            same = self._host_arrays[value] = (when, cost * hit[1])
+        return same[1]
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None, impl=None) -> Component:
         """The profile's NCCL curve, or - where the scenario's `collective` (or `impl`, an engine recipe's
@@ -239,7 +260,7 @@ class _Ctx:
                 args.update(gpu_us=t, formula=collective_impls.formula(impl, op, self.profile, p, n),
                             impl_provenance=collective_impls.provenance(self.profile, impl, op, p, n))
         t = t * self.factors.get(op, 1.0)
-        return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
+        return Component(t, zero_outside(self.multi, bytes_per_rank),
                          calls=(Call("collective", op, args, self.multi),),
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
@@ -269,7 +290,7 @@ class _Ctx:
         t = np.where(measured, collective_time_us(self.profile, "gather", b, p, nodes, "graph"), p2p) \
             if measured.any() else p2p
         t = t * self.factors.get("gather", 1.0)
-        return Component(t, np.where(self.multi, b, 0.0),
+        return Component(t, zero_outside(self.multi, b),
                          calls=(Call("collective", "gather", {"bytes_per_rank": b, "p2p": True}, self.multi),),
                          host_us=self._host("gather", self.host.c10d_call_us, 1, self.multi))
 
@@ -327,7 +348,7 @@ class _Ctx:
         nbytes = 2.0 * self.rows * np.asarray(cols, dtype=float) * self.e * copies
         t = kernels * (self.profile.graph_kernel_us + nbytes / bw * 1e-3) * self.factors.get("relayout_copy", 1.0)
         call = Call("elementwise", name, {"cols": cols, "kernels": kernels, "bw_gbps": bw}, when)
-        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+        return Component(zero_outside(when, t), 0.0, False, (call,),
                          self._host(name, self.host.torch_op_us, kernels, when), kernels)
 
     def prestep(self, cols) -> dict[str, Component]:
@@ -364,7 +385,7 @@ class _Ctx:
         bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
         t = self.profile.graph_kernel_us + 2.0 * self.rows * ID_BYTES / bw * 1e-3
         call = Call("elementwise", name, {"cols": 1, "kernels": 1, "bw_gbps": bw, "elem_bytes": ID_BYTES}, when)
-        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+        return Component(zero_outside(when, t), 0.0, False, (call,),
                          self._host(name, self.host.torch_op_us, 1, when), 1)
 
     def argmax_full(self) -> Component:

@@ -48,7 +48,7 @@ import numpy as np
 from ..io.errors import InputError
 from ..profiles.types import Profile
 from . import engine_kernels as ek
-from .components import STRATEGIES, TORCH_OPS, Call, Component, _Ctx
+from .components import STRATEGIES, TORCH_OPS, Call, Component, _Ctx, pick
 from .engines import Stage, step_time_us, sync_mask
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, lm_head_time_us
 from .scenario import Scenario
@@ -109,7 +109,7 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     plain = c.plain_argmax()
     arg = Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
                     chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
-                    np.where(c.multi, chunked.ops, plain.ops))
+                    pick(c.multi, chunked.ops, plain.ops))
     if c.any_topk:  # top-k per rank chunk ([p*R, s]) then over the p*k candidates; p = 1: one topk over [R, V]
         gpu = np.where(c.multi, c.topk_us(c.rows * c.p, c.shard) + c.topk_us(c.rows, c.p * c.k, fp32=True),
                        c.topk_us(c.rows, c.sc.draft_vocab))
@@ -141,7 +141,7 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
     plain = c.plain_argmax()
     first = Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
                       local.calls + plain.calls, _add(local.host_us, plain.host_us),
-                      np.where(c.multi, local.ops, plain.ops))
+                      pick(c.multi, local.ops, plain.ops))
     reduce = c.kernel(reduce_op, 0, world_size=reduce_cols, when=c.multi, fusable=True)
     if c.any_topk and op == "local_argmax":
         # top-k pairs: topk of the shard ([R, s]; p = 1: of [R, V]) + k (value, id) pairs per row, a relayout
