@@ -119,22 +119,27 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
     times = {k: _broadcast(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
 
     def add(values, dtype=float):
-        """((0 + v1) + v2) + ... (| for flags) over `shape`, skipping scalar zeros (no full-size pass for them); the
-        first term 0.0 + v1 (False | v1) without a zero array where v1 has the shape, the rest summed into it."""
-        out = None
+        """((0 + v1) + v2) + ... (| for flags) over `shape`, skipping scalar zeros (no full-size pass for them).
+        0.0 + v1 is v1 itself where that changes no bit (`_zero_plus_is_v`; False | v1 is v1 for flags): a
+        one-term sum is that array (shared read-only, as the components'), a longer one starts from v1 + v2."""
+        out, own = None, False
         for v in values:
             v = np.asarray(v, dtype=dtype)
             if not (v.ndim or v):
                 continue
             if out is None:
-                if v.shape == shape:
-                    out = 0.0 + v if dtype is float else v.copy()
+                if v.shape == shape and v.flags.c_contiguous and (dtype is not float or _zero_plus_is_v(v)):
+                    out = v  # not ours: the next term makes a new array
+                elif v.shape == shape:
+                    out, own = 0.0 + v, True
                 else:
                     out = np.zeros(shape, dtype=dtype) + v if dtype is float else np.zeros(shape, dtype=dtype) | v
-            elif isinstance(out, np.ndarray) and out.ndim and np.broadcast_shapes(out.shape, v.shape) == out.shape:
+                    own = True
+            elif own and isinstance(out, np.ndarray) and out.ndim and \
+                    np.broadcast_shapes(out.shape, v.shape) == out.shape:
                 (np.add if dtype is float else np.bitwise_or)(out, v, out=out)
             else:
-                out = out + v if dtype is float else out | v
+                out, own = (out + v if dtype is float else out | v), True
         return np.zeros(shape, dtype=dtype) if out is None else out
 
     total = _total_us(components, shape, add)
@@ -142,6 +147,18 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
     extrap = add((c.extrapolated for c in components.values()), bool)
     calls = {k: c.calls for k, c in components.items()}
     return StrategyResult(name, times, total, wire, _broadcast(validity(name, scenario), shape), extrap, calls)
+
+
+_INF_BITS = 0x7FF0000000000000  # +inf as int64: float64 values in [+0.0, +inf) have int64 views in [0, this)
+
+
+def _zero_plus_is_v(v: np.ndarray) -> bool:
+    """True where 0.0 + v == v bit for bit: a float64 array of values in [+0.0, +inf) (no -0.0, which 0.0 + -0.0
+    turns into +0.0; no NaN or inf, checked cheaply as the int64 view's range)."""
+    if v.dtype != np.float64 or not v.ndim or not v.size or not v.flags.c_contiguous:
+        return False
+    bits = v.view(np.int64)
+    return bool(bits.min() >= 0) and bool(bits.max() < _INF_BITS)
 
 
 def _total_us(components: dict[str, Component], shape: tuple, add) -> np.ndarray:
