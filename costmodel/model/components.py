@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..io.errors import InputError
+from ..io.schema_names import DTYPES
 from ..profiles.families import gpu_vendor
 from ..profiles.types import Profile
 from . import collective_impls, recipes
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, captured_mask, host_costs, with_overrides
-from .kernels import ID_BYTES, kernel_time_us, table_us
+from .gpu_kernels import DTYPE_ORDER
+from .kernels import ID_BYTES, _dtype_codes, kernel_time_us, table_us
 from .scenario import Scenario
 
 CUTE_NVLINK_GENERATIONS = (4, 5)  # NVIDIA sm 9.x / 10.x (Hopper, datacenter Blackwell): tokenspeed's CuTe kernels
@@ -99,6 +101,18 @@ TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax"
 _INF_BITS = 0x7FF0000000000000  # +inf as int64: float64 values in [+0.0, +inf) have int64 views in [0, this)
 
 
+_ELEM_BYTES_BY_CODE = np.array([DTYPES[k] for k in DTYPE_ORDER], dtype=np.int64)
+
+
+def _elem_bytes(scenario: Scenario):
+    """Scenario.elem_bytes; for a dtype array, looked up from its integer codes (kernels._dtype_codes, cached
+    per array object: the kernel model reads the same codes) - the same int64 values, no string search."""
+    dtype = scenario.dtype
+    if isinstance(dtype, np.ndarray) and dtype.size > 1 and set(DTYPE_ORDER) == set(DTYPES):
+        return _ELEM_BYTES_BY_CODE[_dtype_codes(dtype)]
+    return scenario.elem_bytes
+
+
 def zero_outside(when, values):
     """np.where(when, values, 0.0), bit for bit, in one multiply where that is exact: for a float64 `values`
     array of the result's shape whose every element is in [+0.0, +inf) (sign bit clear, finite: int64 view in
@@ -151,7 +165,7 @@ class _Ctx:
         self.rows = scenario.rows
         self.shard = scenario.shard
         self.p = scenario.tp
-        self.e = scenario.elem_bytes
+        self.e = _elem_bytes(scenario)
         self.multi = self.p > 1
         self.single = ~self.multi  # one mask object for every p = 1 part (the kernel memo keys on it)
         self.logits_bytes = self.rows * self.shard * self.e  # R s e: the logits each rank sends
