@@ -20,6 +20,7 @@ from ..profiles.types import Profile
 from . import collective_impls, recipes
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, captured_mask, host_costs, with_overrides
+from .exact import false_outside, scaled, zero_outside
 from .gpu_kernels import DTYPE_ORDER
 from .kernels import ID_BYTES, _dtype_codes, kernel_time_us, table_us
 from .scenario import Scenario
@@ -98,9 +99,6 @@ TORCH_OPS: dict[str, int] = {
 # view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
 TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
 
-_INF_BITS = 0x7FF0000000000000  # +inf as int64: float64 values in [+0.0, +inf) have int64 views in [0, this)
-
-
 _ELEM_BYTES_BY_CODE = np.array([DTYPES[k] for k in DTYPE_ORDER], dtype=np.int64)
 
 
@@ -111,49 +109,6 @@ def _elem_bytes(scenario: Scenario):
     if isinstance(dtype, np.ndarray) and dtype.size > 1 and set(DTYPE_ORDER) == set(DTYPES):
         return _ELEM_BYTES_BY_CODE[_dtype_codes(dtype)]
     return scenario.elem_bytes
-
-
-def zero_outside(when, values):
-    """np.where(when, values, 0.0), bit for bit, in one multiply where that is exact: for a float64 `values`
-    array of the result's shape whose every element is in [+0.0, +inf) (sign bit clear, finite: int64 view in
-    [0, _INF_BITS)), x * True = x and x * False = +0.0. Elsewhere (negative, -0.0, inf, NaN, other shapes or
-    dtypes) np.where itself. A random mask makes np.where's select branchy (~4x a multiply at 1M points)."""
-    v, w = values, when
-    if (isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.dtype == np.float64 and w.dtype == bool
-            and v.ndim and v.shape == np.broadcast_shapes(v.shape, w.shape)):
-        bits = v.view(np.int64)
-        if bits.min() >= 0 and bits.max() < _INF_BITS:
-            return v * w
-    return np.where(when, values, 0.0)
-
-
-def pick(when, a, b):
-    """np.where(when, a, b); for two integer scalars and a boolean array b + when * (a - b) (the same integers,
-    no branchy select)."""
-    if (isinstance(when, np.ndarray) and when.dtype == bool and when.ndim and np.ndim(a) == 0 and np.ndim(b) == 0
-            and isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))
-            and not isinstance(a, (bool, np.bool_)) and not isinstance(b, (bool, np.bool_))):
-        out = when * np.int64(a - b)
-        out += np.int64(b)
-        return out
-    return np.where(when, a, b)
-
-
-def _scaled(values, factor):
-    """values * factor; for the factor 1.0 (no discrepancy draw) a float64 array as it is (x * 1.0 = x, every x):
-    the kernel memo's estimate, shared read-only, as every Component's arrays."""
-    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim and np.ndim(factor) == 0 \
-            and factor == 1.0:
-        return values
-    return values * factor
-
-
-def false_outside(when, flags):
-    """np.where(when, flags, False) of boolean flags: flags & when where both are bool arrays (the same values)."""
-    if (isinstance(flags, np.ndarray) and isinstance(when, np.ndarray) and flags.dtype == bool and when.dtype == bool
-            and flags.shape == np.broadcast_shapes(flags.shape, when.shape)):
-        return flags & when
-    return np.where(when, flags, False)
 
 
 class _Ctx:
@@ -329,7 +284,7 @@ class _Ctx:
             t, x = 0.0, False
         else:
             est = estimate(op)
-            t, x = _scaled(est.time_us, self.factors.get(op, 1.0)), est.extrapolated
+            t, x = scaled(est.time_us, self.factors.get(op, 1.0)), est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops

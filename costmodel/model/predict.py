@@ -21,6 +21,7 @@ from ..io.errors import InputError
 from ..profiles.store import default_profile
 from ..profiles.types import Profile
 from .components import BASELINE, STRATEGIES, Component
+from .exact import zero_plus_is_v
 from .kernels import stacked_members
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import build_components, validity
@@ -120,7 +121,7 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
 
     def add(values, dtype=float):
         """((0 + v1) + v2) + ... (| for flags) over `shape`, skipping scalar zeros (no full-size pass for them).
-        0.0 + v1 is v1 itself where that changes no bit (`_zero_plus_is_v`; False | v1 is v1 for flags): a
+        0.0 + v1 is v1 itself where that changes no bit (`exact.zero_plus_is_v`; False | v1 is v1 for flags): a
         one-term sum is that array (shared read-only, as the components'), a longer one starts from v1 + v2."""
         out, own = None, False
         for v in values:
@@ -128,7 +129,7 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
             if not (v.ndim or v):
                 continue
             if out is None:
-                if v.shape == shape and v.flags.c_contiguous and (dtype is not float or _zero_plus_is_v(v)):
+                if v.shape == shape and v.flags.c_contiguous and (dtype is not float or zero_plus_is_v(v)):
                     out = v  # not ours: the next term makes a new array
                 elif v.shape == shape:
                     out, own = 0.0 + v, True
@@ -147,18 +148,6 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
     extrap = add((c.extrapolated for c in components.values()), bool)
     calls = {k: c.calls for k, c in components.items()}
     return StrategyResult(name, times, total, wire, _broadcast(validity(name, scenario), shape), extrap, calls)
-
-
-_INF_BITS = 0x7FF0000000000000  # +inf as int64: float64 values in [+0.0, +inf) have int64 views in [0, this)
-
-
-def _zero_plus_is_v(v: np.ndarray) -> bool:
-    """True where 0.0 + v == v bit for bit: a float64 array of values in [+0.0, +inf) (no -0.0, which 0.0 + -0.0
-    turns into +0.0; no NaN or inf, checked cheaply as the int64 view's range)."""
-    if v.dtype != np.float64 or not v.ndim or not v.size or not v.flags.c_contiguous:
-        return False
-    bits = v.view(np.int64)
-    return bool(bits.min() >= 0) and bool(bits.max() < _INF_BITS)
 
 
 def _total_us(components: dict[str, Component], shape: tuple, add) -> np.ndarray:
