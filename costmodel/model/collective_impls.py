@@ -41,7 +41,9 @@ profiles scale them by their fastest all-gather busbw / 370.8 GB/s (Hopper NVLin
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -143,9 +145,17 @@ def check_impl(name: str) -> str:
     return name
 
 
-def _max_busbw(profile: Profile, op: str | None = None) -> float:
+def _largest(values: list) -> Any:
+    """max(values) as a float; for a stacked ensemble (costmodel.model.members), whose differing bandwidths are
+    (M, 1) arrays, the element-wise maximum (row m: member m's max - a maximum rounds nothing)."""
+    if all(np.ndim(v) == 0 for v in values):
+        return float(max(float(v) for v in values))
+    return functools.reduce(np.maximum, (np.asarray(v, dtype=float) for v in values))
+
+
+def _max_busbw(profile: Profile, op: str | None = None) -> Any:
     bws = [r.busbw_gbps for c in profile.collectives if op is None or c.op == op for r in c.regimes]
-    return float(max(bws)) if bws else float("inf")
+    return _largest(bws) if bws else float("inf")
 
 
 def cpu_profile(profile: Profile) -> bool:
@@ -160,13 +170,14 @@ def nvlink_node(profile: Profile) -> bool:
     return "nvlink" in fabric and "no nvlink" not in fabric  # "PCIe ... no NVLink" profiles: no P2P fabric
 
 
-def nvls_busbw_gbps(profile: Profile, world_size: int) -> float | None:
-    """The NVLS regime's busbw at (p, 1 node), or None where the profile has no NVLS (no NVSwitch + SHARP)."""
+def nvls_busbw_gbps(profile: Profile, world_size: int) -> Any:
+    """The NVLS regime's busbw at (p, 1 node), or None where the profile has no NVLS (no NVSwitch + SHARP);
+    an (M, 1) array for a stacked ensemble whose members' NVLS bandwidths differ (`_largest`)."""
     for c in profile.collectives:
         if c.op == "all_reduce" and c.world_size == world_size and c.nodes in (None, 1):
-            bws = [float(r.busbw_gbps) for r in c.regimes if r.name.upper().startswith("NVLS")]
+            bws = [r.busbw_gbps for r in c.regimes if r.name.upper().startswith("NVLS")]
             if bws:  # the fastest: a small-message NVLS regime (large p) carries the ring LL's bandwidth
-                return max(bws)
+                return _largest(bws)
     return None
 
 
@@ -244,7 +255,11 @@ def impl_time_us(profile: Profile, impl: str, op: str, bytes_per_rank, world_siz
         for ws in np.unique(p[ok]) if ok.any() else ():
             nvls = nvls_busbw_gbps(profile, int(ws))
             ag = _max_busbw(profile, "all_gather") if impl == "multimem" else NCCL_SYMM.all_gather_busbw_gbps * scale
-            bw[p == ws] = nvls if op == "all_reduce" else ag
+            value = nvls if op == "all_reduce" else ag
+            if np.ndim(value):  # a stacked ensemble's (M, 1) bandwidths: (M, n) times
+                bw = np.where(p == ws, value, bw)
+            else:
+                bw[p == ws] = value
         t = floor_us(profile, impl, pf) + total_bytes(op, b, pf) * bus_factor(op, pf) / bw * US_PER_BYTE_AT_1_GBPS
     meas = measured_mask(profile, impl, op, p, n)
     if meas.any():  # a measured curve replaces the derived formula at its (p, nodes)
@@ -290,11 +305,14 @@ def collective_us(profile: Profile, impl, op: str, bytes_per_rank, world_size, n
     impl = np.asarray(impl).astype(str)
     base = collective_time_us(profile, op, bytes_per_rank, world_size, nodes, "graph") if nccl_us is None \
         else np.asarray(nccl_us, dtype=float)
-    shape = np.broadcast_shapes(np.shape(base), impl.shape)
+    times = {name: impl_time_us(profile, name, op, bytes_per_rank, world_size, nodes)
+             for name in IMPLS[1:] if np.any(impl == name)}
+    # a stacked ensemble (costmodel.model.members): (M, n) times of (1, n) points
+    shape = np.broadcast_shapes(np.shape(base), impl.shape, *(np.shape(t) for t in times.values()))
     out = np.broadcast_to(base, shape).astype(float)
     native = np.broadcast_to(impl == "nccl", shape).copy()
-    for name in (n for n in IMPLS[1:] if np.any(impl == n)):
-        t = np.broadcast_to(impl_time_us(profile, name, op, bytes_per_rank, world_size, nodes), shape)
+    for name, t in times.items():
+        t = np.broadcast_to(t, shape)
         use = np.broadcast_to(impl == name, shape) & ~np.isnan(t)
         out = np.where(use, t, out)
         native |= use

@@ -14,12 +14,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..io.errors import InputError
+from ..io.schema_names import DTYPES
 from ..profiles.families import gpu_vendor
 from ..profiles.types import Profile
 from . import collective_impls, recipes
 from .collectives import collective_time_us
 from .engines import ENGINES, PLANS, captured_mask, host_costs, with_overrides
-from .kernels import ID_BYTES, kernel_time_us, table_us
+from .exact import false_outside, scaled, zero_outside
+from .gpu_kernels import DTYPE_ORDER
+from .kernels import ID_BYTES, _dtype_codes, kernel_time_us, table_us
 from .scenario import Scenario
 
 CUTE_NVLINK_GENERATIONS = (4, 5)  # NVIDIA sm 9.x / 10.x (Hopper, datacenter Blackwell): tokenspeed's CuTe kernels
@@ -96,6 +99,17 @@ TORCH_OPS: dict[str, int] = {
 # view ops (no kernel; host time only, engines.HostCosts.view_op_us) each component also issues
 TORCH_VIEWS: dict[str, int] = {"relayout_copy": 2, "argmax": 1, "chunked_argmax": 1, "pair_reduce": 3}
 
+_ELEM_BYTES_BY_CODE = np.array([DTYPES[k] for k in DTYPE_ORDER], dtype=np.int64)
+
+
+def _elem_bytes(scenario: Scenario):
+    """Scenario.elem_bytes; for a dtype array, looked up from its integer codes (kernels._dtype_codes, cached
+    per array object: the kernel model reads the same codes) - the same int64 values, no string search."""
+    dtype = scenario.dtype
+    if isinstance(dtype, np.ndarray) and dtype.size > 1 and set(DTYPE_ORDER) == set(DTYPES):
+        return _ELEM_BYTES_BY_CODE[_dtype_codes(dtype)]
+    return scenario.elem_bytes
+
 
 class _Ctx:
     """Per-evaluation cache of the scenario's derived arrays, the engine plan and host costs."""
@@ -106,21 +120,25 @@ class _Ctx:
         self.rows = scenario.rows
         self.shard = scenario.shard
         self.p = scenario.tp
-        self.e = scenario.elem_bytes
+        self.e = _elem_bytes(scenario)
         self.multi = self.p > 1
+        self.single = ~self.multi  # one mask object for every p = 1 part (the kernel memo keys on it)
+        self.logits_bytes = self.rows * self.shard * self.e  # R s e: the logits each rank sends
+        self._parts: dict = {}  # parts several strategies price alike (`shared`)
         self.k = scenario.top_k
         self.fused = (scenario.impl == "fused") & (self.k == 1)  # the fused kernels are argmax-only (k = 1)
         self.any_fused = bool(np.any(self.fused))
         self.topk = self.k > 1
         self.any_topk = bool(np.any(self.topk))
-        # the hardware gates only tokenspeed's recipe reads (its scenarios are priced member by member, never on a
-        # stacked profile: members.predict_members)
+        # the hardware gates only tokenspeed's recipe reads: the multimem gate from the profile's NVLS regimes
+        # (their names, shared by a stacked ensemble's members: members.stack_profiles), the CuTe and vendor gates
+        # from its provenance (checked equal across the members)
         tokenspeed = bool(np.any(scenario.engine == "tokenspeed"))
         multimem_ok = (collective_impls.available(profile, "multimem", "all_gather", 0.0, scenario.tp, scenario.nodes)
                        if tokenspeed else True)
         self.recipe = recipes.masks(scenario, multimem_ok,
                                     profile.provenance.nvlink_generation in CUTE_NVLINK_GENERATIONS,
-                                    gpu_vendor(profile.provenance.gpu))
+                                    gpu_vendor(profile.provenance.gpu), rows=self.rows)
         self.multimem_gather = self.recipe.multimem_gather & self.multi
         self.any_multimem_gather = bool(np.any(self.multimem_gather))
         self.any_impl = bool(np.any(scenario.collective != "nccl"))
@@ -135,6 +153,7 @@ class _Ctx:
         self._uniform = all(p.is_captured("*") or not p.captured for p in PLANS.values())
         self._eager_f = (~self._all_captured).astype(float) if self.any_host else 0.0
         self._eager_when: dict[int, tuple] = {}
+        self._host_arrays: dict[tuple, tuple] = {}
         self._eager_only = {op for op in {t.op for t in profile.kernel_tables}
                             if not any(t.op == op and t.mode == "graph" for t in profile.kernel_tables)}
 
@@ -144,9 +163,24 @@ class _Ctx:
             hit = self._captured[component] = captured_mask(component, self._engine_is, self._mode_graph)
         return hit
 
+    def shared(self, key: tuple, build):
+        """build(), once per evaluation for `key`: a part several strategies price with the same arguments (the
+        all-gather of the logits, the p = 1 argmax, the baseline's selection, the d2t steps) is one object they
+        share (read only, as every Component)."""
+        hit = self._parts.get(key)
+        if hit is None:
+            hit = self._parts[key] = build()
+        return hit
+
+    def plain_argmax(self) -> Component:
+        """The argmax over [R, V] where p = 1 (the local and chunked paths' single-rank step)."""
+        return self.shared(("plain_argmax",), lambda: self.kernel("argmax", self.sc.draft_vocab, when=self.single))
+
     def _host(self, component: str, per_call_us: float, calls, when) -> np.ndarray | float:
         if not self.any_host:
             return 0.0
+        if self.sc.size > 1 and isinstance(when, (bool, np.bool_, np.ndarray)) and np.ndim(when) == 0 and not when:
+            return 0.0  # no scenario runs it: no host time (a full-size array of zeros before; the same stages)
         per_call_us = per_call_us * self.factors.get("host", 1.0)
         if not self._uniform:
             eager = (~self.captured(component)).astype(float)
@@ -157,12 +191,31 @@ class _Ctx:
         hit = self._eager_when.get(key)
         if hit is None or hit[0] is not when:
             hit = self._eager_when[key] = (when, self._eager_f * np.asarray(when, dtype=bool))
-        return (per_call_us * calls) * hit[1]
+        cost = per_call_us * calls
+        if np.ndim(cost) or not isinstance(hit[1], np.ndarray):
+            return cost * hit[1]
+        # one host array per (per-call cost, mask): the c10d calls of every strategy's collectives share it
+        value = (key, np.asarray(cost, dtype=float).tobytes())
+        same = self._host_arrays.get(value)
+        if same is None or same[0] is not when:
+            same = self._host_arrays[value] = (when, cost * hit[1])
+        return same[1]
 
     def collective(self, op: str, bytes_per_rank, component: str | None = None, impl=None) -> Component:
         """The profile's NCCL curve, or - where the scenario's `collective` (or `impl`, an engine recipe's
         choice) is oneshot / multimem and available there - that implementation
         (costmodel/model/collective_impls.py; NCCL is the fallback)."""
+        if impl is None:  # the same call in another strategy (the logits' all-gather): priced once
+            key = ("collective", op, component, id(bytes_per_rank))
+            hit = self._parts.get(key)
+            if hit is not None and hit[0] is bytes_per_rank:
+                return hit[1]
+            out = self._collective(op, bytes_per_rank, component, impl)
+            self._parts[key] = (bytes_per_rank, out)  # keeps the argument alive: its id stays unique
+            return out
+        return self._collective(op, bytes_per_rank, component, impl)
+
+    def _collective(self, op: str, bytes_per_rank, component: str | None, impl) -> Component:
         sc = self.sc
         t = collective_time_us(self.profile, op, bytes_per_rank, sc.tp, sc.nodes, "graph")
         args = {"bytes_per_rank": bytes_per_rank}
@@ -176,7 +229,7 @@ class _Ctx:
                 args.update(gpu_us=t, formula=collective_impls.formula(impl, op, self.profile, p, n),
                             impl_provenance=collective_impls.provenance(self.profile, impl, op, p, n))
         t = t * self.factors.get(op, 1.0)
-        return Component(t, np.where(self.multi, bytes_per_rank, 0.0),
+        return Component(t, zero_outside(self.multi, bytes_per_rank),
                          calls=(Call("collective", op, args, self.multi),),
                          host_us=self._host(component or op, self.host.c10d_call_us, 1, self.multi))
 
@@ -206,7 +259,7 @@ class _Ctx:
         t = np.where(measured, collective_time_us(self.profile, "gather", b, p, nodes, "graph"), p2p) \
             if measured.any() else p2p
         t = t * self.factors.get("gather", 1.0)
-        return Component(t, np.where(self.multi, b, 0.0),
+        return Component(t, zero_outside(self.multi, b),
                          calls=(Call("collective", "gather", {"bytes_per_rank": b, "p2p": True}, self.multi),),
                          host_us=self._host("gather", self.host.c10d_call_us, 1, self.multi))
 
@@ -231,7 +284,7 @@ class _Ctx:
             t, x = 0.0, False
         else:
             est = estimate(op)
-            t, x = est.time_us * self.factors.get(op, 1.0), est.extrapolated
+            t, x = scaled(est.time_us, self.factors.get(op, 1.0)), est.extrapolated
         calls = (Call("kernel", op, args, when & ~self.fused if fusable else when),)
         n_ops = TORCH_OPS.get(op, 1) if torch_ops is None else torch_ops
         ops = n_ops
@@ -250,7 +303,7 @@ class _Ctx:
         host = 0.0 if measured_eager else self._host(component or op, 1.0, np.asarray(ops) * self.host.torch_op_us
                                                      + np.asarray(n_views) * self.host.view_op_us, hw)
         if when is not True:
-            t, x = np.where(when, t, 0.0), np.where(when, x, False)
+            t, x = zero_outside(when, t), false_outside(when, x)
         return Component(t, 0.0, x, calls, host, np.maximum(ops, 1))
 
     def elementwise(self, name: str, cols, kernels: int, *, when=True, copies=1) -> Component:
@@ -264,7 +317,7 @@ class _Ctx:
         nbytes = 2.0 * self.rows * np.asarray(cols, dtype=float) * self.e * copies
         t = kernels * (self.profile.graph_kernel_us + nbytes / bw * 1e-3) * self.factors.get("relayout_copy", 1.0)
         call = Call("elementwise", name, {"cols": cols, "kernels": kernels, "bw_gbps": bw}, when)
-        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+        return Component(zero_outside(when, t), 0.0, False, (call,),
                          self._host(name, self.host.torch_op_us, kernels, when), kernels)
 
     def prestep(self, cols) -> dict[str, Component]:
@@ -282,6 +335,9 @@ class _Ctx:
 
         Each is one small kernel (graph_kernel_us + its bytes); the fused kernel does both inside its launch.
         """
+        return self.shared(("local_fixups", fusable), lambda: self._local_fixups(fusable))
+
+    def _local_fixups(self, fusable: bool) -> dict[str, Component]:
         torch_path = ~self.fused if fusable else True
         pad = self.sc.padding
         mask_when = (pad > 0) & self.multi & torch_path
@@ -298,12 +354,17 @@ class _Ctx:
         bw = self.profile.kernel_ops["relayout_copy"].bw_gbps
         t = self.profile.graph_kernel_us + 2.0 * self.rows * ID_BYTES / bw * 1e-3
         call = Call("elementwise", name, {"cols": 1, "kernels": 1, "bw_gbps": bw, "elem_bytes": ID_BYTES}, when)
-        return Component(np.where(when, t, 0.0), 0.0, False, (call,),
+        return Component(zero_outside(when, t), 0.0, False, (call,),
                          self._host(name, self.host.torch_op_us, 1, when), 1)
 
     def argmax_full(self) -> Component:
         if self._argmax_vocab is None:  # one array object per evaluation: the kernel memo prices it once
-            self._argmax_vocab = self.sc.argmax_vocab
+            sc = self.sc
+            draft = sc.draft_vocab
+            # no d2t anywhere: where(d2t, vocab, draft_vocab) holds draft_vocab's values - the object itself where
+            # the shapes agree, so this argmax and the p = 1 one (plain_argmax) are one kernel estimate
+            same = np.shape(draft) == np.broadcast_shapes(np.shape(sc.d2t), np.shape(sc.vocab), np.shape(draft))
+            self._argmax_vocab = draft if same and not np.any(sc.d2t) else sc.argmax_vocab
         return self.kernel("argmax", self._argmax_vocab)
 
     def topk_us(self, rows, cols, *, fp32: bool = False) -> np.ndarray:
@@ -360,11 +421,15 @@ class _Ctx:
 
     def d2t_scatter(self) -> Component:
         sc = self.sc
-        return self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab, when=sc.d2t)
+        return self.shared(("d2t_scatter",), lambda: self.kernel("d2t_scatter", sc.vocab, draft_cols=sc.draft_vocab,
+                                                                 when=sc.d2t))
 
     def d2t_lookup(self) -> Component:
         """target = draft + d2t[draft] for R ids; at top-k k > 1 for R x k ids plus the -inf tail fill of
         reference.d2t_lookup_topk (TORCH_OPS["d2t_lookup_topk"] ops, priced as the lookup over R x k rows)."""
+        return self.shared(("d2t_lookup",), self._d2t_lookup)
+
+    def _d2t_lookup(self) -> Component:
         k1 = self.kernel("d2t_lookup", 0, when=self.sc.d2t)
         if not self.any_topk:
             return k1

@@ -84,6 +84,20 @@ def unique_points(arrays: Sequence[np.ndarray], cache: dict | None = None, share
     `shared`: the first `shared` arguments recur in later calls (same objects): their key is compacted
     and, with a `cache`, kept for those calls.
     """
+    whole = ("dedup.points", shared, *map(id, arrays))  # the same argument objects again (key_pack after
+    if cache is not None:                                  # local_argmax): the same points, the same objects
+        hit = cache.get(whole)
+        if hit is not None and all(a is b for a, b in zip(hit[0], arrays)) and len(hit[0]) == len(arrays):
+            return hit[1]
+    found = _unique_points(arrays, cache, shared)
+    if cache is not None:
+        cache[whole] = (tuple(arrays), found)  # keeps the arguments alive, so their ids stay unique inside the block
+    return found
+
+
+def _unique_points(arrays: Sequence[np.ndarray], cache: dict | None, shared: int
+                   ) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """unique_points without the cache of whole results."""
     facts = [_factorize_cached(a, cache) for a in arrays]
     n = facts[0][0].size
     if any(len(uniq) > n * MAX_UNIQUE_FRACTION for _codes, uniq in facts):

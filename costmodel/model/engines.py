@@ -225,10 +225,18 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
     (host a = h/n, GPU b = g/n each) ends its GPU work at F' = max(F + g, H + a + g, H + h + b) (the
     endpoints of max_k H + k a + (n - k + 1) b); the host clock becomes H + h, and max(H + h, F')
     after a sync.
+
+    A one-op stage (n = 1: a = h, b = g) gives F' = max(max(F, H') + g, H' + g) with H' = H + h: since
+    max(F, H') >= H' and rounding x + g is monotone in x, the first term is never below the second, and on a
+    tie both are the same float (the clocks start at +0.0 and only add non-negative times, so no -0.0 meets
+    +0.0; a NaN clock or time makes the first term NaN, which np.maximum returns): F' = max(F, H') + g bit for
+    bit, without the second sum and maximum.
     """
     host = np.zeros(())
     head = np.asarray(head_start_us, dtype=float)
     gpu = head
+    own_host = own_gpu = False  # whether the clock is a temporary of this function (then updated in place)
+    scratch = None  # one buffer for every stage's H + h + b
     for s in stages:
         h = np.asarray(s.host_us, dtype=float)
         g = np.asarray(s.gpu_us, dtype=float)
@@ -238,18 +246,33 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
         if h.ndim == 0 and h == 0.0:
             first = host  # no host work: both launch clocks stay where they are
         else:
-            first = host + (h if one else h / n)  # the stage's first launch is done
-            host = host + h  # its last launch is done
-        late = _add_into(np.maximum(gpu, first), g)
-        own = late.ndim and late.shape == np.broadcast_shapes(late.shape, host.shape, g.shape, n.shape)
-        gpu = np.maximum(late, host + (g if one else g / n), out=late if own else None)
+            if not one:
+                first = _into(None, np.divide, h, n)  # a = h / n ...
+                first = _into(first, np.add, host, first)  # ... the stage's first launch is done at H + a
+            host = _into(host if own_host else None, np.add, host, h)  # its last launch is done
+            own_host = True
+            if one:
+                first = host  # one op: its first launch is its last (H + h / 1 = H + h, one sum)
+        late = _into(gpu if own_gpu else None, np.maximum, gpu, first)
+        late = _into(late, np.add, late, g)
+        own_gpu = True
+        if one and first is host:
+            gpu = late  # max(F, H') + g >= H' + g (rounding is monotone): F' = the first term, bit for bit
+        else:
+            b = g if one else _into(scratch, np.divide, g, n)  # b = g / n, a temporary unless one op
+            scratch = _into(scratch if one else b, np.add, host, b)  # H + h + b
+            gpu = _into(late, np.maximum, late, scratch)
         if np.any(s.sync_after):
             host = np.where(s.sync_after, np.maximum(host, gpu), host)
+    if gpu is not head and head.ndim == 0 and head == 0.0 and not np.signbit(head):
+        return gpu  # x - (+0.0) = x, every x (the GPU clock is a temporary of this function)
     return gpu - head
 
 
-def _add_into(fresh: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """fresh + other, written into `fresh` (a temporary of this module) when it has the result's shape."""
-    if fresh.ndim and fresh.shape == np.broadcast_shapes(fresh.shape, other.shape):
-        return np.add(fresh, other, out=fresh)
-    return fresh + other
+def _into(buffer: np.ndarray | None, ufunc: np.ufunc, a: Any, b: Any) -> np.ndarray:
+    """ufunc(a, b), written into `buffer` (a temporary of step_time_us, may be a or b) where it has the result's
+    shape - the same values, one allocation fewer."""
+    if buffer is not None and buffer.ndim and buffer.shape == np.broadcast_shapes(buffer.shape, np.shape(a),
+                                                                                   np.shape(b)):
+        return ufunc(a, b, out=buffer)
+    return ufunc(a, b)

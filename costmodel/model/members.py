@@ -114,6 +114,11 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
         if any(m.kernel_tables != first.kernel_tables or host_costs(m) != host_costs(first)
                or (m.kernel_model is None) != (model is None) for m in members):
             raise _Mismatch
+        # read from the first member: the hardware gates (collective_impls.available, recipes.masks) and the
+        # measured implementation curves must be every member's
+        if any(m.provenance != first.provenance or m.impl_curves != first.impl_curves for m in members
+               if m is not first):
+            raise _Mismatch
         if model is not None and any((m.kernel_model.sm_count, m.kernel_model.max_threads_per_sm,
                                       m.kernel_model.warp_size)
                                      != (model.sm_count, model.max_threads_per_sm, model.warp_size)
@@ -128,15 +133,18 @@ def stack_profiles(members: Sequence[Profile]) -> Profile | None:
 
 
 def _stackable(scenario: Scenario) -> bool:
-    """Only the batch varies (at most 1-d), NCCL collectives (tokenspeed's recipe runs multimem itself,
-    recipes.py): the paths whose formulas take (M, 1) parameters."""
+    """Only the batch varies (at most 1-d), NCCL collectives as the scenario's `collective`: the paths whose
+    formulas take (M, 1) parameters. tokenspeed's recipe (recipes.py) picks multimem itself where the profile has
+    NVLS at the scenario's (TP, nodes) - a gate read from the regime names and the hardware provenance, which
+    every member shares (`stack_profiles` checks) - and `collective_impls` prices it element-wise in the
+    members' (M, 1) bandwidths."""
     if np.ndim(scenario.batch) > 1:
         return False
     for name in SCENARIO_FIELDS:
         value = getattr(scenario, name)
         if name != "batch" and value is not None and np.ndim(value):
             return False
-    return bool(np.all(scenario.collective == "nccl")) and not bool(np.any(scenario.engine == "tokenspeed"))
+    return bool(np.all(scenario.collective == "nccl"))
 
 
 def stack_factors(factors: Sequence[dict[str, float] | None]) -> dict[str, Any] | None:

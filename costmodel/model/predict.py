@@ -21,6 +21,7 @@ from ..io.errors import InputError
 from ..profiles.store import default_profile
 from ..profiles.types import Profile
 from .components import BASELINE, STRATEGIES, Component
+from .exact import zero_plus_is_v
 from .kernels import stacked_members
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import build_components, validity
@@ -118,13 +119,29 @@ def _summarize(name: str, components: dict[str, Component], scenario: Scenario, 
     """Totals of the components, broadcast to `shape` (the scenario's; (members, n) for a stacked ensemble)."""
     times = {k: _broadcast(np.asarray(c.time_us, dtype=float), shape) for k, c in components.items()}
 
-    def add(values, dtype=float):  # sum of arrays, skipping scalar zeros (no full-size pass for them)
-        out = np.zeros(shape, dtype=dtype)
+    def add(values, dtype=float):
+        """((0 + v1) + v2) + ... (| for flags) over `shape`, skipping scalar zeros (no full-size pass for them).
+        0.0 + v1 is v1 itself where that changes no bit (`exact.zero_plus_is_v`; False | v1 is v1 for flags): a
+        one-term sum is that array (shared read-only, as the components'), a longer one starts from v1 + v2."""
+        out, own = None, False
         for v in values:
             v = np.asarray(v, dtype=dtype)
-            if v.ndim or v:
-                out = out + v if dtype is float else out | v
-        return out
+            if not (v.ndim or v):
+                continue
+            if out is None:
+                if v.shape == shape and v.flags.c_contiguous and (dtype is not float or zero_plus_is_v(v)):
+                    out = v  # not ours: the next term makes a new array
+                elif v.shape == shape:
+                    out, own = 0.0 + v, True
+                else:
+                    out = np.zeros(shape, dtype=dtype) + v if dtype is float else np.zeros(shape, dtype=dtype) | v
+                    own = True
+            elif own and isinstance(out, np.ndarray) and out.ndim and \
+                    np.broadcast_shapes(out.shape, v.shape) == out.shape:
+                (np.add if dtype is float else np.bitwise_or)(out, v, out=out)
+            else:
+                out, own = (out + v if dtype is float else out | v), True
+        return np.zeros(shape, dtype=dtype) if out is None else out
 
     total = _total_us(components, shape, add)
     wire = add(c.wire_bytes_per_rank for c in components.values())

@@ -136,26 +136,42 @@ class RecipeMasks:
     serving: Any  # the serving term applies (an engine, and Scenario.serving_term on)
 
 
-def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True, vendor: str = "NVIDIA") -> RecipeMasks:
+def _false(*operands: Any) -> np.ndarray:
+    """All-False booleans of the operands' broadcast shape (what `a & b & ...` of them is where one is False)."""
+    return np.zeros(np.broadcast_shapes(*(np.shape(x) for x in operands)), dtype=bool)
+
+
+def masks(sc: Any, multimem_ok: Any = True, cute_ok: Any = True, vendor: str = "NVIDIA", *,
+          rows: Any = None) -> RecipeMasks:
     """The recipe choices per scenario (see the module doc for each engine's gates). multimem_ok: where the profile
     runs an NVLS multicast at the scenario's (TP, nodes); cute_ok: whether its GPU runs tokenspeed's CuTe kernels;
-    vendor: the profile GPU's vendor (families.gpu_vendor) - SGLang's top-k 1 branch is CUDA-only."""
+    vendor: the profile GPU's vendor (families.gpu_vendor) - SGLang's top-k 1 branch is CUDA-only. rows: the
+    scenario's rows per call when the caller has them (`sc.rows`)."""
     eng = np.asarray(sc.engine)
-    rows, p, k = np.asarray(sc.rows), np.asarray(sc.tp), np.asarray(sc.top_k)
+    rows, p, k = np.asarray(sc.rows if rows is None else rows), np.asarray(sc.tp), np.asarray(sc.top_k)
     multi = p > 1
     ts, sg = eng == "tokenspeed", eng == "sglang"
-    v_pad, vocab = np.asarray(sc.padded_draft_vocab), np.asarray(sc.argmax_vocab)
     draft = np.asarray(sc.draft_vocab)
-    per_rank = draft // p
-    dist_ok = ((p >= 2) & (p <= 32) & (v_pad == draft) & (per_rank >= CUTE_MIN_COLS) & (per_rank % CUTE_COL_ALIGN == 0)
-               & (rows <= TOKENSPEED_DIST_ARGMAX_MAX_ROWS) & (k == 1) & ~np.asarray(sc.d2t))
+    if not ts.any():  # no tokenspeed scenario: its three gates are False everywhere, in the shapes they would have
+        multimem_gather = _false(ts, multi, multimem_ok, rows, draft, p)  # padded_draft_vocab: draft_vocab's shape
+        argmax_bw = _false(ts, cute_ok, sc.d2t, sc.vocab, draft, k)  # argmax_vocab = where(d2t, vocab, draft_vocab)
+        fused_packed = _false(ts, p, draft, rows, k, sc.d2t, multimem_ok, cute_ok)
+    else:
+        v_pad, vocab = np.asarray(sc.padded_draft_vocab), np.asarray(sc.argmax_vocab)
+        per_rank = draft // p
+        dist_ok = ((p >= 2) & (p <= 32) & (v_pad == draft) & (per_rank >= CUTE_MIN_COLS)
+                   & (per_rank % CUTE_COL_ALIGN == 0) & (rows <= TOKENSPEED_DIST_ARGMAX_MAX_ROWS) & (k == 1)
+                   & ~np.asarray(sc.d2t))
+        multimem_gather = ts & multi & multimem_ok & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0)
+        argmax_bw = ts & cute_ok & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1)
+        fused_packed = ts & dist_ok & multimem_ok & cute_ok
     return RecipeMasks(
-        multimem_gather=ts & multi & multimem_ok & (rows <= TOKENSPEED_AG_MAX_ROWS) & (v_pad % (8 * p) == 0),
-        argmax_bw=ts & cute_ok & (vocab >= CUTE_MIN_COLS) & (vocab % CUTE_COL_ALIGN == 0) & (k == 1),
+        multimem_gather=multimem_gather,
+        argmax_bw=argmax_bw,
         split_argmax=sg & (k == 1) & (vendor == "NVIDIA"),
         softmax_max=sg & ((k > 1) | (vendor == "AMD")),
         compiled_pairs=(eng == "trtllm") & multi & (k == 1),
-        fused_packed=ts & dist_ok & multimem_ok & cute_ok,
+        fused_packed=fused_packed,
         serving=(eng != "none") & np.asarray(sc.serving_term),
     )
 

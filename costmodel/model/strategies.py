@@ -50,6 +50,7 @@ from ..profiles.types import Profile
 from . import engine_kernels as ek
 from .components import STRATEGIES, TORCH_OPS, Call, Component, _Ctx
 from .engines import Stage, step_time_us, sync_mask
+from .exact import pick
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, lm_head_time_us
 from .scenario import Scenario
 from .serving import SERVING_SOURCE, serving_us
@@ -96,20 +97,20 @@ def full_all_gather(c: _Ctx) -> dict[str, Component]:
     mm = c.multimem_gather  # tokenspeed: its multimem all-gather writes [R, V] itself (no relayout)
     impl = np.where(mm, "multimem", c.sc.collective) if c.any_multimem_gather else None
     return {
-        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e, impl=impl),
+        "all_gather": c.collective("all_gather", c.logits_bytes, impl=impl),
         "relayout_copy": c.relayout(skip=mm),
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        **_select_full(c),
+        **c.shared(("select_full",), lambda: _select_full(c)),
     }
 
 
 def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     chunked = c.kernel("chunked_argmax", c.shard, world_size=c.p, when=c.multi)
-    plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    plain = c.plain_argmax()
     arg = Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
                     chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
-                    np.where(c.multi, chunked.ops, plain.ops))
+                    pick(c.multi, chunked.ops, plain.ops))
     if c.any_topk:  # top-k per rank chunk ([p*R, s]) then over the p*k candidates; p = 1: one topk over [R, V]
         gpu = np.where(c.multi, c.topk_us(c.rows * c.p, c.shard) + c.topk_us(c.rows, c.p * c.k, fp32=True),
                        c.topk_us(c.rows, c.sc.draft_vocab))
@@ -117,7 +118,7 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     else:
         select = {"chunked_argmax": arg}
     return {
-        "all_gather": c.collective("all_gather", c.rows * c.shard * c.e),
+        "all_gather": c.collective("all_gather", c.logits_bytes),
         **c.prestep(c.sc.padded_draft_vocab),
         **select,
         "d2t_lookup": c.d2t_lookup(),
@@ -126,11 +127,11 @@ def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
 
 def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
     return {
-        "gather": c.gather_p2p(c.rows * c.shard * c.e),
+        "gather": c.gather_p2p(c.logits_bytes),
         "relayout_copy": c.relayout(view_at_one_row=False),  # torch.cat(parts, -1) copies even one row
         **c.prestep(c.sc.draft_vocab),
         "d2t_scatter": c.d2t_scatter(),
-        **_select_full(c),
+        **c.shared(("select_full",), lambda: _select_full(c)),
         "broadcast": c.collective("broadcast", c.rows * _ids_bytes(c)),
     }
 
@@ -138,10 +139,10 @@ def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
 def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, reduce_cols) -> dict[str, Component]:
     """The local paths: [prestep] + local op (a plain argmax at p = 1) + fix-ups + collective + reduce + [d2t]."""
     local = c.kernel(op, c.shard, fusable=True, when=c.multi)
-    plain = c.kernel("argmax", c.sc.draft_vocab, when=~c.multi)
+    plain = c.plain_argmax()
     first = Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
                       local.calls + plain.calls, _add(local.host_us, plain.host_us),
-                      np.where(c.multi, local.ops, plain.ops))
+                      pick(c.multi, local.ops, plain.ops))
     reduce = c.kernel(reduce_op, 0, world_size=reduce_cols, when=c.multi, fusable=True)
     if c.any_topk and op == "local_argmax":
         # top-k pairs: topk of the shard ([R, s]; p = 1: of [R, V]) + k (value, id) pairs per row, a relayout
@@ -209,6 +210,20 @@ def _add(a, b):
     return np.asarray(a) + np.asarray(b)
 
 
+def sum_from_zero(values) -> np.ndarray:
+    """sum(values, np.zeros(())): ((0 + v1) + v2) + ..., the same additions in the same order, each after the first
+    written into the running sum (a temporary of this function) where it has the result's shape."""
+    acc = np.zeros(())
+    own = False
+    for v in values:
+        if own and np.broadcast_shapes(acc.shape, np.shape(v)) == acc.shape:
+            np.add(acc, v, out=acc)
+        else:
+            acc = acc + v
+            own = isinstance(acc, np.ndarray) and acc.ndim > 0
+    return acc
+
+
 BUILDERS: dict[str, Callable[[_Ctx], dict[str, Component]]] = {
     "full_all_gather": full_all_gather,
     "full_all_gather_no_relayout": full_all_gather_no_relayout,
@@ -268,10 +283,11 @@ def _host_exposed(ctx: _Ctx, comps: dict[str, Component]) -> Component:
               if np.any(c.host_us) or np.any(c.time_us) or np.any(syncs[k])]
     head = np.where(sc.engine == "vllm", lm_head_us(ctx.profile, sc), 0.0)
     step = step_time_us(stages, head)
-    gpu = sum((np.asarray(c.time_us, dtype=float) for c in comps.values()), np.zeros(()))
+    gpu = sum_from_zero(np.asarray(c.time_us, dtype=float) for c in comps.values())
     host_total = (sum((np.asarray(c.host_us, dtype=float) for c in comps.values()), np.zeros(()))
                   if sc.size == 1 else np.nan)  # for explanations (single scenarios) only
-    exposed = np.maximum(step - gpu, 0.0)
+    exposed = step - gpu
+    exposed = np.maximum(exposed, 0.0, out=exposed if exposed.ndim else None)
     return Component(exposed, 0.0, False, (Call("host", "host_exposed", {"host_us": host_total, "gpu_us": gpu,
                                                                           "head_start_us": head, "exposed": exposed},
                                                      exposed > 0),))

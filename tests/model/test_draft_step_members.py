@@ -26,6 +26,7 @@ CASES = {  # engines with and without a host sync / whole-chain capture, 2 nodes
     "vllm-2-nodes": (dict(engine="vllm", tp=8, nodes=2), "target", None),
     "none-eager-dp": (dict(engine="none", tp=8, mode="eager"), "dp", None),
     "vllm-tp1-forward-us": (dict(engine="vllm", tp=8), "tp1", 120.0),
+    "tokenspeed": (dict(engine="tokenspeed", tp=8), "target", None),  # multimem all-gather, fused CuTe argmax
 }
 
 
@@ -50,14 +51,15 @@ def test_stacked_draft_step_equals_one_draft_step_per_member_exactly(profile_nam
             assert np.isfinite(priced.total_us[s][m]).all()
 
 
-def test_tokenspeed_is_priced_member_by_member_with_the_same_numbers():
-    """tokenspeed's recipe runs its own collective path, which the stack does not cover: one draft_step each."""
-    sc = _scenario(dict(engine="tokenspeed", tp=8))
-    members, factors, _ = ensemble(load_profile("h200-sxm-nvlink"))
-    pl = parse_placement("target", 8)
-    priced = draft_step_members(sc, members[:4], pl, ARCH, STRATEGIES, factors[:4])
-    assert not priced.stacked
-    for m in range(4):
+def test_tokenspeed_is_stacked_with_the_same_numbers():
+    """tokenspeed's recipe picks multimem where the profile has NVLS (a gate every member shares) and prices it with
+    each member's NVLS / all-gather bandwidths: stacked, row m = member m's draft_step, on a TP 4 B200 too."""
+    sc = _scenario(dict(engine="tokenspeed", tp=4))
+    members, factors, _ = ensemble(load_profile("b200-hgx-nvlink"))
+    pl = parse_placement("target", 4)
+    priced = draft_step_members(sc, members, pl, ARCH, STRATEGIES, factors)
+    assert priced.stacked
+    for m in range(len(members)):
         one = draft_step(sc, members[m], pl, ARCH, strategies=STRATEGIES, factors=factors[m])
         np.testing.assert_array_equal(priced.saving_us("local_argmax_pairs")[m],
                                       one.total_us[BASELINE] - one.total_us["local_argmax_pairs"])

@@ -25,6 +25,7 @@ SCENARIOS = {  # the paths the stack covers: d2t + vLLM host model, eager + fuse
     "eager-fused": dict(vocab=128256, tp=2, mode="eager", impl="fused", softcap=True, logit_scale=True),
     "two-nodes": dict(vocab=202048, tp=16, nodes=2, drafting="parallel", num_spec_tokens=3),
     "top-k": dict(vocab=151936, draft_vocab=32000, d2t=True, tp=4, top_k=4, engine="vllm", hidden=4096),
+    "tokenspeed": dict(vocab=202048, tp=8, engine="tokenspeed"),  # its recipe's multimem all-gather and fused argmax
 }
 
 
