@@ -28,7 +28,13 @@ from costmodel import (
     predict,
 )
 from costmodel.answers.recommend import Recommendation, impact_change, recommend
-from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, StepSweep, step_sweep
+from costmodel.answers.step_sweep_frame import (
+    PER_CALL_ANSWER,
+    WHOLE_STEP_ANSWER,
+    StepSweep,
+    focus_saving_rows,
+    step_sweep,
+)
 from costmodel.answers.workload import parse_workload
 from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
@@ -283,30 +289,50 @@ def heat_tps(spec: ScenarioSpec, profile: Profile | None = None) -> tuple[int, .
     return tuple(sorted(sizes))
 
 
-def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...]) -> pd.DataFrame:
-    pred = predict(spec.scenario(np.asarray(batches, dtype=float)), profile_from_text(profile_text))
+def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...],
+                arch: DraftArch | None = None) -> pd.DataFrame:
+    """One heatmap row: with `arch` (the verdict answers with the whole draft step) the whole step's FOCUS saving
+    per decode step (costmodel.answers.step_sweep_frame.focus_saving_rows) - InputError where the whole step is
+    not the answer there (TP 1, a TP the draft's heads do not divide: the row is skipped and named, so one colour
+    scale never mixes two quantities) -, else predict's per-call saving (x calls per decode step). `answer` says
+    which."""
+    profile = profile_from_text(profile_text)
+    b = np.asarray(batches, dtype=float)
+    if arch is not None:
+        step = step_sweep(spec.scenario(b), profile, arch, b)
+        if not step.whole_step:
+            raise InputError(f"not priced as the whole draft step ({step.why})")
+        return focus_saving_rows(step.frame, FOCUS).assign(batch=np.asarray(batches, dtype=int),
+                                                           answer=WHOLE_STEP_ANSWER)
+    pred = predict(spec.scenario(b), profile)
     return pd.DataFrame({
         "batch": np.asarray(batches, dtype=int),
         "saving_per_draft_step_us": pred.saving_us(FOCUS),
         "saving_per_decode_step_us": pred.saving_per_decode_step_us(FOCUS),
         "saving_pct": pred.saving_pct(FOCUS),
         "fastest_strategy": pred.best(),
+        "answer": PER_CALL_ANSWER,
     })
 
 
 @st.cache_data(**_CACHE)
-def heat_vocab_row(profile_text: str, spec: ScenarioSpec, draft_vocab: int, batches: tuple[int, ...]) -> pd.DataFrame:
-    """FOCUS saving vs the baseline over the batches at one draft vocab (d2t on when below the target vocab)."""
+def heat_vocab_row(profile_text: str, spec: ScenarioSpec, draft_vocab: int, batches: tuple[int, ...],
+                   arch: DraftArch | None = None) -> pd.DataFrame:
+    """FOCUS saving vs the baseline over the batches at one draft vocab (d2t on when below the target vocab);
+    `arch` (its lm_head vocabulary set to `draft_vocab` here): the whole draft step's (`_saving_row`)."""
     row_spec = spec.with_(draft_vocab=int(draft_vocab), d2t=bool(spec.d2t or draft_vocab != spec.vocab))
-    frame = _saving_row(profile_text, row_spec, batches)
+    row_arch = None if arch is None else replace(arch, vocab=int(draft_vocab))
+    frame = _saving_row(profile_text, row_spec, batches, row_arch)
     frame.insert(1, "draft_vocab", int(draft_vocab))
     return frame
 
 
 @st.cache_data(**_CACHE)
-def heat_tp_row(profile_text: str, spec: ScenarioSpec, tp: int, batches: tuple[int, ...]) -> pd.DataFrame:
-    """FOCUS saving vs the baseline over the batches at one TP size."""
-    frame = _saving_row(profile_text, spec.with_(tp=int(tp)), batches)
+def heat_tp_row(profile_text: str, spec: ScenarioSpec, tp: int, batches: tuple[int, ...],
+                arch: DraftArch | None = None) -> pd.DataFrame:
+    """FOCUS saving vs the baseline over the batches at one TP size; `arch`: the whole draft step's
+    (`_saving_row`)."""
+    frame = _saving_row(profile_text, spec.with_(tp=int(tp)), batches, arch)
     frame.insert(1, "tp", int(tp))
     return frame
 

@@ -47,7 +47,7 @@ from .tables import (
     verdict_table,
 )
 from .topk_panel import best_pair_caption
-from .verdict import Evaluation, bootstrap_method, fused_provenance
+from .verdict import Evaluation, bootstrap_method, draft_arch, fused_provenance
 
 PROGRESS_AFTER_S = 0.05
 
@@ -274,6 +274,8 @@ def sensitivity_tab(ev: Evaluation) -> None:
     shown = "" if table is None or table.empty else (
         f" The chart shows the {min(SENSITIVITY_TOP, len(table))} largest of the {len(table)} parameters that move it"
         " (the table lists all).")
+    if ev.verdict.quantity == WHOLE_STEP_ANSWER:  # say which quantity: this tab perturbs the per-call model
+        st.caption("Per draft call: the logits path alone, not the whole draft step the verdict answers with.")
     st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
                 "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
                 f"+1%. Measured kernel tables are not perturbed.{shown}")
@@ -315,12 +317,17 @@ def _heat_rows(kind: str, values: tuple[int, ...], compute) -> tuple[pd.DataFram
 def heatmaps_tab(ev: Evaluation) -> None:
     inputs, text = ev.inputs, ev.profile_text
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
-    st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)**: blue = {FOCUS} faster, "
+    # the verdict's quantity: the whole draft step where an engine runs it (priced with the verdict's draft)
+    whole = ev.verdict.quantity == WHOLE_STEP_ANSWER
+    arch = draft_arch(inputs.preset, int(inputs.draft_vocab)) if whole else None
+    quantity = ("the whole draft step: the K draft calls as the engine composes them" if whole
+                else "the logits path alone, x calls per decode step")
+    st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)** ({quantity}): blue = {FOCUS} faster, "
                 f"red = {BASELINE} faster; both heatmaps share one colour scale.")
     vocab, vocab_skipped = _heat_rows("draft vocab", heat_vocabs(inputs.spec),
-                                      lambda v: heat_vocab_row(text, inputs.spec, v, batches))
+                                      lambda v: heat_vocab_row(text, inputs.spec, v, batches, arch))
     tp, tp_skipped = _heat_rows("TP", heat_tps(inputs.spec, ev.profile),
-                                lambda p: heat_tp_row(text, inputs.spec, p, batches))
+                                lambda p: heat_tp_row(text, inputs.spec, p, batches, arch))
     bound = charts.heat_bound(vocab, tp)
     _heatmap(ev, vocab, vocab_skipped, f"batch x draft vocab (target vocab {inputs.vocab:,}; the d2t map on below it)",
              "draft_vocab", "draft vocab", "saving_batch_x_draft_vocab", bound)

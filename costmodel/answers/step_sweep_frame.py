@@ -86,3 +86,23 @@ def step_sweep(scenario: Scenario, profile: Profile, arch: DraftArch | None, bat
         else:
             return StepSweep(frame, WHOLE_STEP_ANSWER, "")
     return StepSweep(None, PER_CALL_ANSWER, why)
+
+
+def focus_saving_rows(frame: pd.DataFrame, focus: str) -> pd.DataFrame:
+    """One row per batch of a `step_sweep_frame`: the whole-step saving of `focus` and the fastest strategy (the
+    dashboard's heatmap cells under an engine):
+
+        saving_per_decode_step_us = T_step(full_all_gather) - T_step(focus)
+        saving_per_draft_step_us  = saving_per_decode_step_us / calls_per_decode_step     (the mean per call)
+        saving_pct                = 100 * saving_per_decode_step_us / T_step(full_all_gather)
+        fastest_strategy          = argmin over strategies of T_step (the first in STRATEGIES order on a tie)
+    """
+    names = list(dict.fromkeys(frame["strategy"]))
+    n = len(frame) // len(names)  # strategy-major: each strategy's rows in the same batch order
+    times = frame["time_per_decode_step_us"].to_numpy(float).reshape(len(names), n)
+    mine = frame[frame["strategy"] == focus]
+    saving = mine["saving_per_decode_step_us"].to_numpy(float)
+    return pd.DataFrame({"batch": mine["batch"].to_numpy(),
+                         "saving_per_draft_step_us": saving / mine["calls_per_decode_step"].to_numpy(float),
+                         "saving_per_decode_step_us": saving, "saving_pct": mine["saving_pct"].to_numpy(float),
+                         "fastest_strategy": np.asarray(names, dtype=object)[np.argmin(times, axis=0)]})

@@ -189,3 +189,58 @@ def test_whole_step_charts_are_valid_vega_lite_and_export():
     assert chart_png(drawn(at, "sweep_chart"))[:8] == b"\x89PNG\r\n\x1a\n"  # the Export menu's PNG
     html = report_html(evaluate(state.inputs_from_session(at.session_state), {}))
     assert "Time per decode step (whole draft step) vs batch" in html and "one draft call&#x27;s logits path" in html
+
+
+# -- the heatmaps under an engine -----------------------------------------------------------------------------
+def test_heatmap_rows_under_an_engine_are_the_whole_step_and_per_call_without_one():
+    inputs = dataclasses.replace(state.Inputs(), engine="vllm")
+    text = data.bundled_profile_text(inputs.profile)
+    profile = data.profile_from_text(text)
+    spec, arch = inputs.spec, arch_of(inputs)
+    batches = (1, 16, 256)
+    row = data.heat_tp_row(text, spec, 8, batches, arch)
+    totals = whole_step_totals(spec.with_(tp=8).scenario(np.asarray(batches, dtype=float)), profile, arch)[0]
+    want = totals[BASELINE] - totals[FOCUS]
+    assert set(row["answer"]) == {"whole draft step"}
+    np.testing.assert_array_equal(row["saving_per_decode_step_us"].to_numpy(), want)
+    calls = int(spec.num_spec_tokens)  # serial drafting: K calls per decode step
+    np.testing.assert_allclose(row["saving_per_draft_step_us"].to_numpy(), want / calls, rtol=1e-12)
+    fastest = [min(STRATEGIES, key=lambda s, i=i: (totals[s][i], STRATEGIES.index(s))) for i in range(len(batches))]
+    assert list(row["fastest_strategy"]) == fastest
+    # a draft vocab row prices the draft with that lm_head vocabulary (and d2t on below the target vocab)
+    vrow = data.heat_vocab_row(text, spec, 32000, batches, arch)
+    vt = whole_step_totals(spec.with_(draft_vocab=32000, d2t=True).scenario(np.asarray(batches, dtype=float)), profile,
+                           dataclasses.replace(arch, vocab=32000))[0]
+    np.testing.assert_array_equal(vrow["saving_per_decode_step_us"].to_numpy(), vt[BASELINE] - vt[FOCUS])
+    # TP 1: the whole step is not the answer there - the row is refused (skipped and named), never mixed in
+    with pytest.raises(data.InputError, match="TP 1"):
+        data.heat_tp_row(text, spec, 1, batches, arch)
+    # engine none (no arch): predict's per-call saving
+    none = data.heat_tp_row(text, dataclasses.replace(spec, engine="none"), 8, batches)
+    pred = predict(dataclasses.replace(spec, engine="none", tp=8).scenario(np.asarray(batches, dtype=float)), profile)
+    np.testing.assert_array_equal(none["saving_per_decode_step_us"].to_numpy(), pred.saving_per_decode_step_us(FOCUS))
+    assert set(none["answer"]) == {"per draft call"}
+
+
+def test_the_heatmaps_tab_under_an_engine_says_whole_draft_step_and_draws_its_numbers():
+    at = run_app({"engine": "sglang", "tab": "Heatmaps"})
+    assert any(m.value.startswith("**Saving of") and "whole draft step" in m.value for m in at.markdown)
+    spec = drawn(at, "saving_batch_x_tp")
+    cells = pd.DataFrame(spec["datasets"][spec["data"]["name"]])
+    assert 1 not in set(cells["tp"])  # TP 1 is not the whole step: skipped, and the tab says why
+    assert any(c.value.startswith("TP 1") and "not priced as the whole draft step" in c.value for c in at.caption)
+    inputs = state.inputs_from_session(at.session_state)
+    text = data.bundled_profile_text(inputs.profile)
+    row = data.heat_tp_row(text, inputs.spec, int(inputs.tp), data.heat_batches(inputs.batch_min, inputs.batch_max),
+                           arch_of(inputs))
+    got = cells[cells["tp"] == int(inputs.tp)].set_index("batch")["saving_per_decode_step_us"]
+    assert got.to_dict() == pytest.approx(row.set_index("batch")["saving_per_decode_step_us"].to_dict(), rel=1e-12)
+    at2 = run_app({"tab": "Heatmaps"})
+    assert any(m.value.startswith("**Saving of") and "logits path alone" in m.value for m in at2.markdown)
+
+
+def test_the_sensitivity_tab_under_an_engine_says_it_is_per_draft_call():
+    at = run_app({"engine": "vllm", "tab": "Sensitivity"})
+    assert any(c.value.startswith("Per draft call: the logits path alone") for c in at.caption)
+    none = run_app({"tab": "Sensitivity"})
+    assert not any(c.value.startswith("Per draft call: the logits path alone") for c in none.caption)
