@@ -407,9 +407,10 @@ class _Ctx:
         # the factor after the lookup: a stacked ensemble's (members, 1) factors widen the (1, n) points
         return time * self.factors.get(op, 1.0), found
 
-    def topk_component(self, name: str, k1: Component, gpu_us, ops: int, when=None,
+    def topk_component(self, name: str, k1: Component, gpu_us, ops, when=None,
                        how: str = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort") -> Component:
-        """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops where k > 1 (and `when`)."""
+        """`k1` (the argmax component) where top-k is 1, `gpu_us` with `ops` torch ops (a count, or one per
+        scenario) where k > 1 (and `when`)."""
         when = self.topk if when is None else self.topk & when
         host = self._host(name, self.host.torch_op_us, ops, when & self.multi if name == "topk_merge" else when)
         call = Call("kernel", name, {"top_k": self.k, "gpu_us": gpu_us,

@@ -88,6 +88,29 @@ def _select_full(c: _Ctx) -> dict[str, Component]:
     return {**out, "topk": c.topk_component("topk", arg, c.topk_us(c.rows, vocab), TORCH_OPS["topk"])}
 
 
+def _single_select(c: _Ctx) -> dict[str, Component]:
+    """The p = 1 step of the local and chunked paths, {"argmax": ...} (with "softmax" first where the recipe runs
+    one): at TP 1 nothing is gathered and the engine runs its own selection whatever the flag, so the argmax over
+    [R, V_draft] takes the recipe's kernel where its baseline does (bandwidth-bound argmax, SGLang's split-vocab
+    argmax) and SGLang's softmax over [R, V] where its baseline runs it - at p = 1 (d2t off) every strategy is
+    the baseline's selection."""
+    def build() -> dict[str, Component]:
+        m, single, vocab = c.recipe, c.single, c.sc.draft_vocab
+        arg = _override(c.plain_argmax(), m.argmax_bw & single, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
+                        "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
+        arg = _override(arg, m.split_argmax & single, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
+                        "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
+        when = m.softmax_max & single
+        if not np.any(when):
+            return {"argmax": arg}
+        gpu = np.where(when, ek.softmax_us(c.profile, c.rows, vocab, c.e), 0.0) * c.factors.get("softmax", 1.0)
+        soft = Component(gpu, 0.0, False, (Call("kernel", "softmax", {"formula": "engine_kernels.softmax_us: "
+                                                                      + ek.DERIVED, "gpu_us": gpu}, when),),
+                         c._host("softmax", c.host.torch_op_us, 1, when), 1)
+        return {"softmax": soft, "argmax": arg}
+    return c.shared(("single_select",), build)
+
+
 def _ids_bytes(c: _Ctx):
     """Bytes of the ids a row returns: 8 (one int64) or k x 8 at top-k."""
     return ID_BYTES * c.k if c.any_topk else ID_BYTES
@@ -107,19 +130,23 @@ def full_all_gather(c: _Ctx) -> dict[str, Component]:
 
 def full_all_gather_no_relayout(c: _Ctx) -> dict[str, Component]:
     chunked = c.kernel("chunked_argmax", c.shard, world_size=c.p, when=c.multi)
-    plain = c.plain_argmax()
+    single = _single_select(c)
+    plain = single["argmax"]
     arg = Component(chunked.time_us + plain.time_us, 0.0, chunked.extrapolated | plain.extrapolated,
                     chunked.calls + plain.calls, _add(chunked.host_us, plain.host_us),
                     pick(c.multi, chunked.ops, plain.ops))
     if c.any_topk:  # top-k per rank chunk ([p*R, s]) then over the p*k candidates; p = 1: one topk over [R, V]
         gpu = np.where(c.multi, c.topk_us(c.rows * c.p, c.shard) + c.topk_us(c.rows, c.p * c.k, fp32=True),
                        c.topk_us(c.rows, c.sc.draft_vocab))
-        select = {"chunked_topk": c.topk_component("chunked_topk", arg, gpu, TORCH_OPS["chunked_topk"])}
+        # p = 1: one torch.topk, the baseline's ops (TORCH_OPS["topk"])
+        ops = np.where(c.multi, TORCH_OPS["chunked_topk"], TORCH_OPS["topk"])
+        select = {"chunked_topk": c.topk_component("chunked_topk", arg, gpu, ops)}
     else:
         select = {"chunked_argmax": arg}
     return {
         "all_gather": c.collective("all_gather", c.logits_bytes),
         **c.prestep(c.sc.padded_draft_vocab),
+        **{k: v for k, v in single.items() if k == "softmax"},
         **select,
         "d2t_lookup": c.d2t_lookup(),
     }
@@ -139,7 +166,8 @@ def gather_to_rank0(c: _Ctx) -> dict[str, Component]:
 def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, reduce_cols) -> dict[str, Component]:
     """The local paths: [prestep] + local op (a plain argmax at p = 1) + fix-ups + collective + reduce + [d2t]."""
     local = c.kernel(op, c.shard, fusable=True, when=c.multi)
-    plain = c.plain_argmax()
+    single = _single_select(c)
+    plain = single["argmax"]
     first = Component(local.time_us + plain.time_us, 0.0, local.extrapolated | plain.extrapolated,
                       local.calls + plain.calls, _add(local.host_us, plain.host_us),
                       pick(c.multi, local.ops, plain.ops))
@@ -159,7 +187,8 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
         merge_gpu = np.where(merge_found, relayout + merge_meas, merge_gpu)
         measured = "measured kernels.tables local_topk / topk_merge (per k) inside them, else "
         how = "strategies._Ctx.topk_us: (e + 1) argmax-like radix passes + a k-sort"
-        steps = {"local_topk": c.topk_component("local_topk", first, local_gpu, TORCH_OPS["local_topk"],
+        ops = np.where(c.multi, TORCH_OPS["local_topk"], TORCH_OPS["topk"])  # p = 1: one torch.topk
+        steps = {"local_topk": c.topk_component("local_topk", first, local_gpu, ops,
                                                 how=(measured + how) if local_found.any() else how)}
         tail = {"topk_merge": c.topk_component("topk_merge", reduce, merge_gpu, TORCH_OPS["topk_merge"],
                                                how=(measured + how) if merge_found.any() else how)}
@@ -168,6 +197,7 @@ def _local(c: _Ctx, op: str, collective: str, wire_bytes: int, reduce_op: str, r
         steps, tail, wire = {op: first}, {reduce_op: reduce}, wire_bytes
     return {
         **c.prestep(c.shard),
+        **{k: v for k, v in single.items() if k == "softmax"},
         **steps,
         **c.local_fixups(fusable=True),
         collective: c.collective(collective, c.rows * wire),
