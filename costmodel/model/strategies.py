@@ -73,12 +73,7 @@ def _select_full(c: _Ctx) -> dict[str, Component]:
     the recipe's bandwidth-bound argmax (tokenspeed), SGLang's split-vocab argmax (top-k 1, CUDA) or its softmax
     over [R, V] before the max (above top-k 1, ROCm)."""
     m, vocab = c.recipe, c.sc.argmax_vocab
-    out = {}
-    if np.any(m.softmax_max):
-        gpu = np.where(m.softmax_max, ek.softmax_us(c.profile, c.rows, vocab, c.e), 0.0) * c.factors.get("softmax", 1.0)
-        out["softmax"] = Component(gpu, 0.0, False, (Call("kernel", "softmax", {"formula": "engine_kernels."
-                                   "softmax_us: " + ek.DERIVED, "gpu_us": gpu}, m.softmax_max),),
-                                   c._host("softmax", c.host.torch_op_us, 1, m.softmax_max), 1)
+    out = {"softmax": _softmax(c, m.softmax_max, vocab)} if np.any(m.softmax_max) else {}
     arg = _override(c.argmax_full(), m.argmax_bw, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
                     "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
     arg = _override(arg, m.split_argmax, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
@@ -101,14 +96,16 @@ def _single_select(c: _Ctx) -> dict[str, Component]:
         arg = _override(arg, m.split_argmax & single, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
                         "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
         when = m.softmax_max & single
-        if not np.any(when):
-            return {"argmax": arg}
-        gpu = np.where(when, ek.softmax_us(c.profile, c.rows, vocab, c.e), 0.0) * c.factors.get("softmax", 1.0)
-        soft = Component(gpu, 0.0, False, (Call("kernel", "softmax", {"formula": "engine_kernels.softmax_us: "
-                                                                      + ek.DERIVED, "gpu_us": gpu}, when),),
-                         c._host("softmax", c.host.torch_op_us, 1, when), 1)
-        return {"softmax": soft, "argmax": arg}
+        return {"softmax": _softmax(c, when, vocab), "argmax": arg} if np.any(when) else {"argmax": arg}
     return c.shared(("single_select",), build)
+
+
+def _softmax(c: _Ctx, when, vocab) -> Component:
+    """SGLang's softmax over [R, vocab] before the max (`engine_kernels.softmax_us`, derived) where `when`."""
+    gpu = np.where(when, ek.softmax_us(c.profile, c.rows, vocab, c.e), 0.0) * c.factors.get("softmax", 1.0)
+    return Component(gpu, 0.0, False, (Call("kernel", "softmax", {"formula": "engine_kernels.softmax_us: "
+                                                                  + ek.DERIVED, "gpu_us": gpu}, when),),
+                     c._host("softmax", c.host.torch_op_us, 1, when), 1)
 
 
 def _ids_bytes(c: _Ctx):
