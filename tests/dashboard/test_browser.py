@@ -106,6 +106,21 @@ def settle(page) -> None:
     page.wait_for_timeout(500)
 
 
+def switch_on(page, key_class: str, tries: int = 3) -> None:
+    """Turn on the st.toggle inside `key_class` and wait until its script run finished: a click that lands while
+    the expander is still opening, or during a rerun, can be lost (seen once on a loaded CI machine), so the
+    toggle's checked state is read back and the click repeated, at most `tries` times."""
+    label = page.locator(f"{key_class} label").first
+    box = page.locator(f"{key_class} input").first
+    label.wait_for(timeout=60_000)
+    for _ in range(tries):
+        if box.is_checked():
+            break
+        label.click()
+        settle_run(page)
+    assert box.is_checked(), f"{key_class}: the toggle did not turn on"
+
+
 def full_page_screenshot(page, path: Path) -> None:
     """Streamlit scrolls inside its main block, so grow the viewport to the content before the shot."""
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMainBlockContainer\"]').scrollHeight")
@@ -444,7 +459,7 @@ def test_the_compare_table_is_not_cut(server, browser, width):
     page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
     settle(page)
     page.get_by_text("Compare profiles").first.click()
-    page.locator(".st-key-compare_show label").first.click()
+    switch_on(page, ".st-key-compare_show")
     page.get_by_text("time and saving").first.wait_for(timeout=60_000)
     page.wait_for_timeout(1000)
     probe = page.evaluate(COMPARE_PROBE)
