@@ -20,7 +20,6 @@ from typing import Any
 import pandas as pd
 
 from ..io import safe_io
-from ..io.errors import InputError
 from ..model.components import BASELINE
 from ..model.drafter import DraftArch
 from ..model.predict import crossover, predict
@@ -30,7 +29,7 @@ from ..profiles.parse import MAX_PROFILE_BYTES
 from ..profiles.store import PROFILE_DIR, bundled_profiles, check_tp_placement
 from ..profiles.types import Profile
 from .provenance import provenance_cell
-from .whole_step import PER_CALL, QUANTITY, UNPRICEABLE, applies_with, whole_step_answer
+from .whole_step import PER_CALL, QUANTITY, priced_or_why, whole_step_answer
 
 
 @lru_cache(maxsize=64)
@@ -100,13 +99,8 @@ def _nan_if_none(value: float | None) -> float:
 def _whole_step(sc: Scenario, profile: Profile, arch: DraftArch | None, **kw: Any) -> tuple[dict | None, str]:
     """(predict's `whole_step_answer` without intervals, "") where the whole draft step is the answer, else (None,
     why the per-call answer stands: `applies`' reason, no `arch`, or the error pricing it)."""
-    why = applies_with(sc, profile, arch, kw.get("forward_us"))
-    if why:
-        return None, why
-    try:
-        return whole_step_answer(sc, profile, arch, intervals=False, **kw), ""
-    except InputError as exc:
-        return None, f"{UNPRICEABLE}{exc}"
+    return priced_or_why(sc, profile, arch, kw.get("forward_us"),
+                         lambda: whole_step_answer(sc, profile, arch, intervals=False, **kw))
 
 
 def whole_step_is_the_answer(table: pd.DataFrame) -> bool:

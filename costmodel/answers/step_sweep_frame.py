@@ -25,13 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..io.errors import InputError
 from ..model.components import BASELINE
 from ..model.drafter import DraftArch
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .sweep_step import ANSWERS
-from .whole_step import UNPRICEABLE, applies_with, whole_step_totals
+from .whole_step import priced_or_why, whole_step_totals
 
 PER_CALL_ANSWER, WHOLE_STEP_ANSWER = ANSWERS  # ("per draft call", "whole draft step")
 COLUMNS = ("batch", "strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct", "valid",
@@ -77,15 +76,10 @@ def step_sweep(scenario: Scenario, profile: Profile, arch: DraftArch | None, bat
     """The whole draft step over `batches` where it is the answer (`applies_with` returns ""), else the reason the
     per-call answer stands (the `applies_with` texts, or UNPRICEABLE + the error)."""
     sc = scenario.item(0)
-    why = applies_with(sc, profile, arch, forward_us)
-    if not why:
-        try:
-            frame = step_sweep_frame(sc, profile, arch, batches, kv_len=kv_len, forward_us=forward_us)
-        except InputError as exc:
-            why = f"{UNPRICEABLE}{exc}"
-        else:
-            return StepSweep(frame, WHOLE_STEP_ANSWER, "")
-    return StepSweep(None, PER_CALL_ANSWER, why)
+    frame, why = priced_or_why(sc, profile, arch, forward_us,
+                               lambda: step_sweep_frame(sc, profile, arch, batches, kv_len=kv_len,
+                                                        forward_us=forward_us))
+    return StepSweep(frame, PER_CALL_ANSWER if why else WHOLE_STEP_ANSWER, why)
 
 
 def focus_saving_rows(frame: pd.DataFrame, focus: str) -> pd.DataFrame:

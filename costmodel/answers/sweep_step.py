@@ -16,15 +16,15 @@ the one asked for).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from ..io.errors import InputError
 from ..model.components import BASELINE
 from ..model.drafter import DraftArch
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
-from .whole_step import PER_CALL, QUANTITY, UNPRICEABLE, applies_with, whole_step_totals
+from .whole_step import PER_CALL, QUANTITY, priced_or_why, whole_step_totals
 
 # the `answer` column's two values: the leading words of predict's JSON `quantity` (whole_step.PER_CALL / QUANTITY)
 ANSWERS = (PER_CALL.split(":")[0], QUANTITY.split(":")[0])  # ("per draft call", "whole draft step")
@@ -62,20 +62,16 @@ def step_columns(scenario: Scenario, group: np.ndarray, model: np.ndarray, profi
     for rows in np.split(order, np.cumsum(counts)[:-1]):
         sc = scenario.item(int(rows[0]))
         arch = None if archs is None else archs[int(model[rows[0]])]
-        why = "engine none" if str(sc.engine) == "none" else applies_with(sc, profile, arch, forward_us)
+        if str(sc.engine) == "none":  # the per-call answer is the one asked for: nothing to say
+            continue
+        priced, why = priced_or_why(sc, profile, arch, forward_us, partial(
+            whole_step_totals, sc.with_(batch=batch[rows]), profile, arch, kv_len=kv_len, forward_us=forward_us))
         if not why:
-            try:
-                totals = whole_step_totals(sc.with_(batch=batch[rows]), profile, arch, kv_len=kv_len,
-                                           forward_us=forward_us)[0]
-            except InputError as exc:
-                why = f"{UNPRICEABLE}{exc}"
-            else:
-                for s, values in step.items():
-                    values[rows] = totals[s]
-                answer[rows] = 1
-                continue
-        if why != "engine none":
-            if why not in whys:
-                whys.append(why)
-            why_codes[rows] = whys.index(why)
+            for s, values in step.items():
+                values[rows] = priced[0][s]
+            answer[rows] = 1
+            continue
+        if why not in whys:
+            whys.append(why)
+        why_codes[rows] = whys.index(why)
     return StepColumns(step, answer, (why_codes, whys))

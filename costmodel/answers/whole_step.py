@@ -29,6 +29,7 @@ import numpy as np
 
 from ..evidence.ensemble import ensemble
 from ..evidence.intervals import propagate_draft_step
+from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import DraftStep, draft_step, parse_placement
 from ..model.drafter import DraftArch
@@ -62,6 +63,20 @@ def applies_with(scenario: Scenario, profile: Profile, arch: DraftArch | None, f
     """`applies`, and NO_ARCH where it applies but no draft architecture is given (sweep / compare)."""
     why = applies(scenario, profile, forward_us)
     return NO_ARCH if not why and arch is None else why
+
+
+def priced_or_why(scenario: Scenario, profile: Profile, arch: DraftArch | None, forward_us: float | None,
+                  price: Callable[[], Any]) -> tuple[Any, str]:
+    """(price(), "") where the whole draft step is the answer (`applies_with` says "") and prices, else (None, why
+    the per-call answer stands: `applies_with`'s reason, or UNPRICEABLE + the InputError pricing raised) - what
+    compare, the sweep's step columns and the dashboard's step sweep each need."""
+    why = applies_with(scenario, profile, arch, forward_us)
+    if why:
+        return None, why
+    try:
+        return price(), ""
+    except InputError as exc:
+        return None, f"{UNPRICEABLE}{exc}"
 
 
 def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
