@@ -74,10 +74,7 @@ def _select_full(c: _Ctx) -> dict[str, Component]:
     over [R, V] before the max (above top-k 1, ROCm)."""
     m, vocab = c.recipe, c.sc.argmax_vocab
     out = {"softmax": _softmax(c, m.softmax_max, vocab)} if np.any(m.softmax_max) else {}
-    arg = _override(c.argmax_full(), m.argmax_bw, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
-                    "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
-    arg = _override(arg, m.split_argmax, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
-                    "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
+    arg = _recipe_argmax(c, c.argmax_full(), vocab)
     if not c.any_topk:
         return {**out, "argmax": arg}
     return {**out, "topk": c.topk_component("topk", arg, c.topk_us(c.rows, vocab), TORCH_OPS["topk"])}
@@ -90,14 +87,21 @@ def _single_select(c: _Ctx) -> dict[str, Component]:
     argmax) and SGLang's softmax over [R, V] where its baseline runs it - at p = 1 (d2t off) every strategy is
     the baseline's selection."""
     def build() -> dict[str, Component]:
-        m, single, vocab = c.recipe, c.single, c.sc.draft_vocab
-        arg = _override(c.plain_argmax(), m.argmax_bw & single, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
-                        "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
-        arg = _override(arg, m.split_argmax & single, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
-                        "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
-        when = m.softmax_max & single
+        vocab = c.sc.draft_vocab
+        arg = _recipe_argmax(c, c.plain_argmax(), vocab, c.single)
+        when = c.recipe.softmax_max & c.single
         return {"softmax": _softmax(c, when, vocab), "argmax": arg} if np.any(when) else {"argmax": arg}
     return c.shared(("single_select",), build)
+
+
+def _recipe_argmax(c: _Ctx, arg: Component, vocab, where=True) -> Component:
+    """`arg` (an ATen argmax over [R, vocab]) with the recipe's own kernel where its baseline runs one (and
+    `where`): tokenspeed's bandwidth-bound argmax, SGLang's split-vocab argmax."""
+    m = c.recipe
+    arg = _override(arg, m.argmax_bw & where, ek.argmax_bw_us(c.profile, c.rows, vocab, c.e),
+                    "engine_kernels.argmax_bw_us (CuTe ArgmaxKernel): " + ek.DERIVED)
+    return _override(arg, m.split_argmax & where, ek.split_argmax_us(c.profile, c.rows, vocab, c.e),
+                     "engine_kernels.split_argmax_us (SGLang draft_topk1_postprocess): " + ek.DERIVED)
 
 
 def _softmax(c: _Ctx, when, vocab) -> Component:
