@@ -29,8 +29,7 @@ def zero_outside(when, values):
     v, w = values, when
     if (isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.dtype == np.float64 and w.dtype == bool
             and v.ndim and v.shape == np.broadcast_shapes(v.shape, w.shape)):
-        bits = v.view(np.int64)
-        if bits.min() >= 0 and bits.max() < _INF_BITS:
+        if _nonneg_finite(v):
             return v * w
     return np.where(when, values, 0.0)
 
@@ -67,7 +66,13 @@ def false_outside(when, flags):
 def zero_plus_is_v(v: np.ndarray) -> bool:
     """True where 0.0 + v == v bit for bit: a float64 array of values in [+0.0, +inf) (no -0.0, which 0.0 + -0.0
     turns into +0.0; no NaN or inf, checked cheaply as the int64 view's range)."""
-    if v.dtype != np.float64 or not v.ndim or not v.size or not v.flags.c_contiguous:
+    return v.dtype == np.float64 and bool(v.ndim) and v.flags.c_contiguous and _nonneg_finite(v)
+
+
+def _nonneg_finite(v: np.ndarray) -> bool:
+    """Every element of a non-empty float64 array in [+0.0, +inf): its int64 view in [0, _INF_BITS) (no sign bit,
+    so no negative and no -0.0; not inf or NaN) - two reductions, no full-size temporary."""
+    if not v.size:
         return False
     bits = v.view(np.int64)
     return bool(bits.min() >= 0) and bool(bits.max() < _INF_BITS)
