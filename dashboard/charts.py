@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
+from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, WHOLE_STEP_ANSWER
 from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
 from .data import FOCUS
@@ -203,9 +204,9 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
 
 
 # the sweep chart's (time, saving) columns and y title per quantity: `data.sweep_answer`'s two tables
-SWEEP_FIELDS = {"whole draft step": ("time_per_decode_step_us", "saving_per_decode_step_us",
-                                     "time per decode step, whole draft step (µs)"),
-                "per draft call": ("time_per_draft_step_us", "saving_per_draft_step_us", "time per draft call (µs)")}
+SWEEP_FIELDS = {WHOLE_STEP_ANSWER: ("time_per_decode_step_us", "saving_per_decode_step_us",
+                                    "time per decode step, whole draft step (µs)"),
+                PER_CALL_ANSWER: ("time_per_draft_step_us", "saving_per_draft_step_us", "time per draft call (µs)")}
 
 
 def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
@@ -216,7 +217,7 @@ def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
 
     A Vega-Lite dict; a legend click highlights one strategy."""
     time_col, saving_col, title = SWEEP_FIELDS[
-        "whole draft step" if "time_per_decode_step_us" in table.columns else "per draft call"]
+        WHOLE_STEP_ANSWER if "time_per_decode_step_us" in table.columns else PER_CALL_ANSWER]
     columns = ["batch", "strategy", time_col, saving_col, "saving_pct"]
     data = {"values": _records(table, columns)}
     ticks = log_ticks(table[time_col])
