@@ -82,10 +82,10 @@ def _select_full(c: _Ctx) -> dict[str, Component]:
 
 def _single_select(c: _Ctx) -> dict[str, Component]:
     """The p = 1 step of the local and chunked paths, {"argmax": ...} (with "softmax" first where the recipe runs
-    one): at TP 1 nothing is gathered and the engine runs its own selection whatever the flag, so the argmax over
-    [R, V_draft] takes the recipe's kernel where its baseline does (bandwidth-bound argmax, SGLang's split-vocab
-    argmax) and SGLang's softmax over [R, V] where its baseline runs it - at p = 1 (d2t off) every strategy is
-    the baseline's selection."""
+    one): at TP 1 nothing is gathered, so the argmax over [R, V_draft] takes the recipe's kernel where its baseline
+    does (bandwidth-bound argmax, SGLang's split-vocab argmax) and SGLang's softmax over [R, V] where its baseline
+    runs it - at p = 1 (d2t off) every strategy is the baseline's selection. tokenspeed: `_init_dist_argmax_state`
+    takes its fused path only at TP >= 2; SGLang: assumed (PR #37106's code not read; docs/engines.md)."""
     def build() -> dict[str, Component]:
         vocab = c.sc.draft_vocab
         arg = _recipe_argmax(c, c.plain_argmax(), vocab, c.single)
