@@ -84,6 +84,14 @@ def _bounds(regimes: list[dict], i: int) -> tuple[float, float]:
     return float(lower), float(upper)
 
 
+def _whole_byte_breakpoints(edges_s: np.ndarray, lower: float, upper: int | None) -> bool:
+    """Whether the pieces' breakpoints as `_pieced` writes them - floor of each inner edge (bytes), then the
+    regime's own upper breakpoint - increase strictly from the regime's lower one (the loader refuses anything
+    else: a narrow byte range split into many pieces floors two edges to the same byte)."""
+    ends = [math.floor(e) for e in edges_s[1:-1]] + ([] if upper is None else [upper])
+    return all(b > a for a, b in zip([lower, *ends], ends, strict=False))
+
+
 def _pieced(regime: dict, edges_s: np.ndarray, slopes: np.ndarray, factor: float, bw_max: float) -> list[dict]:
     out = []
     for j, k in enumerate(slopes):
@@ -123,6 +131,11 @@ def with_pieces(curve: dict, reps: list[dict], size_bytes: np.ndarray, t_us: np.
                         else f"not {100 * NEG_TOLERANCE:.0f}% better, kept at c >= 0"))
         if kept:
             edges, slopes, err = piece_slopes(c, s, x_lo, x_hi)
+            if not _whole_byte_breakpoints(edges / factor, lower, r["max_bytes"]):
+                notes[-1] = notes[-1].replace("priced by pieces through the origin",
+                                              f"kept at c >= 0: its {len(slopes)} pieces would end less than a byte "
+                                              "apart (a profile's breakpoints are increasing whole bytes)")
+                continue
             notes[-1] += f" ({len(slopes)} pieces, largest error {100 * err:.2g}% against the line)"
             plan[i] = (edges, slopes, x_lo, x_hi, factor)
     if not plan:

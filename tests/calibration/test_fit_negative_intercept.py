@@ -106,3 +106,25 @@ def test_the_bundled_gloo_sets_flag_their_negative_intercepts_and_keep_c_at_zero
             flagged += 1
             assert "kept at c >= 0" in row["regime_choice"] and row["negative_intercept_pieces"] == 0, name
     assert flagged == 2  # all_gather p=4 and all_reduce p=4
+
+
+def test_pieces_that_would_end_less_than_a_byte_apart_are_not_made():
+    """A negative-intercept regime over 8..27 bytes (a gloo all_reduce at p = 4 on a loaded CI machine) needs 16
+    pieces whose edges floor to the same byte (9, 9, 12, 12, ...): the loader refuses such breakpoints, so the fit
+    failed with "breakpoints must increase". The regime now keeps its bounded line and the note says why."""
+    size = np.arange(8, 28, dtype=float)
+    t = 0.2 * size - 1.0  # c = -1 us < 0, t > 0 from the smallest size: the free line predicts exactly
+    curve = {"op": "all_reduce", "world_size": 4, "mode": "eager", "launch_us": 0.0, "eager_overhead_us": 0.0,
+             "regimes": [{"name": "R1", "max_bytes": None, "alpha_base_us": 0.0, "busbw_gbps": 5.0}]}
+    edges, slopes, _ = neg.piece_slopes(-1.0, 0.2, 8.0, 27.0)
+    assert not neg._whole_byte_breakpoints(edges, 0.0, None)  # the case itself: the floored edges collide
+    out, reps, notes = neg.with_pieces(curve, [], size, t, 1.0, beta_min=0.0, bw_max=float("inf"))
+    assert out is curve and reps == []
+    assert any("less than a byte apart" in n for n in notes), notes
+    curve_from_dict(out)  # loads
+    # a wide range keeps its pieces, with increasing whole-byte breakpoints that load
+    wide = 2.0 ** np.arange(10, 25)
+    out, _, notes = neg.with_pieces(curve, [], wide, 0.002 * wide - 1.0, 1.0, beta_min=0.0, bw_max=float("inf"))
+    ends = [r["max_bytes"] for r in out["regimes"][:-1]]
+    assert len(out["regimes"]) > 1 and ends == sorted(set(ends)), (ends, notes)
+    curve_from_dict(out)
