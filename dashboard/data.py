@@ -39,9 +39,9 @@ from costmodel.answers.workload import parse_workload
 from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
+from costmodel.model.crossover import crossovers
 from costmodel.model.drafter import DraftArch
 from costmodel.model.points import predict_points
-from costmodel.model.predict import crossovers
 from costmodel.profiles.store import DATA_DIR, PROFILE_DIR, tp_placement_problem
 
 from . import REPO_ROOT
@@ -138,7 +138,7 @@ def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
 
 @st.cache_data(**_CACHE)
 def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ...] = ALTERNATIVES) -> pd.DataFrame:
-    """costmodel.model.predict.crossovers (crossover of each strategy, the grid priced once for all of them)."""
+    """costmodel.model.crossover.crossovers (crossover of each strategy, the grid priced once for all of them)."""
     found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
     return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
                           "all_roots": " ".join(f"{r:.4g}" for r in c.roots), "text": c.text}

@@ -20,7 +20,7 @@ from costmodel.io.formatting import format_us
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.model.collective_impls import IMPLS, provenance_text
-from costmodel.model.predict import crossover
+from costmodel.model.crossover import crossover
 from costmodel.model.verification import best_pair, matrix
 
 from .charts import crossover_by_k_chart

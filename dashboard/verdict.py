@@ -18,8 +18,8 @@ from costmodel.answers.whole_step import applies, verdict_inputs
 from costmodel.cli.options import DEFAULT_PRESET
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
+from costmodel.model.crossover import crossover_words
 from costmodel.model.drafter import DraftArch
-from costmodel.model.predict import crossover_words
 from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
@@ -46,7 +46,7 @@ class Verdict:
     crossover_status: str
     crossover_direction: str | None
     interval: StrategyUncertainty | None = None  # FOCUS saving / crossover intervals (profile bootstrap)
-    crossover_words: str = ""  # costmodel.model.predict.crossover_words: the CLI's and JSON's words
+    crossover_words: str = ""  # costmodel.model.crossover.crossover_words: the CLI's and JSON's words
     quantity: str = "per draft call"  # "whole draft step" where an engine runs it (costmodel.answers.whole_step)
 
     @property

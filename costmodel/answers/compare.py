@@ -1,5 +1,5 @@
 """The same scenario on two (or more) profiles side by side: per strategy the time per draft step, the saving
-versus full_all_gather and the crossover batch (`predict.crossover`). Used by `python -m costmodel compare` and the
+versus full_all_gather and the crossover batch (`crossover.crossover`). Used by `python -m costmodel compare` and the
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
 Where an engine runs the step (`whole_step.applies`), each profile's answer is the WHOLE draft step as `predict`
@@ -21,8 +21,9 @@ import pandas as pd
 
 from ..io import safe_io
 from ..model.components import BASELINE
+from ..model.crossover import crossover
 from ..model.drafter import DraftArch
-from ..model.predict import crossover, predict
+from ..model.predict import predict
 from ..model.scenario import Scenario
 from ..profiles.families import FAMILIES, VENDORS, family_vendor, gpu_family
 from ..profiles.parse import MAX_PROFILE_BYTES

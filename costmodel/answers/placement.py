@@ -191,7 +191,7 @@ def draft_step_crossovers(scenario: Scenario, profile: Profile, arch: DraftArch,
     """Per strategy, under the whole draft step at one placement: the saving vs `baseline` at the scenario's batch
     (us per decode step) and the batches where it changes sign on a log grid of CROSSOVER_POINTS batches in
     1..max_batch (linear in log batch between the grid points around each sign change) - the crossover with the
-    host launches the forward hides counted, unlike `costmodel.model.predict.crossover` (one call alone)."""
+    host launches the forward hides counted, unlike `costmodel.model.crossover.crossover` (one call alone)."""
     b0 = float(np.asarray(scenario.batch).item(0))
     grid = np.unique(np.concatenate([np.geomspace(1.0, max_batch, CROSSOVER_POINTS), [b0]]))
     step = draft_step(scenario.with_(batch=grid), profile, parse_placement(placement, int(scenario.tp)), arch,

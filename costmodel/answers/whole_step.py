@@ -10,7 +10,7 @@ cost nothing). Per strategy s (us per decode step; positive = s is faster):
     saving(s)       = T_step(full_all_gather) - T_step(s);  saving per call = saving(s) / calls_per_decode_step
     crossover(s)    = the batches in 1..max_batch where saving(s) changes sign: a log grid of GRID_POINTS
                       batches, each bracket refined by Brent's method on draft_step (every strategy's
-                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.predict.grid_roots`)
+                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.crossover.grid_roots`)
     fastest         = the valid strategy with the smallest T_step
     interval        = `costmodel.evidence.intervals.propagate_draft_step` (the project's ensemble members)
 
@@ -30,11 +30,12 @@ import numpy as np
 from ..evidence.ensemble import ensemble
 from ..evidence.intervals import propagate_draft_step
 from ..io.errors import InputError
+from ..model.brent import brentq_steps
 from ..model.components import BASELINE, STRATEGIES
+from ..model.crossover import Crossover
 from ..model.draft_step import DraftStep, draft_step, parse_placement
 from ..model.drafter import DraftArch
 from ..model.members import draft_step_members
-from ..model.predict import Crossover, _brentq_steps
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 
@@ -89,7 +90,7 @@ def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
                     savings_at: Callable[[np.ndarray], dict[str, np.ndarray]], xtol: float = 1e-3
                     ) -> dict[str, list[float]]:
     """{strategy: grid_roots(grid, values[strategy], refine)} for every strategy at once: the same exact zeros and
-    the same Brent iterates (`predict._brentq_steps`, xtol as grid_roots'), every bracket of every strategy advanced
+    the same Brent iterates (`brent.brentq_steps`, xtol as grid_roots'), every bracket of every strategy advanced
     in lockstep - one `savings_at(batches)` (one draft_step over a vector of batches, element-wise in the batch)
     per Brent step instead of one draft_step per evaluation."""
     roots: dict[str, set[float]] = {}
@@ -102,7 +103,7 @@ def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
         roots[name] = {float(grid[i]) for i in np.flatnonzero(v == 0.0)}
         sign = np.sign(v)
         for i in np.flatnonzero(sign[:-1] * sign[1:] < 0):
-            gen = _brentq_steps(float(grid[i]), float(grid[i + 1]), xtol)
+            gen = brentq_steps(float(grid[i]), float(grid[i + 1]), xtol)
             active.append((name, gen, next(gen)))
     while active:
         priced = savings_at(np.array([x for _, _, x in active]))

@@ -16,9 +16,10 @@ from ..answers.table_quirks import scenario_quirks
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
 from ..model.components import BASELINE, DESCRIPTIONS
+from ..model.crossover import crossover
 from ..model.engines import HOST_SOURCE, PLANS, host_costs, with_overrides
 from ..model.kernels import kernel_context
-from ..model.predict import Prediction, crossover
+from ..model.predict import Prediction
 from ..model.recipes import describe as describe_recipe
 from ..model.serving import SERVING_CALL_US, SERVING_SOURCE
 from ..model.sources import sources_dict

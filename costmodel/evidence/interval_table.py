@@ -9,7 +9,7 @@ batch edit afterwards is a table lookup. For every batch b of the array it retur
 
     saving interval at b     = central `level` of {saving_m(b)} over members m (5th..95th percentile)
     decode-step interval     = the same of {saving_per_decode_step_m(b)}
-    crossover interval       = the same of the members' first grid root (`predict.grid_roots`)
+    crossover interval       = the same of the members' first grid root (`crossover.grid_roots`)
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ import numpy as np
 
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
+from ..model.crossover import grid_roots
 from ..model.draft_step import parse_placement
 from ..model.drafter import DraftArch
 from ..model.members import draft_step_members, predict_members
-from ..model.predict import grid_roots
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .ensemble import ensemble

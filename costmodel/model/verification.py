@@ -29,8 +29,8 @@ from ..profiles.store import default_profile
 from ..profiles.types import Profile
 from .collective_impls import IMPLS, available
 from .components import BASELINE, STRATEGIES
+from .crossover import crossovers as find_crossovers
 from .predict import Prediction, predict
-from .predict import crossovers as find_crossovers
 from .scenario import Scenario
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ from costmodel.answers.whole_step import (
 from costmodel.answers.workload import Workload
 from costmodel.cli.main import main
 from costmodel.evidence.intervals import propagate_draft_step
+from costmodel.model.crossover import grid_roots
 from costmodel.model.draft_step import Placement, draft_step
 from costmodel.model.drafter import DraftArch
-from costmodel.model.predict import grid_roots
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.presets import preset, preset_draft
 from costmodel.profiles.store import load_profile

@@ -31,10 +31,10 @@ def test_interval_table_equals_propagate_at_every_batch(profile_name, tp, nodes)
                                                      ("h200-sxm-nvlink", 4, {"impl": "fused", "mode": "eager"}),
                                                      ("cpu-gloo", 4, {"impl": "fused"})])
 def test_crossovers_share_one_grid_and_equal_crossover(profile_name, tp, extra):
-    """predict.crossovers (one grid pass for all strategies; the dashboard's crossover frame) gives exactly
-    predict.crossover of each strategy: roots, direction and status."""
+    """crossover.crossovers (one grid pass for all strategies; the dashboard's crossover frame) gives exactly
+    crossover.crossover of each strategy: roots, direction and status."""
     from costmodel import BASELINE, STRATEGIES
-    from costmodel.model.predict import crossover, crossovers
+    from costmodel.model.crossover import crossover, crossovers
 
     profile = load_profile(profile_name)
     sc = Scenario(vocab=202048, tp=tp, num_spec_tokens=1, batch=1, **extra)
@@ -51,15 +51,15 @@ def test_crossovers_share_one_grid_and_equal_crossover(profile_name, tp, extra):
                                      (lambda x: 1.0 / (1.0 + x) - 0.01 * np.sqrt(x), 1.0, 4096.0),
                                      (lambda x: np.tanh(x - 300.0), 17.0, 9000.0)])
 def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
-    """predict._brentq_steps (the generator the lockstep crossover search drives) returns scipy's brentq root
+    """brent.brentq_steps (the generator the lockstep crossover search drives) returns scipy's brentq root
     to the last bit, with the same number of function evaluations."""
     from scipy.optimize import brentq
 
-    from costmodel.model.predict import _brentq_steps
+    from costmodel.model.brent import brentq_steps
 
     calls = []
     expected = brentq(lambda x: calls.append(x) or float(f(x)), a, b, xtol=1e-3)
-    gen, asked = _brentq_steps(a, b, 1e-3), []
+    gen, asked = brentq_steps(a, b, 1e-3), []
     x = next(gen)
     try:
         while True:
@@ -69,7 +69,7 @@ def test_lockstep_brentq_equals_scipy_brentq(f, a, b):
         root = done.value
     assert root == expected
     assert asked == calls
-    from costmodel.model.predict import brentq as lockstep_brentq  # the scalar driver grid_roots refines with
+    from costmodel.model.brent import brentq as lockstep_brentq  # the scalar driver grid_roots refines with
 
     again = []
     assert lockstep_brentq(lambda x: again.append(x) or float(f(x)), a, b, 1e-3) == expected
@@ -81,7 +81,7 @@ def test_dashboard_profile_text_is_keyed_by_its_digest():
     profiles never share a cached result and the same text (bundled or uploaded) is one key."""
     import hashlib
 
-    from costmodel.model.predict import crossovers
+    from costmodel.model.crossover import crossovers
     from dashboard import data
     from dashboard.state import Inputs
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from costmodel import Scenario, load_profile
 from costmodel.evidence.intervals import Interval, propagate, saving_verdict
-from costmodel.model.predict import grid_roots
+from costmodel.model.crossover import grid_roots
 
 
 def test_an_all_zero_saving_has_no_root_but_a_touching_zero_still_counts():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.model.predict import Crossover, crossover, crossover_words, crossovers
+from costmodel.model.crossover import Crossover, crossover, crossover_words, crossovers
 from costmodel.model.scenario import Scenario
 from costmodel.model.strategies import STRATEGIES
 from costmodel.profiles.store import load_profile

@@ -11,10 +11,10 @@ from costmodel import BASELINE, STRATEGIES, Scenario, load_profile
 from costmodel.answers.whole_step import whole_step_member_savings
 from costmodel.evidence.ensemble import ensemble
 from costmodel.evidence.intervals import propagate_draft_step
+from costmodel.model.crossover import grid_roots
 from costmodel.model.draft_step import draft_step, parse_placement
 from costmodel.model.drafter import DraftArch
 from costmodel.model.members import draft_step_members
-from costmodel.model.predict import grid_roots
 from costmodel.profiles.presets import preset_draft
 
 ARCH = DraftArch.from_fields({**preset_draft("llama4-maverick"), "vocab": 202048})

@@ -13,8 +13,8 @@ from costmodel import BASELINE, STRATEGIES, Scenario, load_profile, predict
 from costmodel.evidence.ensemble import ensemble
 from costmodel.evidence.interval_table import interval_table
 from costmodel.evidence.intervals import propagate
+from costmodel.model.crossover import grid_roots
 from costmodel.model.members import predict_members, stack_profiles
-from costmodel.model.predict import grid_roots
 
 FOCUS = "local_argmax_pairs"
 BATCHES = np.geomspace(1, 65536, 97)
