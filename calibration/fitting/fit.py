@@ -143,7 +143,8 @@ from costmodel.io.measurements import (
 from costmodel.io.outputs import check_output
 from costmodel.io.safe_io import check_rows, loads_json, read_bytes
 from costmodel.model.collectives import bus_factor, curve_time_us, total_bytes
-from costmodel.model.kernels import DTYPE_FREE_OPS, kernel_bytes, roofline_us
+from costmodel.model.kernel_ratios import DTYPE_FREE_OPS
+from costmodel.model.kernels import kernel_bytes, roofline_us
 from costmodel.model.points import numeric_column
 from costmodel.profiles.compact import compact_document
 from costmodel.profiles.consistency import check_replicates

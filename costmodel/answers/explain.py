@@ -16,7 +16,8 @@ from ..model.collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, chosen_regime
 from ..model.components import Call
 from ..model.engines import host_costs
 from ..model.gpu_kernels import MODEL_OPS, reduce_launch, split_graph_us
-from ..model.kernels import ANCHOR_OPS, DTYPE_FREE_OPS, kernel_bytes, kernel_time_us
+from ..model.kernel_ratios import DTYPE_FREE_OPS
+from ..model.kernels import ANCHOR_OPS, kernel_bytes, kernel_time_us
 from ..model.predict import Prediction
 from ..profiles.types import Profile
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.kernels import DTYPE_FREE_OPS
+from ..model.kernel_ratios import DTYPE_FREE_OPS
 from ..profiles.types import KernelTable, Profile
 
 QUIRK_DROP = 0.5  # a larger node this much faster than its smaller neighbour is flagged

@@ -29,20 +29,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io.errors import InputError
-from ..io.schema_names import DTYPES
-from ..profiles.kernel_params import GpuKernelModel
-from ..profiles.types import KernelTable, Profile
+from ..profiles.types import Profile
 from . import dedup, gpu_kernels
 from .collectives import eager_mask
 from .dedup import memo
-from .gpu_kernels import DTYPE_ORDER, MODEL_OPS, eager_time_us, lm_head_gemm_us, model_time_us, split_graph_us
+from .gpu_kernels import DTYPE_ORDER, MODEL_OPS, eager_time_us, lm_head_gemm_us, split_graph_us
+from .kernel_ratios import (
+    DTYPE_FREE_OPS,
+    bilinear,
+    bilinear_rows,
+    member_ratio_grids,
+    ratio_grid,
+    stacked_members,
+    table_geometry,
+)
 from .kernel_tables import table_us
 
 kernel_memo = memo  # `with kernel_memo():` around a strategy sweep reuses identical reductions (gpu_kernels.memo)
 
 ID_BYTES = 8  # int64 ids / packed 64-bit keys
-# ops that never touch the logits, so their measured tables apply to every logits dtype
-DTYPE_FREE_OPS = ("pair_reduce", "key_unpack", "d2t_lookup")
 PAIR_BYTES = 8  # (fp32 value, fp32 id)
 
 
@@ -110,8 +115,6 @@ def roofline_us(profile: Profile, op: str, rows, cols, world_size=1, elem_bytes=
 ANCHOR_OPS: dict[str, str] = {"local_max": "local_max", "local_pack": "local_pack", "local_argmax": "local_pack",
                               "key_pack": "local_max", "argmax": "argmax", "relayout_argmax": "relayout_argmax",
                               "pair_reduce": "pair_reduce"}
-_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, GpuKernelModel, tuple]] = {}
-_RATIO_CACHE_SIZE = 4096  # (model, table) pairs: 16 ensembles of 100 members x a few tables each
 _CODE_CACHE: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 _P_STRIDE = 1 << 20  # point key = (dtype code * 2 + eager) * _P_STRIDE + world_size
 
@@ -131,120 +134,6 @@ def _dtype_codes(dtype) -> np.ndarray:
         return codes
     name = str(np.asarray(dtype).reshape(-1)[0]) if np.size(dtype) else "bf16"
     return np.asarray(DTYPE_ORDER.index(name) if name in DTYPE_ORDER else 0)
-
-
-# -- stacked ensembles (costmodel.model.members): M members' parameters as (M, 1) arrays, the points as (1, n) ---------
-STACK_KEY = "_stacked_members"  # in a stacked profile's `raw`: the member profiles, in order
-
-
-def stacked_members(profile: Profile) -> tuple[Profile, ...] | None:
-    """The member profiles of a stacked profile (None for an ordinary one)."""
-    raw = profile.raw
-    return raw.get(STACK_KEY) if isinstance(raw, dict) else None
-
-
-def member_ratio_grids(profile: Profile, table: KernelTable) -> np.ndarray:
-    """(M, rows x cols): `_ratio_grid`'s log(measured / model) grid of `table` under each member's kernel model,
-    priced once with the stacked model's (M, 1) parameters (cached on the stacked profile's own raw dict)."""
-    members = stacked_members(profile)
-    cache = profile.raw.setdefault("_ratio_grids", {})
-    hit = cache.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    grids = np.broadcast_to(_log_ratio_grid(profile.kernel_model, table, flat=True), (len(members), len(table.rows)
-                                                                                       * len(table.cols)))
-    cache[id(table)] = (table, grids)
-    return grids
-
-
-def _bilinear_rows(grids: np.ndarray, weights: tuple) -> np.ndarray:
-    """`_bilinear` of every row of `grids` (one flat grid per ensemble member), in the same order of operations:
-    (members, points)."""
-    (k00, k01, k10, k11), (nu, u, nv, v) = weights
-    return nu * (nv * grids[:, k00] + v * grids[:, k01]) + u * (nv * grids[:, k10] + v * grids[:, k11])
-
-
-def _log_ratio_grid(model: GpuKernelModel, table: KernelTable, flat: bool = False) -> np.ndarray:
-    """log(measured / model) at the table's (rows, cols) nodes: (rows, cols), or (1, rows x cols) with flat=True
-    - then a stacked model's (members, 1) parameters give (members, rows x cols), one grid per member."""
-    rows, cols = np.meshgrid(np.asarray(table.rows), np.asarray(table.cols), indexing="ij")
-    if flat:
-        rows, cols = rows.reshape(1, -1), cols.reshape(1, -1)
-    e = DTYPES[table.dtype] if table.op.removesuffix("_fused") not in DTYPE_FREE_OPS else 4
-    base = model_time_us(model, table.op, rows=rows, cols=cols if table.cols != (1.0,) else 0 * cols,
-                         world_size=table.world_size, elem_bytes=e, dtype=table.dtype, eager=table.mode == "eager")
-    median = np.asarray(table.median_us)
-    return np.log((median.reshape(1, -1) if flat else median) / base)
-
-
-def _ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
-    """(log rows axis, log cols axis, log(measured / model) grid) of a table; cached per (model, table)."""
-    key = (id(model), id(table))
-    hit = _RATIO_CACHE.get(key)
-    if hit is not None and hit[0] is table and hit[1] is model:
-        return hit[2]
-    out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)), _log_ratio_grid(model, table))
-    if len(_RATIO_CACHE) >= _RATIO_CACHE_SIZE:  # oldest first: a profile's 100 replicates x tables fit
-        _RATIO_CACHE.pop(next(iter(_RATIO_CACHE)))
-    _RATIO_CACHE[key] = (table, model, out)  # both kept alive, so their ids stay theirs while cached
-    return out
-
-
-def _axis_weights(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lower index, weight of the upper node) of linear interpolation on a sorted axis (x inside it)."""
-    if len(axis) == 1:
-        return np.zeros(x.shape, dtype=np.int64), np.zeros(x.shape)
-    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2)
-    return i, np.clip((x - axis[i]) / (axis[i + 1] - axis[i]), 0.0, 1.0)
-
-
-def _bilinear_weights(lr: np.ndarray, lc: np.ndarray, r: np.ndarray, c: np.ndarray) -> tuple:
-    """The grid nodes (flat indices into a C-ordered (len(lr), len(lc)) grid: [i, j], [i, j+1], [i+1, j],
-    [i+1, j+1]) and weights (1 - u, u, 1 - v, v) of (log r, log c) on the axes (lr, lc)."""
-    i, u = _axis_weights(lr, np.log(r))
-    j, v = _axis_weights(lc, np.log(np.maximum(c, 1e-12)))
-    i1, j1, n = np.minimum(i + 1, len(lr) - 1), np.minimum(j + 1, len(lc) - 1), len(lc)
-    return (i * n + j, i * n + j1, i1 * n + j, i1 * n + j1), (1 - u, u, 1 - v, v)
-
-
-def _bilinear(g: np.ndarray, weights: tuple) -> np.ndarray:
-    """(1 - u) ((1 - v) g[i, j] + v g[i, j1]) + u ((1 - v) g[i1, j] + v g[i1, j1]) (this order of operations)."""
-    (k00, k01, k10, k11), (nu, u, nv, v) = weights
-    flat = np.ravel(g)
-    return nu * (nv * flat.take(k00) + v * flat.take(k01)) + u * (nv * flat.take(k10) + v * flat.take(k11))
-
-
-def _log_ratio(grid: tuple, r: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Bilinear interpolation of the log ratio grid in (log rows, log cols)."""
-    lr, lc, g = grid
-    return _bilinear(g, _bilinear_weights(lr, lc, r, c))
-
-
-# per (points, table axes): (points inside the table, points outside, bilinear weights) - the same for every
-# ensemble member pricing one scenario (only the ratio grid and the model part differ)
-_GEOMETRY = dedup.ContentCache(256)
-
-
-def _table_geometry(table: KernelTable, tkey: int, key: np.ndarray, flat_r: np.ndarray,
-                    flat_c: np.ndarray, points_key: tuple | None) -> tuple | None:
-    """(flat indices inside `table`'s range, flat indices outside it, bilinear weights of the inside ones) of the
-    points whose (dtype, mode, world size) key is `tkey`; None when there are none. Cached by content."""
-    ckey = None if points_key is None else (points_key, tkey, table.rows, table.cols)
-    hit = None if ckey is None else _GEOMETRY.get(ckey)
-    if hit is not None:
-        return hit[0]
-    sel = np.flatnonzero(key == tkey)
-    out = None
-    if sel.size:
-        rm, cm = flat_r[sel], flat_c[sel]
-        inside = (rm >= table.rows[0]) & (rm <= table.rows[-1])
-        if len(table.cols) > 1:
-            inside &= (cm >= table.cols[0]) & (cm <= table.cols[-1])
-        lr, lc = np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols))  # as _ratio_grid's axes
-        out = (sel[inside], sel[~inside], _bilinear_weights(lr, lc, rm[inside], cm[inside]))
-    if ckey is not None:
-        _GEOMETRY.put(ckey, (out,))
-    return out
 
 
 def _broadcast(x, shape: tuple) -> np.ndarray:
@@ -297,15 +186,15 @@ def _model_estimate(profile: Profile, op: str, *, rows, cols, world_size, dtype,
     for table in tables:
         eager_t = table.mode == "eager"
         tkey = (eager_t if free else DTYPE_ORDER.index(table.dtype) * 2 + eager_t) * _P_STRIDE + table.world_size
-        found = _table_geometry(table, tkey, key, flat_r, flat_c, points_key)
+        found = table_geometry(table, tkey, key, flat_r, flat_c, points_key)
         if found is None:
             continue
         ins, outside, weights = found
         if members:  # each member's own measured/model ratio grid: (members, inside points)
-            ratio = np.exp(_bilinear_rows(member_ratio_grids(profile, table), weights))
+            ratio = np.exp(bilinear_rows(member_ratio_grids(profile, table), weights))
             flat_t[:, ins] += flat_part[:, ins] * (ratio - 1.0)
         else:
-            ratio = np.exp(_bilinear(_ratio_grid(model, table)[2], weights))
+            ratio = np.exp(bilinear(ratio_grid(model, table)[2], weights))
             flat_t[ins] += flat_part[ins] * (ratio - 1.0)
         flat_x[outside] = True
     return KernelEstimate(time, extrapolated)

@@ -16,7 +16,7 @@ interpolation weights, collective groups) is computed once for the n points, and
 parameter is element-wise in it, so row m of each (M, n) result is, operation for operation, what
 `predict(scenario, members[m], factors=factors[m])` computes (tests/model/test_members.py checks bit equality).
 The places that need the member axis explicitly: a measured table's measured/model ratio grid depends on
-the member's kernel model (`kernels.member_ratio_grids`), the kernel dedup must not merge points of
+the member's kernel model (`kernel_ratios.member_ratio_grids`), the kernel dedup must not merge points of
 different members (`kernels._deduplicated_estimate`), fitted breakpoint curves select their regime point by
 point (`collectives._breakpoint_times`). Where the stack does not apply - a scenario field other than the
 batch varies, a non-NCCL collective implementation, members that differ in structure -
@@ -37,7 +37,7 @@ from .components import BASELINE
 from .draft_step import Placement, draft_step
 from .drafter import DraftArch
 from .engines import host_costs
-from .kernels import STACK_KEY, stacked_members
+from .kernel_ratios import STACK_KEY, stacked_members
 from .predict import predict
 from .scenario import SCENARIO_FIELDS, Scenario
 

@@ -18,7 +18,7 @@ from ..profiles.store import default_profile
 from ..profiles.types import Profile
 from .components import BASELINE, STRATEGIES, Component
 from .exact import zero_plus_is_v
-from .kernels import stacked_members
+from .kernel_ratios import stacked_members
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import build_components, validity
 

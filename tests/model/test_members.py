@@ -127,14 +127,14 @@ def test_propagate_and_interval_table_equal_the_member_by_member_reference(profi
 
 def test_stacked_ratio_grids_equal_each_members_own():
     """The measured/model ratio grid of every H200 table, priced once with the stacked kernel model, equals
-    costmodel.model.kernels._ratio_grid under each member's own model, bit for bit."""
-    from costmodel.model.kernels import _ratio_grid, member_ratio_grids
+    costmodel.model.kernel_ratios.ratio_grid under each member's own model, bit for bit."""
+    from costmodel.model.kernel_ratios import member_ratio_grids, ratio_grid
 
     members, _, _ = ensemble(PROFILES["h200-sxm-nvlink"])
     stacked = stack_profiles(members)
     assert stacked.kernel_tables
     for table in stacked.kernel_tables:
-        expected = np.stack([np.ravel(_ratio_grid(m.kernel_model, table)[2]) for m in members])
+        expected = np.stack([np.ravel(ratio_grid(m.kernel_model, table)[2]) for m in members])
         np.testing.assert_array_equal(member_ratio_grids(stacked, table), expected, err_msg=table.op)
 
 

@@ -1,7 +1,7 @@
 """The per-call caches shared by ensemble members (dedup.content_key / ContentCache) never change a number.
 
 An ensemble prices one scenario under 100 replicate profiles; a reduction's launch configuration
-(gpu_kernels._launch) and a measured table's interpolation geometry (kernels._table_geometry) depend only
+(gpu_kernels._launch) and a measured table's interpolation geometry (kernel_ratios.table_geometry) depend only
 on the scenario's arrays, so they are cached by content. Every result here is compared with the same
 computation on emptied caches.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from costmodel.evidence.interval_table import interval_table
-from costmodel.model import dedup, gpu_kernels, kernels
+from costmodel.model import dedup, gpu_kernels, kernel_ratios, kernels
 from costmodel.model.components import BASELINE
 from costmodel.model.predict import predict
 from costmodel.model.scenario import Scenario
@@ -23,7 +23,7 @@ from costmodel.profiles.store import load_profile
 
 
 def _clear() -> None:
-    kernels._GEOMETRY._data.clear()
+    kernel_ratios.GEOMETRY._data.clear()
     gpu_kernels._LAUNCHES._data.clear()
 
 
@@ -82,7 +82,7 @@ def test_kernel_times_with_warm_caches_equal_cold_ones(op):
         got = kernels.kernel_time_us(profile, op, **args)
         np.testing.assert_array_equal(got.time_us, want.time_us)
         np.testing.assert_array_equal(got.extrapolated, want.extrapolated)
-    assert kernels._GEOMETRY._data  # the calls went through the cache (the op has measured tables)
+    assert kernel_ratios.GEOMETRY._data  # the calls went through the cache (the op has measured tables)
 
 
 def test_ensemble_members_priced_in_a_row_equal_each_priced_on_cold_caches():
