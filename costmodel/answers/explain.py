@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.collectives import US_PER_BYTE_AT_1_GBPS, bus_factor, chosen_regime, collective_time_us, total_bytes
-from ..model.components import Call
 from ..model.engines import host_costs
 from ..model.gpu_kernels import MODEL_OPS, reduce_launch, split_graph_us
 from ..model.kernel_ratios import DTYPE_FREE_OPS
 from ..model.kernels import ANCHOR_OPS, kernel_bytes, kernel_time_us
+from ..model.parts import Call
 from ..model.predict import Prediction
 from ..profiles.types import Profile
 

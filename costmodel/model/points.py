@@ -9,9 +9,9 @@ from ..io.errors import InputError
 from ..io.measurements import COLLECTIVE_OPS, D2T_DRAFT_COLS, DTYPES, ELEM_BYTES
 from ..profiles.types import Profile
 from .collectives import collective_time_us
-from .components import TORCH_OPS, TORCH_VIEWS
 from .engines import PLANS, Stage, host_costs, step_time_us
 from .kernels import kernel_time_us
+from .parts import TORCH_OPS, TORCH_VIEWS
 
 # ops of the measurement schema without a strategy component of their own: torch ops they issue
 _POINT_OPS = {"local_max": 1, "local_pack": 4, "local_argmax_masked": 6, "relayout_argmax": 2}

@@ -16,9 +16,10 @@ import numpy as np
 from ..io.errors import InputError
 from ..profiles.store import default_profile
 from ..profiles.types import Profile
-from .components import BASELINE, STRATEGIES, Component
+from .components import BASELINE, STRATEGIES
 from .exact import zero_plus_is_v
 from .kernel_ratios import stacked_members
+from .parts import Component
 from .scenario import SCENARIO_FIELDS, Scenario
 from .strategies import build_components, validity
 

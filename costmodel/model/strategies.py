@@ -48,10 +48,11 @@ import numpy as np
 from ..io.errors import InputError
 from ..profiles.types import Profile
 from . import engine_kernels as ek
-from .components import STRATEGIES, TORCH_OPS, Call, Component, _Ctx
+from .components import STRATEGIES, _Ctx
 from .engines import Stage, step_time_us, sync_mask
 from .exact import pick
 from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, lm_head_time_us
+from .parts import TORCH_OPS, Call, Component
 from .scenario import Scenario
 from .serving import SERVING_SOURCE, serving_us
 
