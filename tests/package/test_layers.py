@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "costmodel"
 LAYERS = ("io", "profiles", "model", "evidence", "answers", "cli")
-MAX_MODULE_LINES = 470  # "modules under ~400 lines"; the largest today is model/kernels.py
+MAX_MODULE_LINES = 420  # "modules under ~400 lines" (issue 21); the largest today is model/components.py (403)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
