@@ -26,7 +26,7 @@ from costmodel.io.formatting import MISSING, column_formatter, format_batch, for
 from . import charts
 from .data import FOCUS
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
-from .tables import breakdown_table, verdict_table
+from .tables import breakdown_table
 from .verdict import Evaluation, bootstrap_method, provenance_line
 
 EXPORT_WIDTH_PX = 760  # charts drawn "stretch" in the page get this width in a file
@@ -112,8 +112,11 @@ def report_html(ev: Evaluation) -> str:
     else:
         lines.append("Impact: not computed (needs a baseline ITL and the mean acceptance length).")
     lines.append(f"Savings are {BASELINE} time minus the strategy's time, per rank: positive = faster.")
-    table = _formatted(verdict_table(ev.point, ev.crossovers), f"Every strategy at batch {inputs.batch:,}", {
-        "strategy": "strategy", "time_per_draft_step_us": "time / draft step",
+    table = _formatted(ev.verdict_table(), f"Every strategy at batch {inputs.batch:,}" + (
+        ": the whole draft step (time per decode step; saving / draft step is its mean per call)"
+        if ev.whole_step else ""), {
+        "strategy": "strategy", **({"time_per_decode_step_us": "time / decode step"} if ev.whole_step else
+                                   {"time_per_draft_step_us": "time / draft step"}),
         "saving_per_draft_step_us": "saving / draft step", "saving_pct": "saving",
         "saving_per_decode_step_us": "saving / decode step", "crossover_batch": "crossover batch",
         "crossover_status": "crossover"})

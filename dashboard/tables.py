@@ -107,6 +107,23 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
     return out
 
 
+def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
+    """`verdict_table` of the whole draft step (costmodel.answers.whole_step.verdict_rows: `rows` and `crossovers`),
+    us per decode step, with the scenario columns of the per-call `point` frame (the same scenario):
+    time_per_decode_step_us = T_step, saving_per_decode_step_us = T_step(baseline) - T_step, saving_pct of the
+    baseline's T_step, saving_per_draft_step_us = the saving / K (the mean per draft call)."""
+    scenario = point.drop_duplicates("strategy").set_index("strategy")
+    cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
+    out = rows.rename(columns={"total_us": "time_per_decode_step_us", "saving_us": "saving_per_draft_step_us"})
+    out = out[["strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct",
+               "saving_per_draft_step_us", "valid", "fastest"]]
+    out = scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy")
+    out.insert(out.columns.get_loc("strategy") + 1, "description", out["strategy"].map(DESCRIPTIONS))
+    cross = crossovers.rename(columns={"status": "crossover_status", "direction": "crossover_direction"})
+    return out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
+                     on="strategy", how="left")
+
+
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
 COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
                   "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch",

@@ -8,7 +8,7 @@ last good inputs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import pandas as pd
@@ -24,6 +24,7 @@ from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
 from .state import Inputs, ScenarioSpec
+from .tables import step_verdict_table, verdict_table
 
 FITTED_BOOTSTRAP = "statistical bootstrap: the measurements were resampled and refitted (calibration.fit)"
 
@@ -48,6 +49,10 @@ class Verdict:
     interval: StrategyUncertainty | None = None  # FOCUS saving / crossover intervals (profile bootstrap)
     crossover_words: str = ""  # costmodel.model.crossover.crossover_words: the CLI's and JSON's words
     quantity: str = "per draft call"  # "whole draft step" where an engine runs it (costmodel.answers.whole_step)
+    # the whole draft step's point and crossover rows of every strategy (whole_step.verdict_rows), where it is the
+    # verdict; None for the per-call verdict (its rows are Evaluation.point / .crossovers)
+    step_rows: pd.DataFrame | None = field(default=None, compare=False)
+    step_crossovers: pd.DataFrame | None = field(default=None, compare=False)
 
     @property
     def uncertain(self) -> bool:
@@ -172,6 +177,25 @@ class Evaluation:
     verdict: Verdict
     interval_note: str | None = None  # why no interval is shown (no replicates, or unusable ones)
 
+    @property
+    def whole_step(self) -> bool:
+        """True where the verdict is the whole draft step (an engine runs it), not one draft call."""
+        return self.verdict.step_rows is not None
+
+    def verdict_table(self) -> pd.DataFrame:
+        """Every strategy at the chosen batch in the verdict's quantity: the whole draft step per decode step
+        (`tables.step_verdict_table`) where an engine runs it, else per draft call (`tables.verdict_table`)."""
+        if self.whole_step:
+            return step_verdict_table(self.point, self.verdict.step_rows, self.verdict.step_crossovers)
+        return verdict_table(self.point, self.crossovers)
+
+    def crossover_table(self) -> pd.DataFrame:
+        """Every strategy's crossover batch vs the baseline in the verdict's quantity (whole draft step or per call)."""
+        if not self.whole_step:
+            return self.crossovers
+        rows = self.verdict.step_crossovers
+        return rows[rows["strategy"] != BASELINE].reset_index(drop=True)
+
 
 def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     """Predict every strategy at the chosen batch and find the crossovers (cached underneath). Where the whole draft
@@ -221,4 +245,6 @@ def _whole_step_verdict(text: str, spec: ScenarioSpec, batch: float, preset: str
         point, cross, iv = verdict_inputs(sc, profile, arch, FOCUS)
     except InputError:  # a draft that cannot shard at this TP: the per-call verdict stands
         return None
-    return replace(verdict_from(pd.DataFrame(point), pd.DataFrame(cross), iv), quantity="whole draft step")
+    point_rows, cross_rows = pd.DataFrame(point), pd.DataFrame(cross)
+    return replace(verdict_from(point_rows, cross_rows, iv), quantity="whole draft step", step_rows=point_rows,
+                   step_crossovers=cross_rows)

@@ -44,7 +44,6 @@ from .tables import (
     display,
     provenance_table,
     records_table,
-    verdict_table,
 )
 from .topk_panel import best_pair_caption
 from .verdict import Evaluation, bootstrap_method, draft_arch, fused_provenance
@@ -220,9 +219,13 @@ def sweep_tab(ev: Evaluation) -> None:
     range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline" + (
-            " (per draft call: the logits path alone)" if step.whole_step else "")):
-        show_table(ev.crossovers)
-        download(ev.crossovers, "crossovers", ev=ev)
+            " (whole draft step)" if ev.whole_step else "")):
+        show_table(ev.crossover_table())
+        download(ev.crossover_table(), "crossovers", ev=ev)
+        if ev.whole_step:
+            st.markdown("Per draft call (the logits path alone, as `predict --engine none` prices it): context.")
+            show_table(ev.crossovers)
+            download(ev.crossovers, "crossovers_per_draft_call", ev=ev)
     fused_panel(ev)
 
 
@@ -230,7 +233,8 @@ def fused_panel(ev: Evaluation) -> None:
     """Crossover batch vs the baseline with the torch ops and with the fused Triton kernels, side by side."""
     frame = impl_crossover_frame(ev.profile_text, ev.inputs.spec)
     st.markdown(f"**Fused kernels**: crossover batch vs {BASELINE} with torch ops and with the fused Triton "
-                "kernels (other inputs as in the sidebar)")
+                "kernels (other inputs as in the sidebar" + ("; per draft call: the logits path alone, not the "
+                                                             "whole draft step)" if ev.whole_step else ")"))
     show_table(frame, styler=display(frame, {f"status_{impl}": status_text for impl in ("torch", "fused")}))
     st.caption(f"{plain(fused_provenance(ev.profile))}. No crossover batch: no sign change in batch 1-65,536 (see the "
                "status).")
@@ -238,11 +242,17 @@ def fused_panel(ev: Evaluation) -> None:
 
 
 def breakdown_tab(ev: Evaluation) -> None:
-    st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
-    verdict = verdict_table(ev.point, ev.crossovers)
-    shown = ["strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct",
-             "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
-             "crossover_status", "description"]
+    verdict = ev.verdict_table()
+    if ev.whole_step:
+        st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}, the whole "
+                    "draft step per decode step (saving_per_draft_step_us: its mean per draft call)")
+        shown = ["strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct",
+                 "saving_per_draft_step_us", "fastest", "valid", "crossover_batch", "crossover_status", "description"]
+    else:
+        st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
+        shown = ["strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct",
+                 "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
+                 "crossover_status", "description"]
     show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
     download(verdict, "verdict", ev=ev)
     table = breakdown_table(ev.point)

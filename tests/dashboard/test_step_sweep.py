@@ -189,6 +189,8 @@ def test_whole_step_charts_are_valid_vega_lite_and_export():
     assert chart_png(drawn(at, "sweep_chart"))[:8] == b"\x89PNG\r\n\x1a\n"  # the Export menu's PNG
     html = report_html(evaluate(state.inputs_from_session(at.session_state), {}))
     assert "Time per decode step (whole draft step) vs batch" in html and "one draft call&#x27;s logits path" in html
+    assert "Every strategy at batch 64: the whole draft step" in html and "time / decode step" in html
+    assert "time / draft step" not in html  # the verdict table is the whole step's, not one call's
 
 
 # -- the heatmaps under an engine -----------------------------------------------------------------------------

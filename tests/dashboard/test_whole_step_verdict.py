@@ -34,3 +34,39 @@ def test_engine_none_keeps_the_per_call_verdict():
     assert inputs.engine == "none"
     assert whole_step_verdict(bundled_profile_text(inputs.profile), inputs) is None
     assert evaluate(inputs, {}).verdict.quantity == "per draft call"
+
+
+def test_tables_under_an_engine_are_the_whole_step():
+    """Under an engine the verdict table (Breakdown tab, report) and the crossover expander show the whole draft
+    step's numbers - whole_step_answer's, per decode step - not the per-call frames they showed before."""
+    inputs = dataclasses.replace(Inputs(), engine="vllm", batch=64.0)
+    ev = evaluate(inputs, {})
+    assert ev.whole_step
+    sc = inputs.spec.scenario(64.0)
+    arch = DraftArch.from_fields({**preset_draft(inputs.preset), "vocab": int(sc.draft_vocab)})
+    ws = whole_step_answer(sc, profile_from_text(ev.profile_text), arch, intervals=False)["strategies"]
+    table = ev.verdict_table().set_index("strategy")
+    assert set(table.index) == set(ws)
+    for name, s in ws.items():
+        row = table.loc[name]
+        assert row["time_per_decode_step_us"] == pytest.approx(s["total_us"], rel=1e-12)
+        assert row["saving_per_decode_step_us"] == pytest.approx(s["saving_us"], rel=1e-12, abs=1e-9)
+        assert row["saving_per_draft_step_us"] == pytest.approx(s["saving_per_call_us"], rel=1e-12, abs=1e-9)
+        assert row["tp"] == inputs.tp and row["batch"] == 64.0  # the scenario columns of the per-call frame
+    cross = ev.crossover_table().set_index("strategy")
+    assert "full_all_gather" not in cross.index and set(cross.index) == set(ws) - {"full_all_gather"}
+    for name in cross.index:
+        assert cross.loc[name, "status"] == ws[name]["crossover"]["status"]
+        want = ws[name]["crossover_batch"]
+        got = cross.loc[name, "crossover_batch"]
+        assert (want is None and got != got) or got == pytest.approx(want, rel=1e-12)
+    # the per-call crossovers differ from the whole step's (the drafter forward hides host launches)
+    per_call = ev.crossovers.set_index("strategy")
+    assert per_call.loc["local_argmax_pairs", "crossover_batch"] != cross.loc["local_argmax_pairs", "crossover_batch"]
+
+
+def test_tables_without_an_engine_stay_per_call():
+    ev = evaluate(Inputs(), {})
+    assert not ev.whole_step
+    assert "time_per_draft_step_us" in ev.verdict_table().columns
+    assert ev.crossover_table() is ev.crossovers
