@@ -12,9 +12,10 @@ import streamlit as st
 
 from costmodel import predict
 from costmodel.answers.explain import format_explanation
-from costmodel.answers.sensitivity import elasticities
+from costmodel.answers.sensitivity import WholeStep, elasticities
 from costmodel.evidence.reference import REFERENCE_DIR, load_reference, reference_files
 from costmodel.evidence.validate import summary, validate
+from costmodel.model.drafter import DraftArch
 
 from .data import FOCUS, profile_from_text
 from .state import ScenarioSpec
@@ -80,12 +81,16 @@ def summary_table(summ: pd.DataFrame) -> pd.DataFrame:
 
 # -- sensitivity and explanation of the current scenario ---------------------------------------------------
 @st.cache_data(**_CACHE)
-def sensitivity_frame(profile_text: str, spec: ScenarioSpec, batch: float, strategy: str = FOCUS) -> pd.DataFrame:
-    """costmodel.answers.sensitivity.elasticities of `strategy`'s saving at `batch` (sorted by |elasticity|).
+def sensitivity_frame(profile_text: str, spec: ScenarioSpec, batch: float, strategy: str = FOCUS,
+                      arch: DraftArch | None = None) -> pd.DataFrame:
+    """costmodel.answers.sensitivity.elasticities of `strategy`'s saving at `batch` (sorted by |elasticity|): of the
+    whole draft step's saving per decode step with `arch` (the verdict's draft, where the whole step is the
+    verdict), else of one draft call's.
 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)), h = 1%, for every numeric profile parameter.
     """
-    return elasticities(spec.scenario(float(batch)), profile_from_text(profile_text), strategy)
+    return elasticities(spec.scenario(float(batch)), profile_from_text(profile_text), strategy,
+                        whole_step=None if arch is None else WholeStep(arch))
 
 
 @st.cache_data(**_CACHE)

@@ -276,7 +276,8 @@ def sensitivity_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
     try:
         with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
-            table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch))
+            table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch), FOCUS,
+                                      draft_arch(inputs.preset, inputs.draft_vocab) if ev.whole_step else None)
     except InputError as exc:
         table, error = None, exc
     else:
@@ -284,8 +285,10 @@ def sensitivity_tab(ev: Evaluation) -> None:
     shown = "" if table is None or table.empty else (
         f" The chart shows the {min(SENSITIVITY_TOP, len(table))} largest of the {len(table)} parameters that move it"
         " (the table lists all).")
-    if ev.verdict.quantity == WHOLE_STEP_ANSWER:  # say which quantity: this tab perturbs the per-call model
-        st.caption("Per draft call: the logits path alone, not the whole draft step the verdict answers with.")
+    if ev.whole_step:  # say which quantity: the verdict's
+        st.caption("The whole draft step's saving per decode step, as the verdict: the K draft calls' drafter "
+                   "forward, lm_head and logits path as the engine pipelines them - host launches the forward hides "
+                   "move nothing.")
     st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
                 "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
                 f"+1%. Measured kernel tables are not perturbed.{shown}")

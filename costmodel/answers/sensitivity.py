@@ -8,7 +8,11 @@ elasticity of the saving S (us per draft step, strategy vs the baseline) is the 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)),   h = 1%
 
 i.e. the % change of the saving per 1% change of the parameter. Parameters that are 0, or that the scenario never
-touches, have E = 0 and are dropped.
+touches, have E = 0 and are dropped. S is the answer's quantity: per draft call (the logits path alone, `predict`),
+or - given a `WholeStep` (where an engine runs the step: `costmodel.answers.whole_step.applies`) - the whole draft
+step's saving per decode step, T_step(baseline) - T_step(strategy) at the target placement
+(`whole_step.whole_step_totals`; stacked: `costmodel.model.members.draft_step_members`), so the drafter forward,
+the lm_head GEMM and the host launches they hide move it too. The table's `quantity` column says which.
 
 Priced as one ensemble: the 2 P perturbed profiles (each the point profile with one part re-parsed - the curve,
 kernel op or model object the parameter lives in, checked as a whole document would be: a perturbation the
@@ -32,7 +36,9 @@ import pandas as pd
 
 from ..io.errors import InputError
 from ..model.components import BASELINE
-from ..model.members import predict_members
+from ..model.draft_step import parse_placement
+from ..model.drafter import DraftArch
+from ..model.members import draft_step_members, predict_members
 from ..model.predict import predict
 from ..model.scenario import Scenario
 from ..profiles import kernel_params
@@ -40,11 +46,21 @@ from ..profiles.parse import kernel_op_from_dict, profile_from_dict
 from ..profiles.parse_curves import curve_from_dict
 from ..profiles.schema import SchemaViolation, check_schema, profile_json_schema
 from ..profiles.types import Profile
+from .whole_step import PER_CALL, QUANTITY, whole_step_totals
 
 _REGIME_KEYS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busbw_gbps", "s_half_bytes", "max_bytes")
 _CURVE_KEYS = ("launch_us", "eager_overhead_us", "inter_node_busbw_gbps")
 _OP_KEYS = ("launches", "fixed_us", "bw_gbps")
 _LM_HEAD_KEYS = ("floor_us", "weight_gbps", "tflops")
+
+
+@dataclass(frozen=True)
+class WholeStep:
+    """The drafter that prices the whole draft step's saving (us per decode step) in place of one call's."""
+
+    arch: DraftArch
+    kv_len: int = 2048
+    forward_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -202,31 +218,44 @@ def _stackable(profile: Profile, path: tuple) -> bool:
     return True
 
 
-def _saving(scenario: Scenario, profile: Profile, strategy: str) -> float:
-    """The saving (us per draft step) of one profile, NaN where pricing refuses the profile."""
-    try:
+def _point_saving(scenario: Scenario, profile: Profile, strategy: str, whole: WholeStep | None) -> float:
+    """S of one profile (module doc): per draft call, or the whole draft step's per decode step."""
+    if whole is None:
         return float(predict(scenario, profile, (BASELINE, strategy)).saving_us(strategy))
+    totals = whole_step_totals(scenario, profile, whole.arch, kv_len=whole.kv_len, forward_us=whole.forward_us)[0]
+    return float(totals[BASELINE] - totals[strategy])
+
+
+def _saving(scenario: Scenario, profile: Profile, strategy: str, whole: WholeStep | None) -> float:
+    """`_point_saving`, NaN where pricing refuses the profile."""
+    try:
+        return _point_saving(scenario, profile, strategy, whole)
     except InputError:
         return math.nan
 
 
-def _savings(scenario: Scenario, members: list[Profile], strategy: str, *, stack: bool) -> np.ndarray:
+def _savings(scenario: Scenario, members: list[Profile], strategy: str, whole: WholeStep | None, *,
+             stack: bool) -> np.ndarray:
     """Each member's saving: one stacked evaluation (stack=True) where pricing takes it, else one by one."""
     if stack and len(members) > 1:
+        sc = scenario.item(0)
         try:
-            priced = predict_members(scenario.item(0), members, (BASELINE, strategy))
+            priced = predict_members(sc, members, (BASELINE, strategy)) if whole is None else draft_step_members(
+                sc, members, parse_placement("target", int(sc.tp)), whole.arch, (BASELINE, strategy),
+                kv_len=whole.kv_len, forward_us=whole.forward_us)
             return np.asarray(priced.saving_us(strategy), dtype=float).reshape(len(members))
         except InputError:
             pass
-    return np.array([_saving(scenario, m, strategy) for m in members], dtype=float)
+    return np.array([_saving(scenario, m, strategy, whole) for m in members], dtype=float)
 
 
 def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_argmax_pairs", *,
-                 step: float = 0.01) -> pd.DataFrame:
-    """Table of parameters sorted by |elasticity| of the saving (see module doc)."""
+                 step: float = 0.01, whole_step: WholeStep | None = None) -> pd.DataFrame:
+    """Table of parameters sorted by |elasticity| of the saving (see module doc): of one draft call's, or with
+    `whole_step` of the whole draft step's per decode step (InputError where that cannot be priced)."""
     if scenario.size != 1:
         raise InputError("sensitivity needs a single scenario")
-    base = float(predict(scenario, profile, (BASELINE, strategy)).saving_us(strategy))
+    base = _point_saving(scenario, profile, strategy, whole_step)
     if base == 0:
         raise InputError("sensitivity: the saving is exactly 0 here, elasticities are undefined")
     kept: list[tuple[Parameter, bool, int]] = []  # (parameter, stacked, index of its +h member in its group)
@@ -239,7 +268,8 @@ def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_ar
         stack = _stackable(profile, param.path)
         kept.append((param, stack, len(groups[stack])))
         groups[stack] += pair
-    savings = {stack: _savings(scenario, members, strategy, stack=stack) for stack, members in groups.items()}
+    savings = {stack: _savings(scenario, members, strategy, whole_step, stack=stack)
+               for stack, members in groups.items()}
     rows = []
     for param, stack, k in kept:
         up, down = float(savings[stack][k]), float(savings[stack][k + 1])
@@ -252,4 +282,5 @@ def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_ar
     table = pd.DataFrame(rows, columns=["parameter", "elasticity", "saving_change_us_per_1pct"])
     table.insert(0, "strategy", strategy)
     table["saving_us"] = base
+    table["quantity"] = PER_CALL if whole_step is None else QUANTITY
     return table.reindex(table["elasticity"].abs().sort_values(ascending=False).index).reset_index(drop=True)

@@ -49,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.explain:
         result["explain"] = [e.__dict__ for e in explain(pred)]
     if args.sensitivity:
-        from ..answers.sensitivity import elasticities  # only when asked for (module doc)
-
-        result["sensitivity"] = elasticities(pred.scenario, profile).to_dict(orient="records")
+        result["sensitivity"] = sensitivity_rows(pred, args)
     add_placements(result, pred, args)
     add_whole_step(result, pred, args)
     if args.json:
@@ -66,11 +64,28 @@ def run(args: argparse.Namespace) -> int:
     if args.explain:
         print("\n" + format_explanation(pred))
     if args.sensitivity:
-        print("\nsensitivity of the local_argmax_pairs saving (elasticity = % change per 1% change):")
-        for row in result["sensitivity"][:12]:
+        rows = result["sensitivity"]
+        per = "" if not rows or rows[0]["quantity"] == PER_CALL else ", whole draft step per decode step"
+        print(f"\nsensitivity of the local_argmax_pairs saving{per} (elasticity = % change per 1% change):")
+        for row in rows[:12]:
             print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_1pct']:+.2f} us per +1%)  "
                   f"{row['parameter']}")
     return 0
+
+
+def sensitivity_rows(pred, args: argparse.Namespace) -> list[dict]:
+    """`--sensitivity`: the elasticities of the answer's saving (costmodel.answers.sensitivity) - the whole draft
+    step's per decode step where it is the answer (`applies` and a draft that prices), else one draft call's."""
+    from ..answers.sensitivity import WholeStep, elasticities  # only when asked for (module doc)
+
+    sc, profile = pred.scenario, pred.profile
+    if not applies(sc, profile, args.forward_us):
+        whole = WholeStep(arch_from_args(args, int(sc.draft_vocab)), args.kv_len, args.forward_us)
+        try:
+            return elasticities(sc, profile, whole_step=whole).to_dict(orient="records")
+        except InputError:  # the whole step cannot be priced (add_whole_step says why): the per-call answer
+            pass
+    return elasticities(sc, profile).to_dict(orient="records")
 
 
 def add_placements(result: dict, pred, args: argparse.Namespace) -> None:

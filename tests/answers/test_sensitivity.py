@@ -11,16 +11,21 @@ import copy
 import pytest
 
 from costmodel import Scenario, load_profile, predict
-from costmodel.answers.sensitivity import _perturbed, _stackable, elasticities, parameters
+from costmodel.answers.sensitivity import WholeStep, _perturbed, _stackable, elasticities, parameters
+from costmodel.answers.whole_step import PER_CALL, QUANTITY
 from costmodel.io.errors import InputError
 from costmodel.model.components import BASELINE
+from costmodel.model.draft_step import draft_step, parse_placement
+from costmodel.model.drafter import DraftArch
 from costmodel.profiles.parse import profile_from_dict
+from costmodel.profiles.presets import preset_draft
 
 STRATEGY = "local_argmax_pairs"
 
 
-def reference_saving(scenario, profile, path, factor):
-    """The original `_scaled` + `predict`: NaN where the scaled document is refused."""
+def reference_saving(scenario, profile, path, factor, whole=None):
+    """The original `_scaled` + `predict` (with `whole`, a WholeStep: + the whole draft step at the target placement,
+    one draft_step of the parsed document): None where the scaled document is refused."""
     data = copy.deepcopy({k: v for k, v in profile.raw.items() if k not in ("bootstrap", "ensemble")})
     node = data
     for key in path[:-1]:
@@ -30,6 +35,10 @@ def reference_saving(scenario, profile, path, factor):
         scaled = profile_from_dict(data, source=profile.name)
     except InputError:
         return None
+    if whole is not None:
+        step = draft_step(scenario, scaled, parse_placement("target", int(scenario.tp)), whole.arch,
+                          kv_len=whole.kv_len, forward_us=whole.forward_us)
+        return float(step.total_us[BASELINE] - step.total_us[STRATEGY])
     return float(predict(scenario, scaled, (BASELINE, STRATEGY)).saving_us(STRATEGY))
 
 
@@ -64,6 +73,42 @@ def test_elasticities_equal_the_original_method(name, scenario, every):
             assert table.loc[param.label, "elasticity"] == e, param.label  # exactly: same numbers
         else:
             assert param.label not in table.index
+
+
+@pytest.mark.parametrize("name, engine, batch, every", [
+    ("h200-sxm-nvlink", "vllm", 64, 9),
+    ("b200-hgx-nvlink", "sglang", 8, 5),
+])
+def test_whole_step_elasticities_equal_the_parsed_documents_draft_step(name, engine, batch, every):
+    """Under an engine the elasticities are of the whole draft step's saving per decode step: each one the central
+    difference of two draft_steps of the whole scaled document (stacked or one by one, the same numbers)."""
+    profile = load_profile(name)
+    whole = WholeStep(DraftArch.from_fields({**preset_draft("llama4-maverick"), "vocab": 202048}))
+    scenario = Scenario(vocab=202048, tp=8, batch=batch, num_spec_tokens=3, engine=engine, hidden=5120)
+    table = elasticities(scenario, profile, STRATEGY, whole_step=whole)
+    assert set(table["quantity"]) == {QUANTITY}
+    step = draft_step(scenario, profile, parse_placement("target", 8), whole.arch)
+    base = float(step.total_us[BASELINE] - step.total_us[STRATEGY])
+    assert set(table["saving_us"]) == {base}
+    table = table.set_index("parameter")
+    checked = 0
+    for param in sample(list(parameters(profile)), every):
+        up = reference_saving(scenario, profile, param.path, 1.01, whole)
+        down = reference_saving(scenario, profile, param.path, 0.99, whole)
+        if up is None or down is None:
+            assert param.label not in table.index
+            continue
+        e = (up - down) / (2 * 0.01 * base)
+        if abs(e) > 1e-6:
+            assert table.loc[param.label, "elasticity"] == pytest.approx(e, rel=1e-9, abs=1e-12), param.label
+            checked += 1
+        else:
+            assert param.label not in table.index
+    assert checked >= 3
+    # not the per-call table: the drafter forward hides the host launches the per-call answer pays
+    per_call = elasticities(scenario, profile, STRATEGY)
+    assert set(per_call["quantity"]) == {PER_CALL}
+    assert not per_call.set_index("parameter")["elasticity"].equals(table["elasticity"])
 
 
 def test_perturbed_profile_prices_like_the_parsed_document():

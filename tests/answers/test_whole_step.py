@@ -136,6 +136,20 @@ def test_predict_engine_none_says_why_per_call(capsys):
     assert out["answer"]["quantity"] == PER_CALL
 
 
+@pytest.mark.parametrize("engine, quantity", [(("--engine", "vllm"), QUANTITY), ((), PER_CALL)])
+def test_predict_sensitivity_is_of_the_answers_saving(capsys, engine, quantity):
+    """`predict --sensitivity` perturbs the saving the answer gives: the whole draft step's per decode step under an
+    engine (its saving_us the headline's), one draft call's with engine none."""
+    main(["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "16", "--num-spec-tokens", "5", *engine,
+          "--json", "--no-intervals", "--no-placements", "--sensitivity"])
+    out = json.loads(capsys.readouterr().out)
+    rows = out["sensitivity"]
+    assert rows and {r["quantity"] for r in rows} == {quantity}
+    local = out["strategies"]["local_argmax_pairs"]
+    want = local["saving_per_decode_step_us"] if quantity == QUANTITY else local["saving_per_draft_step_us"]
+    assert rows[0]["saving_us"] == pytest.approx(want, rel=1e-12)
+
+
 def test_recommend_ranks_the_whole_step_where_an_engine_runs_it():
     p = load_profile(H200)
     wl = Workload(np.array([1, 16, 64]), np.array([0.2, 0.5, 0.3]), "csv", name="t")

@@ -20,7 +20,7 @@ from costmodel.answers.sweep_step import ANSWERS
 from costmodel.answers.whole_step import NO_ARCH, PER_CALL, QUANTITY, applies, whole_step_answer, whole_step_totals
 from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft
-from dashboard import data, state, tables, views
+from dashboard import data, fidelity, state, tables, views
 from dashboard.sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of
 from dashboard.verdict import evaluate
 
@@ -241,8 +241,16 @@ def test_the_heatmaps_tab_under_an_engine_says_whole_draft_step_and_draws_its_nu
     assert any(m.value.startswith("**Saving of") and "logits path alone" in m.value for m in at2.markdown)
 
 
-def test_the_sensitivity_tab_under_an_engine_says_it_is_per_draft_call():
+def test_the_sensitivity_tab_under_an_engine_is_the_whole_step():
+    """Under an engine the Sensitivity tab perturbs the verdict's quantity: the whole draft step's saving per decode
+    step (its table's saving_us is the verdict's), priced with the verdict's draft; per draft call without one."""
     at = run_app({"engine": "vllm", "tab": "Sensitivity"})
-    assert any(c.value.startswith("Per draft call: the logits path alone") for c in at.caption)
+    assert any(c.value.startswith("The whole draft step's saving per decode step") for c in at.caption)
+    inputs = state.inputs_from_session(at.session_state)
+    ev = evaluate(inputs, {})
+    table = fidelity.sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch), FOCUS, arch_of(inputs))
+    assert set(table["quantity"]) == {QUANTITY}
+    assert table["saving_us"].iloc[0] == pytest.approx(ev.verdict.focus_saving_decode_us, rel=1e-12)
+    assert at.dataframe[0].value["parameter"].tolist() == table["parameter"].tolist()
     none = run_app({"tab": "Sensitivity"})
-    assert not any(c.value.startswith("Per draft call: the logits path alone") for c in none.caption)
+    assert not any(c.value.startswith("The whole draft step's saving") for c in none.caption)
