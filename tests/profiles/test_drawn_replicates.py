@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import json
 
 import pytest
@@ -153,3 +154,17 @@ def test_what_the_fast_path_leaves_to_the_slow_one_gives_the_slow_result(case):
     assert not isinstance(slow, str)
     assert_all_same(public(profile), slow)
 
+
+
+def test_building_replicates_restores_the_collector():
+    """replicates._gc_paused: the collector is on again after a build when it was on, off when it was off, and
+    nothing is left frozen."""
+    assert gc.isenabled()
+    replicate_profiles(profile_from_dict(_h200(), source="gc-on"))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        replicate_profiles(profile_from_dict(_h200(), source="gc-off"))
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
