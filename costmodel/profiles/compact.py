@@ -34,7 +34,11 @@ then the stored member i (the GPU kernel model's refits: 0.05 s each, so stored,
 (objects key by key, anything else replaced). The draws are one `rng.random((n, 9 + ops))` matrix, which is
 the same stream as scalar `rng.uniform` calls (low + (high - low) u, one double each).
 
-The load-time checks of a compact ensemble: costmodel.profiles.ensemble_checks.
+The load-time checks of a compact ensemble: costmodel.profiles.ensemble_checks. The replicate Profiles of a
+uniform-ranges-v1 ensemble are built without these member documents (costmodel.profiles.drawn_replicates: the same
+draws and formulas applied to the parsed point, equal to parsing each member); it leaves anything else - a
+columns-v1 ensemble, stored columns beyond kernel parts it does not parse from the point, a value the parser would
+refuse - to the slow path (costmodel.profiles.replicates), which reads the members through `LazyMembers`.
 """
 
 from __future__ import annotations
@@ -296,6 +300,11 @@ class LazyMembers(Sequence):
                 if self._items is None:
                     self._items = tuple(members(self._data))
         return self._items
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The profile document whose ensemble these are (the members are not built)."""
+        return self._data
 
     def __len__(self) -> int:
         return self._n
