@@ -224,24 +224,38 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
                      np.asarray(fwd_first_gpu))
 
 
-def _shape(stages: list[Stage]) -> tuple[int, ...]:
-    return np.broadcast_shapes(*(np.shape(x) for s in stages for x in (s.host_us, s.gpu_us, s.ops)))
+# strategies x scenario entries up to which one stacked pipeline beats one per strategy (timed on 4-7 stage logits
+# paths, K = 4: per-stage Python overhead dominates below; above, the stacked clocks outgrow the CPU caches)
+STACK_MAX_ENTRIES = 2048
+
+
+def _shape(stages: list[Stage], *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape of the stages' times and ops (and `shapes`)."""
+    return np.broadcast_shapes(*shapes, *(x.shape if isinstance(x, np.ndarray) else np.shape(x)
+                                          for s in stages for x in (s.host_us, s.gpu_us, s.ops)))
+
+
+def _chain(path: list[Stage], lead: list[Stage], forwards: tuple[Stage, Stage], lm: Stage, tail: list[Stage],
+           calls: int) -> list[Stage]:
+    """lead + [first forward, lm, *path] + (calls - 1) x [next forward, lm, *path] + tail (module doc)."""
+    return [*lead, forwards[0], lm, *path] + [forwards[1], lm, *path] * (calls - 1) + tail
 
 
 def _chain_totals(paths: dict[str, list[Stage]], lead: list[Stage], forwards: tuple[Stage, Stage], lm: Stage,
                   tail: list[Stage], calls: int) -> dict[str, np.ndarray]:
-    """{strategy: step_time_us(lead + [first forward, lm, *path] + (calls - 1) x [next forward, lm, *path] + tail)}
-    (module doc), every strategy in one `step_time_us` over a leading strategy axis (`engines.stack_paths`: row i
-    sees only strategy i's logits stages, so its floats are those of its own chain), each total at its own
-    chain's shape (`engines.unbroadcast`)."""
+    """{strategy: step_time_us(_chain(its logits path, ...))}. Up to STACK_MAX_ENTRIES, every strategy in one
+    `step_time_us` over a leading strategy axis (`engines.stack_paths`: row i sees only strategy i's logits stages,
+    so its floats are those of its own chain), each total at its own chain's shape (`engines.unbroadcast`); above,
+    one `step_time_us` per strategy. The same floats either way (tests/model/test_draft_step_stacked.py)."""
     if not paths:
         return {}
     shared = [*lead, forwards[0], lm, *tail] + ([forwards[1]] if calls > 1 else [])
-    own = {name: _shape(shared + path) for name, path in paths.items()}
+    common = _shape(shared)
+    own = {name: _shape(path, common) for name, path in paths.items()}
     shape = np.broadcast_shapes(*own.values())
-    logits = stack_paths(list(paths.values()), shape)
-    stages = [*lead, forwards[0], lm, *logits] + [forwards[1], lm, *logits] * (calls - 1) + tail
-    stacked = step_time_us(stages)
+    if len(paths) * int(np.prod(shape)) > STACK_MAX_ENTRIES:
+        return {name: step_time_us(_chain(path, lead, forwards, lm, tail, calls)) for name, path in paths.items()}
+    stacked = step_time_us(_chain(stack_paths(list(paths.values()), shape), lead, forwards, lm, tail, calls))
     return {name: unbroadcast(stacked[i], own[name]) for i, name in enumerate(paths)}
 
 

@@ -230,15 +230,24 @@ class _Prepared(NamedTuple):
     no_host: bool  # h == 0 everywhere
     sync: np.ndarray | None  # None: no sync anywhere
     inactive: np.ndarray | None  # None: the stage runs everywhere
+    idle_where_inactive: bool  # h = 0, g = 0, n = 1 and no sync wherever it is inactive
 
 
 def _prepare(s: Stage) -> _Prepared:
     h, g = np.asarray(s.host_us, dtype=float), np.asarray(s.gpu_us, dtype=float)
-    n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
-    sync = np.asarray(s.sync_after)
-    active = np.asarray(s.active, dtype=bool)
-    return _Prepared(h, g, n, bool(np.all(n == 1.0)), not h.any(), sync if sync.any() else None,
-                     None if active.all() else ~active)
+    if isinstance(s.ops, (int, float)):  # a plain number: max(ops, 1) as np.maximum gives it (NaN stays NaN)
+        n = np.asarray(max(float(s.ops), 1.0))
+        one = bool(n == 1.0)
+    else:
+        n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
+        one = bool(np.all(n == 1.0))
+    sync = None if s.sync_after is False else np.asarray(s.sync_after)
+    sync = sync if sync is not None and sync.any() else None
+    inactive = None if s.active is True else ~np.asarray(s.active, dtype=bool)
+    inactive = inactive if inactive is not None and inactive.any() else None
+    idle = inactive is not None and not (((h != 0.0) | (g != 0.0) | (n != 1.0)) & inactive).any() and (
+        sync is None or not (sync & inactive).any())
+    return _Prepared(h, g, n, one, not h.any(), sync, inactive, idle)
 
 
 def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarray:
@@ -256,13 +265,18 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
     max(F, H') >= H' and rounding x + g is monotone in x, a tie is the same float, and a NaN clock or time
     makes the first term NaN, which np.maximum returns. The clocks are buffers of the broadcast shape of
     every stage, updated in place; a stage object listed several times is prepared once.
+
+    An inactive entry needs no restoring where the stage is idle there (h = 0, g = 0, n = 1, no sync) and
+    every GPU time of the chain and the head start are >= 0 (+0.0, not -0.0): then F >= H throughout (F starts
+    at S >= 0 = H, and F' >= H' + b >= H' for b = g / n >= 0; a sync sets H' = F'), neither clock is -0.0, and the
+    idle stage gives H' = H + 0 = H and F' = max(F, H) + 0 = F, the same floats (a NaN clock stays NaN).
     """
     head = np.asarray(head_start_us, dtype=float)
     memo: dict[int, _Prepared] = {}
     prepared = [memo.get(id(s)) or memo.setdefault(id(s), _prepare(s)) for s in stages]
     # the result's shape: every stage's times, ops and activity, and each sync but the last stage's (a sync widens
     # the host clock, which reaches the GPU clock only through a later stage); the clocks may be wider
-    shapes = [x.shape for p in prepared for x in (p.h, p.g, p.n, p.inactive) if x is not None]
+    shapes = [x.shape for p in memo.values() for x in (p.h, p.g, p.n, p.inactive) if x is not None]
     shapes += [p.sync.shape for p in prepared[:-1] if p.sync is not None]
     out_shape = np.broadcast_shapes(head.shape, *shapes)
     last_sync = prepared[-1].sync if prepared else None
@@ -270,8 +284,11 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
     host, gpu = np.zeros(shape), np.empty(shape)
     gpu[...] = head
     a, b = np.empty(shape), np.empty(shape)  # H + a and H' + b of the stage at hand
+    monotone = any(p.idle_where_inactive for p in memo.values()) and bool(np.all(head >= 0.0)) and not np.signbit(
+        head).any() and all(bool(np.all(p.g >= 0.0)) for p in memo.values())  # only asked where it would skip
     for p in prepared:
-        if p.inactive is not None:
+        masked = p.inactive is not None and not (monotone and p.idle_where_inactive)
+        if masked:
             kept = host.copy(), gpu.copy()
         if p.no_host:
             first = host  # both launch clocks stay where they are
@@ -286,7 +303,7 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
             np.maximum(gpu, np.add(host, np.divide(p.g, p.n, out=b), out=b), out=gpu)  # ... and H' + b
         if p.sync is not None:
             np.copyto(host, np.maximum(host, gpu), where=p.sync)
-        if p.inactive is not None:
+        if masked:
             np.copyto(host, kept[0], where=p.inactive)
             np.copyto(gpu, kept[1], where=p.inactive)
     if shape != out_shape:
@@ -310,9 +327,16 @@ def stack_paths(paths: Sequence[Sequence[Stage]], shape: tuple[int, ...]) -> lis
     row i, the same floats as the chain with paths[i]'s stages alone (a row's clocks see only its own stages). Paths
     with no stage at all: one stage inactive everywhere, so the chain still has the path axis."""
     m, k = max([1, *(len(path) for path in paths)]), len(paths)
+    stages = [s for path in paths for s in path]
     h, g, n = np.zeros((m, k, *shape)), np.zeros((m, k, *shape)), np.ones((m, k, *shape))
-    sync, runs = np.zeros((m, k, *shape), dtype=bool), np.zeros((m, k, *shape), dtype=bool)
+    # a sync / activity array per stage only where a path has one (else False / one flag per path)
+    syncs = any(s.sync_after is not False and np.any(s.sync_after) for s in stages)
+    sync = np.zeros((m, k, *shape), dtype=bool) if syncs else None
+    flags = all(s.active is True or np.ndim(s.active) == 0 for s in stages)
+    runs = np.zeros((m, k) + ((1,) * len(shape) if flags else shape), dtype=bool)
     for i, path in enumerate(paths):
         for j, s in enumerate(path):
-            h[j, i], g[j, i], n[j, i], sync[j, i], runs[j, i] = s.host_us, s.gpu_us, s.ops, s.sync_after, s.active
-    return [Stage(h[j], g[j], n[j], sync[j], runs[j]) for j in range(m)]
+            h[j, i], g[j, i], n[j, i], runs[j, i] = s.host_us, s.gpu_us, s.ops, s.active
+            if sync is not None:
+                sync[j, i] = s.sync_after
+    return [Stage(h[j], g[j], n[j], False if sync is None else sync[j], runs[j]) for j in range(m)]

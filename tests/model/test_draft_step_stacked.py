@@ -48,9 +48,11 @@ def assert_same_totals(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.parametrize("stack_max", [ds.STACK_MAX_ENTRIES, 0])  # stacked, and one step_time_us per strategy
 @pytest.mark.parametrize("batch", [64.0, np.array([1.0, 3.0, 17.5, 300.0, 65536.0])])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_stacked_chains_equal_one_chain_per_strategy(case, batch, monkeypatch):
+def test_stacked_chains_equal_one_chain_per_strategy(case, batch, stack_max, monkeypatch):
+    monkeypatch.setattr(ds, "STACK_MAX_ENTRIES", stack_max)
     fields, placement, arch = CASES[case]
     sc = Scenario(batch=batch, hidden=arch.hidden, **{"vocab": 202048, **fields})
     profile = load_profile("h200-sxm-nvlink")
@@ -60,8 +62,10 @@ def test_stacked_chains_equal_one_chain_per_strategy(case, batch, monkeypatch):
     assert_same_totals(stacked.total_us, ds.draft_step(sc, profile, pl, arch).total_us)
 
 
-def test_stacked_chains_equal_one_chain_per_strategy_over_stacked_members(monkeypatch):
+@pytest.mark.parametrize("stack_max", [10**6, 0])
+def test_stacked_chains_equal_one_chain_per_strategy_over_stacked_members(stack_max, monkeypatch):
     """Members stacked as (M, 1) parameters over (1, n) batches (`draft_step_members`): the same floats."""
+    monkeypatch.setattr(ds, "STACK_MAX_ENTRIES", stack_max)
     sc = Scenario(vocab=202048, batch=np.geomspace(1, 65536, 9), hidden=MAVERICK.hidden, engine="vllm", tp=8,
                   num_spec_tokens=3)
     members, factors, _ = ensemble(load_profile("h200-sxm-nvlink"))
@@ -71,3 +75,18 @@ def test_stacked_chains_equal_one_chain_per_strategy_over_stacked_members(monkey
     alone = draft_step_members(sc, members[:12], pl, MAVERICK, STRATEGIES, factors[:12])
     assert stacked.stacked and alone.stacked
     assert_same_totals(stacked.total_us, alone.total_us)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_strategy_subset_prices_each_strategy_as_the_full_set_does(case):
+    """`whole_step_answer`'s Brent steps price only the baseline and the strategies whose brackets are open: each
+    strategy's total is its own, whichever others are priced with it."""
+    fields, placement, arch = CASES[case]
+    sc = Scenario(batch=np.array([1.0, 7.25, 64.0, 1500.0]), hidden=arch.hidden, **{"vocab": 202048, **fields})
+    profile = load_profile("mi300x-xgmi")
+    pl = ds.parse_placement(placement, int(sc.tp))
+    full = ds.draft_step(sc, profile, pl, arch).total_us
+    for subset in (("full_all_gather", "local_argmax_pairs"), ("full_all_gather", "packed_allreduce_max"),
+                   ("full_all_gather", "gather_to_rank0", "packed_allreduce_max"), ("local_argmax_pairs",)):
+        alone = ds.draft_step(sc, profile, pl, arch, strategies=subset).total_us
+        assert_same_totals(alone, {name: full[name] for name in subset})
