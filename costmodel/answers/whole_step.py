@@ -10,7 +10,8 @@ cost nothing). Per strategy s (us per decode step; positive = s is faster):
     saving(s)       = T_step(full_all_gather) - T_step(s);  saving per call = saving(s) / calls_per_decode_step
     crossover(s)    = the batches in 1..max_batch where saving(s) changes sign: a log grid of GRID_POINTS
                       batches, each bracket refined by Brent's method on draft_step (every strategy's
-                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.predict.grid_roots`)
+                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.predict.grid_roots`;
+                      each step prices the baseline and the strategies with a bracket still open)
     fastest         = the valid strategy with the smallest T_step
     interval        = `costmodel.evidence.intervals.propagate_draft_step` (the project's ensemble members)
 
