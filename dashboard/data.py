@@ -85,7 +85,10 @@ def freeze_long_lived() -> None:
         _FROZEN.append(True)
 
 
-_CACHE = {"show_spinner": False, "max_entries": 256, "hash_funcs": {ProfileText: lambda t: t.digest}}
+# cache keys: a ProfileText by its digest; a ScenarioSpec / DraftArch (frozen dataclasses of plain values) by its repr,
+# which names every field (st.cache_data's default hashing of a dataclass took ~0.2 ms per argument per call)
+_CACHE = {"show_spinner": False, "max_entries": 256,
+          "hash_funcs": {ProfileText: lambda t: t.digest, ScenarioSpec: repr, DraftArch: repr}}
 
 
 @lru_cache(maxsize=32)

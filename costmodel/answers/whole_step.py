@@ -10,7 +10,8 @@ cost nothing). Per strategy s (us per decode step; positive = s is faster):
     saving(s)       = T_step(full_all_gather) - T_step(s);  saving per call = saving(s) / calls_per_decode_step
     crossover(s)    = the batches in 1..max_batch where saving(s) changes sign: a log grid of GRID_POINTS
                       batches, each bracket refined by Brent's method on draft_step (every strategy's
-                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.crossover.grid_roots`)
+                      brackets in lockstep: `_lockstep_roots`, the roots of `costmodel.model.crossover.grid_roots`;
+                      each step prices the baseline and the strategies with a bracket still open)
     fastest         = the valid strategy with the smallest T_step
     interval        = `costmodel.evidence.intervals.propagate_draft_step` (the project's ensemble members)
 
@@ -80,19 +81,23 @@ def priced_or_why(scenario: Scenario, profile: Profile, arch: DraftArch | None, 
         return None, f"{UNPRICEABLE}{exc}"
 
 
-def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None) -> DraftStep:
-    """Every strategy's draft step at the target placement."""
+def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None,
+          strategies: tuple[str, ...] = STRATEGIES) -> DraftStep:
+    """Every strategy's (or `strategies`') draft step at the target placement."""
     return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
-                      forward_us=forward_us)
+                      forward_us=forward_us, strategies=strategies)
 
 
-def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
-                    savings_at: Callable[[np.ndarray], dict[str, np.ndarray]], xtol: float = 1e-3
+SavingsAt = Callable[[np.ndarray, tuple[str, ...]], dict[str, np.ndarray]]
+
+
+def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray], savings_at: SavingsAt, xtol: float = 1e-3
                     ) -> dict[str, list[float]]:
     """{strategy: grid_roots(grid, values[strategy], refine)} for every strategy at once: the same exact zeros and
     the same Brent iterates (`brent.brentq_steps`, xtol as grid_roots'), every bracket of every strategy advanced
-    in lockstep - one `savings_at(batches)` (one draft_step over a vector of batches, element-wise in the batch)
-    per Brent step instead of one draft_step per evaluation."""
+    in lockstep - one `savings_at(batches, names)` (one draft_step over a vector of batches, element-wise in the
+    batch, of the strategies `names` whose brackets are still open) per Brent step instead of one draft_step per
+    evaluation."""
     roots: dict[str, set[float]] = {}
     active: list[tuple[str, Any, float]] = []
     for name, v in values.items():
@@ -106,7 +111,7 @@ def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
             gen = brentq_steps(float(grid[i]), float(grid[i + 1]), xtol)
             active.append((name, gen, next(gen)))
     while active:
-        priced = savings_at(np.array([x for _, _, x in active]))
+        priced = savings_at(np.array([x for _, _, x in active]), tuple(dict.fromkeys(n for n, _, _ in active)))
         moving = []
         for k, (name, gen, _) in enumerate(active):
             try:
@@ -117,14 +122,14 @@ def _lockstep_roots(grid: np.ndarray, values: dict[str, np.ndarray],
     return {name: sorted(r) for name, r in roots.items()}
 
 
-def _crossovers(grid: np.ndarray, values: dict[str, np.ndarray],
-                savings_at: Callable[[np.ndarray], dict[str, np.ndarray]], hi: float) -> dict[str, Crossover]:
+def _crossovers(grid: np.ndarray, values: dict[str, np.ndarray], savings_at: SavingsAt, hi: float
+                ) -> dict[str, Crossover]:
     """The Crossover (the CLI's words, `crossover_words`) of each strategy's whole-step saving on the grid; the
-    direction from the saving just above the first root (all strategies in one `savings_at`)."""
+    direction from the saving just above the first root (every strategy with a root in one `savings_at`)."""
     batch_range = (float(grid[0]), float(grid[-1]))
     roots = _lockstep_roots(grid, values, savings_at)
     found = [name for name in values if roots[name]]
-    after = savings_at(np.array([min(roots[n][0] * 1.01 + 0.01, hi) for n in found])) if found else {}
+    after = savings_at(np.array([min(roots[n][0] * 1.01 + 0.01, hi) for n in found]), tuple(found)) if found else {}
     out = {}
     for name, v in values.items():
         if name in found:
@@ -155,11 +160,13 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
                                forward_us=forward_us) if intervals else {}
     base = float(np.asarray(point.total_us[BASELINE]).item(0))
 
-    def savings_at(batches: np.ndarray) -> dict[str, np.ndarray]:
-        """{strategy: T_step(baseline) - T_step(strategy)} at each of `batches` (one draft_step)."""
+    def savings_at(batches: np.ndarray, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """{strategy: T_step(baseline) - T_step(strategy)} of `names` at each of `batches` (one draft_step of the
+        baseline and `names` only: each strategy's T_step is its own, whichever others are priced with it)."""
+        wanted = tuple(n for n in STRATEGIES if n == BASELINE or n in names)
         at = whole_step_totals(sc.with_(batch=np.asarray(batches, dtype=float)), profile, arch, kv_len=kv_len,
-                               forward_us=forward_us)[0]
-        return {n: at[BASELINE] - t for n, t in at.items()}
+                               forward_us=forward_us, strategies=wanted)[0]
+        return {n: at[BASELINE] - at[n] for n in names}
 
     crosses = _crossovers(grid, {n: base_grid - np.asarray(t, dtype=float) for n, t in swept.total_us.items()
                                  if n != BASELINE}, savings_at, max_batch)
@@ -188,10 +195,11 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
 
 
 def whole_step_totals(sc: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
-                      forward_us: float | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
-    """({strategy: T_step over sc's batches}, {strategy: valid}, calls) at the target placement (recommend, and
-    `whole_step_answer`'s crossover refinements)."""
-    step = _step(sc, profile, arch, kv_len, forward_us)
+                      forward_us: float | None = None, strategies: tuple[str, ...] = STRATEGIES
+                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """({strategy: T_step over sc's batches}, {strategy: valid}, calls) at the target placement, of every strategy
+    or `strategies` (recommend, and `whole_step_answer`'s crossover refinements)."""
+    step = _step(sc, profile, arch, kv_len, forward_us, strategies)
     shape = np.shape(sc.batch)
     return ({n: np.broadcast_to(np.asarray(t, dtype=float), shape) for n, t in step.total_us.items()},
             {n: np.broadcast_to(np.asarray(step.valid.get(n, True)), shape) for n in step.total_us}, step.calls)

@@ -49,7 +49,7 @@ from ..profiles.types import Profile
 from . import collective_impls, drafter
 from .components import STRATEGIES
 from .drafter import DraftArch, DraftMemory
-from .engines import Stage, captured_mask, host_costs, step_time_us, with_overrides
+from .engines import Stage, captured_mask, host_costs, stack_paths, step_time_us, unbroadcast, with_overrides
 from .kernels import ID_BYTES
 from .scenario import Scenario
 from .strategies import build_components, validity
@@ -206,17 +206,14 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
         gather, _ = collective_impls.collective_us(profile, sc.collective, "all_gather", ids_bytes, p, sc.nodes)
         gather = gather * f.get("all_gather", 1.0)
         gather_host = np.where(whole, 0.0, host.c10d_call_us) * f_host
-    totals, logits_gpu, valid = {}, {}, {}
+    paths = {name: [Stage(c.host_us, c.time_us, c.ops) for k, c in parts.items() if k != "host_exposed"]
+             for name, parts in comps.items()}
+    lead = [Stage(np.where(whole, 0.0, host.torch_op_us) * f_host, fc_once)] if np.any(fc_once) else []
+    tail = [Stage(gather_host, gather, 1)] if placement.data_parallel and p > 1 else []
+    totals = _chain_totals(paths, lead, (Stage(fwd_host_first, fwd_first_gpu, 1), Stage(fwd_host_next, fwd_gpu, 1)),
+                           Stage(lm_host, lm, 1), tail, calls)
+    logits_gpu, valid = {}, {}
     for name, parts in comps.items():
-        logits = [Stage(c.host_us, c.time_us, c.ops) for k, c in parts.items() if k != "host_exposed"]
-        stages = [Stage(np.where(whole, 0.0, host.torch_op_us) * f_host, fc_once)] if np.any(fc_once) else []
-        for k in range(calls):
-            first = k == 0
-            stages += [Stage(fwd_host_first if first else fwd_host_next, fwd_first_gpu if first else fwd_gpu, 1),
-                       Stage(lm_host, lm, 1), *logits]
-        if placement.data_parallel and p > 1:
-            stages.append(Stage(gather_host, gather, 1))
-        totals[name] = step_time_us(stages)
         logits_gpu[name] = sum((np.asarray(c.time_us, dtype=float) for k, c in parts.items() if k != "host_exposed"),
                                np.zeros(()))
         valid[name] = validity(name, scq)
@@ -225,6 +222,41 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     return DraftStep(placement, totals, np.asarray(fwd_gpu), np.asarray(np.where(fwd_graph, launch, eager_host)),
                      np.asarray(ar_us), np.asarray(lm), logits_gpu, np.asarray(gather), calls, mem, source, valid,
                      np.asarray(fwd_first_gpu))
+
+
+# strategies x scenario entries up to which one stacked pipeline beats one per strategy (timed on 4-7 stage logits
+# paths, K = 4: per-stage Python overhead dominates below; above, the stacked clocks outgrow the CPU caches)
+STACK_MAX_ENTRIES = 2048
+
+
+def _shape(stages: list[Stage], *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape of the stages' times and ops (and `shapes`)."""
+    return np.broadcast_shapes(*shapes, *(x.shape if isinstance(x, np.ndarray) else np.shape(x)
+                                          for s in stages for x in (s.host_us, s.gpu_us, s.ops)))
+
+
+def _chain(path: list[Stage], lead: list[Stage], forwards: tuple[Stage, Stage], lm: Stage, tail: list[Stage],
+           calls: int) -> list[Stage]:
+    """lead + [first forward, lm, *path] + (calls - 1) x [next forward, lm, *path] + tail (module doc)."""
+    return [*lead, forwards[0], lm, *path] + [forwards[1], lm, *path] * (calls - 1) + tail
+
+
+def _chain_totals(paths: dict[str, list[Stage]], lead: list[Stage], forwards: tuple[Stage, Stage], lm: Stage,
+                  tail: list[Stage], calls: int) -> dict[str, np.ndarray]:
+    """{strategy: step_time_us(_chain(its logits path, ...))}. Up to STACK_MAX_ENTRIES, every strategy in one
+    `step_time_us` over a leading strategy axis (`engines.stack_paths`: row i sees only strategy i's logits stages,
+    so its floats are those of its own chain), each total at its own chain's shape (`engines.unbroadcast`); above,
+    one `step_time_us` per strategy. The same floats either way (tests/model/test_draft_step_stacked.py)."""
+    if not paths:
+        return {}
+    shared = [*lead, forwards[0], lm, *tail] + ([forwards[1]] if calls > 1 else [])
+    common = _shape(shared)
+    own = {name: _shape(path, common) for name, path in paths.items()}
+    shape = np.broadcast_shapes(*own.values())
+    if len(paths) * int(np.prod(shape)) > STACK_MAX_ENTRIES:
+        return {name: step_time_us(_chain(path, lead, forwards, lm, tail, calls)) for name, path in paths.items()}
+    stacked = step_time_us(_chain(stack_paths(list(paths.values()), shape), lead, forwards, lm, tail, calls))
+    return {name: unbroadcast(stacked[i], own[name]) for i, name in enumerate(paths)}
 
 
 def check_fits(profile: Profile, step: DraftStep, free_bytes: float | None = None) -> str | None:

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -210,12 +210,44 @@ def sync_mask(component: str, engine: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Stage:
-    """One component as the step model sees it: host time, GPU time, ops it launches, sync after."""
+    """One component as the step model sees it: host time, GPU time, ops it launches, sync after; `active`: where
+    it runs at all (elsewhere both clocks stay as they are: how `stack_paths` lines up paths of different lengths)."""
 
     host_us: Any
     gpu_us: Any
     ops: Any = 1
     sync_after: Any = False
+    active: Any = True
+
+
+class _Prepared(NamedTuple):
+    """A stage's arrays as step_time_us uses them (n = max(ops, 1)), and what it may skip exactly."""
+
+    h: np.ndarray
+    g: np.ndarray
+    n: np.ndarray
+    one: bool  # n == 1 everywhere
+    no_host: bool  # h == 0 everywhere
+    sync: np.ndarray | None  # None: no sync anywhere
+    inactive: np.ndarray | None  # None: the stage runs everywhere
+    idle_where_inactive: bool  # h = 0, g = 0, n = 1 and no sync wherever it is inactive
+
+
+def _prepare(s: Stage) -> _Prepared:
+    h, g = np.asarray(s.host_us, dtype=float), np.asarray(s.gpu_us, dtype=float)
+    if isinstance(s.ops, (int, float)):  # a plain number: max(ops, 1) as np.maximum gives it (NaN stays NaN)
+        n = np.asarray(max(float(s.ops), 1.0))
+        one = bool(n == 1.0)
+    else:
+        n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
+        one = bool(np.all(n == 1.0))
+    sync = None if s.sync_after is False else np.asarray(s.sync_after)
+    sync = sync if sync is not None and sync.any() else None
+    inactive = None if s.active is True else ~np.asarray(s.active, dtype=bool)
+    inactive = inactive if inactive is not None and inactive.any() else None
+    idle = inactive is not None and not (((h != 0.0) | (g != 0.0) | (n != 1.0)) & inactive).any() and (
+        sync is None or not (sync & inactive).any())
+    return _Prepared(h, g, n, one, not h.any(), sync, inactive, idle)
 
 
 def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarray:
@@ -223,56 +255,88 @@ def step_time_us(stages: Sequence[Stage], head_start_us: Any = 0.0) -> np.ndarra
 
     Stage by stage with host clock H and GPU clock F (start: H = 0, F = S), a stage of n equal ops
     (host a = h/n, GPU b = g/n each) ends its GPU work at F' = max(F + g, H + a + g, H + h + b) (the
-    endpoints of max_k H + k a + (n - k + 1) b); the host clock becomes H + h, and max(H + h, F')
-    after a sync.
+    endpoints of max_k H + k a + (n - k + 1) b), computed as F' = max(max(F, H + a) + g, H' + b) with
+    H' = H + h; the host clock becomes H', and max(H', F') after a sync. Where a stage is not `active`
+    both clocks keep their values.
 
-    A one-op stage (n = 1: a = h, b = g) gives F' = max(max(F, H') + g, H' + g) with H' = H + h: since
-    max(F, H') >= H' and rounding x + g is monotone in x, the first term is never below the second, and on a
-    tie both are the same float (the clocks start at +0.0 and only add non-negative times, so no -0.0 meets
-    +0.0; a NaN clock or time makes the first term NaN, which np.maximum returns): F' = max(F, H') + g bit for
-    bit, without the second sum and maximum.
+    Two exact shortcuts (the same float for every input, only fewer operations): h = 0 everywhere gives
+    H + a = H + 0 = H and H' = H (the clocks start at +0.0 and only add non-negative times, so no -0.0 meets
+    +0.0); n = 1 everywhere (a = h, b = g) gives F' = max(max(F, H') + g, H' + g) = max(F, H') + g, since
+    max(F, H') >= H' and rounding x + g is monotone in x, a tie is the same float, and a NaN clock or time
+    makes the first term NaN, which np.maximum returns. The clocks are buffers of the broadcast shape of
+    every stage, updated in place; a stage object listed several times is prepared once.
+
+    An inactive entry needs no restoring where the stage is idle there (h = 0, g = 0, n = 1, no sync) and
+    every GPU time of the chain and the head start are >= 0 (+0.0, not -0.0): then F >= H throughout (F starts
+    at S >= 0 = H, and F' >= H' + b >= H' for b = g / n >= 0; a sync sets H' = F'), neither clock is -0.0, and the
+    idle stage gives H' = H + 0 = H and F' = max(F, H) + 0 = F, the same floats (a NaN clock stays NaN).
     """
-    host = np.zeros(())
     head = np.asarray(head_start_us, dtype=float)
-    gpu = head
-    own_host = own_gpu = False  # whether the clock is a temporary of this function (then updated in place)
-    scratch = None  # one buffer for every stage's H + h + b
-    for s in stages:
-        h = np.asarray(s.host_us, dtype=float)
-        g = np.asarray(s.gpu_us, dtype=float)
-        n = np.maximum(np.asarray(s.ops, dtype=float), 1.0)
-        # the same operations in the same order; skipped only where exact: x / 1 = x, x + 0 = x (clocks >= 0)
-        one = n.ndim == 0 and n == 1.0
-        if h.ndim == 0 and h == 0.0:
-            first = host  # no host work: both launch clocks stay where they are
+    memo: dict[int, _Prepared] = {}
+    prepared = [memo.get(id(s)) or memo.setdefault(id(s), _prepare(s)) for s in stages]
+    # the result's shape: every stage's times, ops and activity, and each sync but the last stage's (a sync widens
+    # the host clock, which reaches the GPU clock only through a later stage); the clocks may be wider
+    shapes = [x.shape for p in memo.values() for x in (p.h, p.g, p.n, p.inactive) if x is not None]
+    shapes += [p.sync.shape for p in prepared[:-1] if p.sync is not None]
+    out_shape = np.broadcast_shapes(head.shape, *shapes)
+    last_sync = prepared[-1].sync if prepared else None
+    shape = out_shape if last_sync is None else np.broadcast_shapes(out_shape, last_sync.shape)
+    host, gpu = np.zeros(shape), np.empty(shape)
+    gpu[...] = head
+    a, b = np.empty(shape), np.empty(shape)  # H + a and H' + b of the stage at hand
+    monotone = any(p.idle_where_inactive for p in memo.values()) and bool(np.all(head >= 0.0)) and not np.signbit(
+        head).any() and all(bool(np.all(p.g >= 0.0)) for p in memo.values())  # only asked where it would skip
+    for p in prepared:
+        masked = p.inactive is not None and not (monotone and p.idle_where_inactive)
+        if masked:
+            kept = host.copy(), gpu.copy()
+        if p.no_host:
+            first = host  # both launch clocks stay where they are
         else:
-            if not one:
-                first = _into(None, np.divide, h, n)  # a = h / n ...
-                first = _into(first, np.add, host, first)  # ... the stage's first launch is done at H + a
-            host = _into(host if own_host else None, np.add, host, h)  # its last launch is done
-            own_host = True
-            if one:
-                first = host  # one op: its first launch is its last (H + h / 1 = H + h, one sum)
-        late = _into(gpu if own_gpu else None, np.maximum, gpu, first)
-        late = _into(late, np.add, late, g)
-        own_gpu = True
-        if one and first is host:
-            gpu = late  # max(F, H') + g >= H' + g (rounding is monotone): F' = the first term, bit for bit
-        else:
-            b = g if one else _into(scratch, np.divide, g, n)  # b = g / n, a temporary unless one op
-            scratch = _into(scratch if one else b, np.add, host, b)  # H + h + b
-            gpu = _into(late, np.maximum, late, scratch)
-        if np.any(s.sync_after):
-            host = np.where(s.sync_after, np.maximum(host, gpu), host)
-    if gpu is not head and head.ndim == 0 and head == 0.0 and not np.signbit(head):
-        return gpu  # x - (+0.0) = x, every x (the GPU clock is a temporary of this function)
+            if not p.one:
+                first = np.add(host, np.divide(p.h, p.n, out=a), out=a)  # the stage's first launch: H + h / n
+            np.add(host, p.h, out=host)  # its last launch is done: H' = H + h
+            if p.one:
+                first = host  # one op: its first launch is its last
+        np.add(np.maximum(gpu, first, out=gpu), p.g, out=gpu)  # max(F, H + a) + g
+        if not p.one:
+            np.maximum(gpu, np.add(host, np.divide(p.g, p.n, out=b), out=b), out=gpu)  # ... and H' + b
+        if p.sync is not None:
+            np.copyto(host, np.maximum(host, gpu), where=p.sync)
+        if masked:
+            np.copyto(host, kept[0], where=p.inactive)
+            np.copyto(gpu, kept[1], where=p.inactive)
+    if shape != out_shape:
+        gpu = unbroadcast(gpu, out_shape)
+    if prepared and head.ndim == 0 and head == 0.0 and not np.signbit(head):
+        return gpu if gpu.ndim else gpu[()]  # x - (+0.0) = x, every x; a 0-d result as the float ufuncs give
     return gpu - head
 
 
-def _into(buffer: np.ndarray | None, ufunc: np.ufunc, a: Any, b: Any) -> np.ndarray:
-    """ufunc(a, b), written into `buffer` (a temporary of step_time_us, may be a or b) where it has the result's
-    shape - the same values, one allocation fewer."""
-    if buffer is not None and buffer.ndim and buffer.shape == np.broadcast_shapes(buffer.shape, np.shape(a),
-                                                                                   np.shape(b)):
-        return ufunc(a, b, out=buffer)
-    return ufunc(a, b)
+def unbroadcast(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The values of `x`, an array broadcast from `shape` (equal along every axis `shape` lacks or has as 1),
+    at `shape`: its first entry along those axes."""
+    lead = x.ndim - len(shape)
+    return x[(0,) * lead + tuple(slice(None) if d == w else slice(0, 1) for d, w in zip(shape, x.shape[lead:]))]
+
+
+def stack_paths(paths: Sequence[Sequence[Stage]], shape: tuple[int, ...]) -> list[Stage]:
+    """The stages of several paths as one list over a leading path axis: stage j holds, in row i, paths[i][j]
+    broadcast to `shape` (arrays of shape (len(paths), *shape)), and is inactive in the rows of paths with no
+    stage j. So `step_time_us` of a chain with these stages (other stages broadcast over the path axis) gives, in
+    row i, the same floats as the chain with paths[i]'s stages alone (a row's clocks see only its own stages). Paths
+    with no stage at all: one stage inactive everywhere, so the chain still has the path axis."""
+    m, k = max([1, *(len(path) for path in paths)]), len(paths)
+    stages = [s for path in paths for s in path]
+    h, g, n = np.zeros((m, k, *shape)), np.zeros((m, k, *shape)), np.ones((m, k, *shape))
+    # a sync / activity array per stage only where a path has one (else False / one flag per path)
+    syncs = any(s.sync_after is not False and np.any(s.sync_after) for s in stages)
+    sync = np.zeros((m, k, *shape), dtype=bool) if syncs else None
+    flags = all(s.active is True or np.ndim(s.active) == 0 for s in stages)
+    runs = np.zeros((m, k) + ((1,) * len(shape) if flags else shape), dtype=bool)
+    for i, path in enumerate(paths):
+        for j, s in enumerate(path):
+            h[j, i], g[j, i], n[j, i], runs[j, i] = s.host_us, s.gpu_us, s.ops, s.active
+            if sync is not None:
+                sync[j, i] = s.sync_after
+    return [Stage(h[j], g[j], n[j], False if sync is None else sync[j], runs[j]) for j in range(m)]

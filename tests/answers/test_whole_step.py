@@ -199,7 +199,7 @@ def test_lockstep_roots_are_grid_roots_refined_one_by_one():
     funcs = {"a": lambda b: np.log(b) - np.log(37.0), "b": lambda b: np.sin(np.log(b)),
              "c": lambda b: np.zeros_like(b), "d": lambda b: np.where(b == grid[3], 0.0, b - grid[3])}
     values = {k: f(grid) for k, f in funcs.items()}
-    got = _lockstep_roots(grid, values, lambda x: {k: f(np.asarray(x)) for k, f in funcs.items()})
+    got = _lockstep_roots(grid, values, lambda x, names: {k: funcs[k](np.asarray(x)) for k in names})
     for k, f in funcs.items():
         assert got[k] == grid_roots(grid, values[k], lambda x, f=f: float(f(np.asarray(x))))
     assert got["a"] == [pytest.approx(37.0, rel=1e-5)] and len(got["b"]) == 3 and got["c"] == []
