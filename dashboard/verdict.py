@@ -234,7 +234,7 @@ def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
     return _whole_step_verdict(text, inputs.spec, float(inputs.batch), inputs.preset)
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)  # one bench_dashboard pass makes ~21 (scenario, batch, preset) keys; a Verdict is small
 def _whole_step_verdict(text: str, spec: ScenarioSpec, batch: float, preset: str) -> Verdict | None:
     profile = profile_from_text(text)
     try:
