@@ -9,7 +9,9 @@ quote it next to every figure). --dashboard adds the dashboard's first render (a
 streamlit's AppTest cold `run()` of app.py, imports included); --model adds `scripts/bench_costmodel.py --n
 1000000` (best of 3 inside one process). The on-disk interval caches (COSTMODEL_CACHE_DIR: the residual pool and,
 with --dashboard, the dashboard's interval table of the default view) are warmed once first, as a user's second
-run would find them. Not a test: report the figures.
+run would find them. Bytecode caches are not: where PYTHONDONTWRITEBYTECODE is set (this project's sandbox sets it)
+and no .pyc exists, every fresh process compiles its imports from source, and the script says so. Not a test:
+report the figures.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def main() -> None:
     print("\n".join(lines))
     print(f"\n{len(os.sched_getaffinity(0))} CPUs; load average (1, 5, 15 min) at start {start_load}, at end {load()}; "
           f"median of {args.repeat} fresh processes; Python {sys.version.split()[0]}")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):  # no .pyc written: a fresh process may compile every import
+        print("PYTHONDONTWRITEBYTECODE is set: modules without a .pyc already on disk are compiled from source in "
+              "every fresh process (~0.2-0.3 s of the dashboard's first render); `python -m compileall` once, or "
+              "unset it, to time what an installed package costs")
 
 
 if __name__ == "__main__":
