@@ -19,7 +19,6 @@ from costmodel import BASELINE
 from costmodel.answers.impact import impact_change
 from costmodel.answers.provenance import scenario_source_lines
 from costmodel.answers.report import ReportTable, html_report
-from costmodel.answers.step_sweep_frame import WHOLE_STEP_ANSWER
 from costmodel.answers.table_quirks import scenario_quirks
 from costmodel.io.formatting import MISSING, column_formatter, format_batch, format_number, format_pct, format_us
 
@@ -122,7 +121,7 @@ def report_html(ev: Evaluation) -> str:
         "crossover_status": "crossover"})
     sweep, step, _ = sweep_answer_of(ev)  # the quantity the page's sweep charts show
     _, cross, band = sweep_marks(ev, step)
-    one_call = v.quantity == WHOLE_STEP_ANSWER
+    one_call = ev.whole_step
     figures = [
         (sweep_quantity(step)[0], charts.with_batch_marker(charts.sweep_chart(sweep, cross, band), inputs.batch)),
         (f"Saving vs {BASELINE} per decode step" + (" (whole draft step)" if step.whole_step else ""),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from costmodel.answers.step_sweep_frame import WHOLE_STEP_ANSWER, StepSweep
+from costmodel.answers.step_sweep_frame import StepSweep
 from costmodel.answers.whole_step import PER_CALL, QUANTITY
 
 from .data import sweep_answer
@@ -47,5 +47,5 @@ def sweep_marks(ev: Evaluation, step: StepSweep) -> tuple[bool, float | None, tu
     """(same, crossover batch, band) the sweep charts mark: the verdict's FOCUS crossover and its interval - the
     whole draft step's (`whole_step_answer`'s crossover, `propagate_draft_step`'s interval) where the verdict is the
     whole step - drawn only where the verdict answers with the chart's quantity (`same`)."""
-    same = step.whole_step == (ev.verdict.quantity == WHOLE_STEP_ANSWER)
+    same = step.whole_step == ev.whole_step
     return (same, ev.verdict.crossover_batch, crossover_band(ev)) if same else (False, None, None)

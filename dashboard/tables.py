@@ -100,11 +100,15 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
     out = point[cols + ["strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
                         "wire_bytes_per_rank", "valid", "fastest"]].rename(columns={
         "total_us": "time_per_draft_step_us", "saving_us": "saving_per_draft_step_us"})
+    return _described_with_crossovers(out, crossovers)
+
+
+def _described_with_crossovers(out: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
+    """`out` with each strategy's description after its name and its crossover batch, status and direction."""
     out.insert(out.columns.get_loc("strategy") + 1, "description", out["strategy"].map(DESCRIPTIONS))
     cross = crossovers.rename(columns={"status": "crossover_status", "direction": "crossover_direction"})
-    out = out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
-                    on="strategy", how="left")
-    return out
+    return out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
+                     on="strategy", how="left")
 
 
 def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
@@ -117,11 +121,8 @@ def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.D
     out = rows.rename(columns={"total_us": "time_per_decode_step_us", "saving_us": "saving_per_draft_step_us"})
     out = out[["strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct",
                "saving_per_draft_step_us", "valid", "fastest"]]
-    out = scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy")
-    out.insert(out.columns.get_loc("strategy") + 1, "description", out["strategy"].map(DESCRIPTIONS))
-    cross = crossovers.rename(columns={"status": "crossover_status", "direction": "crossover_direction"})
-    return out.merge(cross[["strategy", "crossover_batch", "crossover_status", "crossover_direction"]],
-                     on="strategy", how="left")
+    return _described_with_crossovers(scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy"),
+                                      crossovers)
 
 
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves

@@ -10,7 +10,6 @@ import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.provenance import with_provenance
-from costmodel.answers.step_sweep_frame import WHOLE_STEP_ANSWER
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
@@ -220,8 +219,9 @@ def sweep_tab(ev: Evaluation) -> None:
     download(table, "time_vs_batch", ev=ev)
     with st.expander("Crossover batches of every strategy vs the baseline" + (
             " (whole draft step)" if ev.whole_step else "")):
-        show_table(ev.crossover_table())
-        download(ev.crossover_table(), "crossovers", ev=ev)
+        crossovers = ev.crossover_table()
+        show_table(crossovers)
+        download(crossovers, "crossovers", ev=ev)
         if ev.whole_step:
             st.markdown("Per draft call (the logits path alone, as `predict --engine none` prices it): context.")
             show_table(ev.crossovers)
@@ -256,7 +256,7 @@ def breakdown_tab(ev: Evaluation) -> None:
     show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
     download(verdict, "verdict", ev=ev)
     table = breakdown_table(ev.point)
-    if ev.verdict.quantity == WHOLE_STEP_ANSWER:
+    if ev.whole_step:
         st.markdown(f"**Where the time goes: one draft call's logits path** at batch {ev.inputs.batch} (per rank).")
         st.caption("Not the whole draft step the verdict answers with: one draft call's logits path alone, as "
                    "predict prices it per call (host_exposed: host launch time its GPU work and head start do not "
@@ -331,7 +331,7 @@ def heatmaps_tab(ev: Evaluation) -> None:
     inputs, text = ev.inputs, ev.profile_text
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
     # the verdict's quantity: the whole draft step where an engine runs it (priced with the verdict's draft)
-    whole = ev.verdict.quantity == WHOLE_STEP_ANSWER
+    whole = ev.whole_step
     arch = draft_arch(inputs.preset, int(inputs.draft_vocab)) if whole else None
     quantity = ("the whole draft step: the K draft calls as the engine composes them" if whole
                 else "the logits path alone, x calls per decode step")
