@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
                 target_dtype=args.target_dtype)
     if args.explain:
         result["explain"] = [e.__dict__ for e in explain(pred)]
-    if args.sensitivity:
-        result["sensitivity"] = sensitivity_rows(pred, args)
     add_placements(result, pred, args)
     add_whole_step(result, pred, args)
+    if args.sensitivity:
+        result["sensitivity"] = sensitivity_rows(result, pred, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -73,17 +73,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def sensitivity_rows(pred, args: argparse.Namespace) -> list[dict]:
+def sensitivity_rows(result: dict, pred, args: argparse.Namespace) -> list[dict]:
     """`--sensitivity`: the elasticities of the answer's saving (costmodel.answers.sensitivity) - the whole draft
-    step's per decode step where it is the answer (`applies` and a draft that prices), else one draft call's."""
+    step's per decode step where it is the answer (`add_whole_step` put it in `result`), else one draft call's."""
     from ..answers.sensitivity import WholeStep, elasticities  # only when asked for (module doc)
 
     sc, profile = pred.scenario, pred.profile
-    if not applies(sc, profile, args.forward_us):
+    if "whole_draft_step" in result:
         whole = WholeStep(arch_from_args(args, int(sc.draft_vocab)), args.kv_len, args.forward_us)
         try:
             return elasticities(sc, profile, whole_step=whole).to_dict(orient="records")
-        except InputError:  # the whole step cannot be priced (add_whole_step says why): the per-call answer
+        except InputError:  # the whole step's saving is exactly 0 here: the per-call elasticities, as before
             pass
     return elasticities(sc, profile).to_dict(orient="records")
 
