@@ -99,7 +99,7 @@ def _ranges_ok(ranges: Any) -> bool:
         pair = ranges.get(k)
         if type(pair) not in (list, tuple) or len(pair) != 2 or not all(_plain(v) for v in pair):
             return False
-        if _mid(*pair) == 0 or (float(pair[0]) + float(pair[1])) / 2 == 0:
+        if _mid(*pair) == 0:  # (for plain numbers, zero exactly when the float midpoint _op_mid takes is)
             return False
     return True
 
