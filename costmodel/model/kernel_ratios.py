@@ -24,8 +24,8 @@ from .gpu_kernels import model_time_us
 
 # ops that never touch the logits, so their measured tables apply to every logits dtype
 DTYPE_FREE_OPS = ("pair_reduce", "key_unpack", "d2t_lookup")
-_RATIO_CACHE: dict[tuple[int, int], tuple[KernelTable, GpuKernelModel, tuple]] = {}
 _RATIO_CACHE_SIZE = 4096  # (model, table) pairs: 16 ensembles of 100 members x a few tables each
+_RATIO_CACHE = dedup.ContentCache(_RATIO_CACHE_SIZE)  # {(id(model), id(table)): (table, model, grid)}, oldest out first
 
 
 # -- stacked ensembles (costmodel.model.members): M members' parameters as (M, 1) arrays, the points as (1, n) ---------
@@ -79,9 +79,7 @@ def ratio_grid(model: GpuKernelModel, table: KernelTable) -> tuple:
     if hit is not None and hit[0] is table and hit[1] is model:
         return hit[2]
     out = (np.log(np.asarray(table.rows)), np.log(np.asarray(table.cols)), _logratio_grid(model, table))
-    if len(_RATIO_CACHE) >= _RATIO_CACHE_SIZE:  # oldest first: a profile's 100 replicates x tables fit
-        _RATIO_CACHE.pop(next(iter(_RATIO_CACHE)))
-    _RATIO_CACHE[key] = (table, model, out)  # both kept alive, so their ids stay theirs while cached
+    _RATIO_CACHE.put(key, (table, model, out))  # both kept alive, so their ids stay theirs while cached
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..profiles.types import KernelTable
+from . import dedup
 
 _TABLE_GRIDS_SIZE = 4096  # tables: 16 ensembles of 100 members x a few tables each
 
@@ -51,7 +52,7 @@ def _interpolate_log_grid(axes: list[np.ndarray], grid: np.ndarray, points: list
             + grid[i + 1, j + 1] * y0 * y1)
 
 
-_TABLE_GRIDS: dict[int, tuple[KernelTable, tuple]] = {}
+_TABLE_GRIDS = dedup.ContentCache(_TABLE_GRIDS_SIZE)  # (a bounded, thread-safe {id(table): (table, grid)})
 
 
 def _cached_table_grid(table: KernelTable) -> tuple[list[np.ndarray], np.ndarray]:
@@ -60,9 +61,7 @@ def _cached_table_grid(table: KernelTable) -> tuple[list[np.ndarray], np.ndarray
     if hit is not None and hit[0] is table:
         return hit[1]
     out = _table_grid(table)
-    if len(_TABLE_GRIDS) >= _TABLE_GRIDS_SIZE:
-        _TABLE_GRIDS.pop(next(iter(_TABLE_GRIDS)))
-    _TABLE_GRIDS[id(table)] = (table, out)
+    _TABLE_GRIDS.put(id(table), (table, out))
     return out
 
 

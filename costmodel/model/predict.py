@@ -162,10 +162,13 @@ def _total_us(components: dict[str, Component], shape: tuple, add) -> np.ndarray
 
 
 def predict(scenario: Scenario, profile: Profile | None = None,
-            strategies: tuple[str, ...] = STRATEGIES, *, factors: dict[str, float] | None = None) -> Prediction:
+            strategies: tuple[str, ...] = STRATEGIES, *, factors: dict[str, float] | None = None,
+            workers: int | None = None) -> Prediction:
     """Price every strategy for `scenario` (vectorized) under `profile` (default profile if None).
 
     factors: per-op multipliers of GPU time (model-discrepancy draws; see strategies.build_components).
+    workers: threads for a large scenario array (None: one per CPU; 1: this thread only; the same numbers either
+    way, costmodel.model.threads).
     """
     profile = profile or default_profile()
     if BASELINE not in strategies:
@@ -173,7 +176,7 @@ def predict(scenario: Scenario, profile: Profile | None = None,
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise InputError(f"strategy: unknown {unknown[0]!r} (known: {', '.join(STRATEGIES)})")
-    comps = build_components(scenario, profile, strategies, factors)
+    comps = build_components(scenario, profile, strategies, factors, workers)
     members = stacked_members(profile)  # costmodel.model.members: (1, n) scenario x (M, 1) parameters -> (M, n)
     shape = np.broadcast_shapes(scenario.shape, (len(members), 1)) if members else scenario.shape
     return Prediction(scenario, profile, {n: _summarize(n, c, scenario, shape) for n, c in comps.items()})

@@ -55,6 +55,8 @@ from .kernels import ID_BYTES, PAIR_BYTES, kernel_memo, lm_head_time_us
 from .parts import TORCH_OPS, Call, Component
 from .scenario import Scenario
 from .serving import SERVING_SOURCE, serving_us
+from .threads import run as run_threads
+from .threads import worker_count
 
 
 def _override(comp: Component, where, gpu_us, formula: str, *, collective: bool = False) -> Component:
@@ -275,26 +277,36 @@ def validity(name: str, scenario: Scenario) -> np.ndarray:
     return ok
 
 
+# the order worker threads start the strategies in: the two that build the parts the others reuse (the logits
+# all-gather and relayout; the local max and its factorized points) first, so the rest find them built
+THREAD_ORDER = ("full_all_gather", "local_argmax_pairs", "full_all_gather_no_relayout", "packed_allreduce_max",
+                "gather_to_rank0")
+
+
 def build_components(scenario: Scenario, profile: Profile, strategies: tuple[str, ...] = STRATEGIES,
-                     factors: dict[str, float] | None = None) -> dict[str, dict[str, Component]]:
+                     factors: dict[str, float] | None = None, workers: int | None = None
+                     ) -> dict[str, dict[str, Component]]:
     """{strategy: {component: Component}} for a (vectorized) scenario.
 
     factors: optional multipliers of each op's GPU time ({op: f}; "host" scales host costs) - how
     `uncertainty.propagate` applies per-op model discrepancy to one ensemble member.
+    workers: threads for a large scenario array (None: one per CPU; 1: this thread; costmodel.model.threads).
     """
+    threads = worker_count(scenario.size, len(strategies), workers)
     with kernel_memo():  # one evaluation: identical kernel calls and factorizations priced once
         ctx = _Ctx(scenario, profile, factors)
-        out = {}
         serving = ctx.recipe.serving & ctx.multi
         any_serving = bool(np.any(serving))
-        for name in strategies:
+
+        def build(name: str) -> dict[str, Component]:
             comps = BUILDERS[name](ctx)
             if any_serving:
                 comps["serving"] = _serving(ctx, comps, serving)
             if ctx.any_host:
                 comps["host_exposed"] = _host_exposed(ctx, comps)
-            out[name] = comps
-    return out
+            return comps
+
+        return run_threads(build, strategies, threads, THREAD_ORDER)
 
 
 def _serving(ctx: _Ctx, comps: dict[str, Component], enabled) -> Component:
