@@ -201,10 +201,11 @@ def content_key(*values) -> tuple | None:
 
 
 class ContentCache:
-    """A bounded {key: value} of pure functions of small arrays (oldest entry dropped first; thread-safe).
+    """A bounded {key: value} of pure results (oldest entry dropped first, under a lock: thread-safe).
 
     An ensemble prices the same scenario under 100 replicate profiles: what depends only on the scenario
-    (a reduction's launch configuration, a table's interpolation weights) is computed once, not 100 times.
+    (a reduction's launch configuration, a table's interpolation weights) is computed once, not 100 times;
+    kernel_ratios / kernel_tables keep a measured table's grids in one, keyed by the objects' ids.
     Values are shared between callers: never mutate one.
     """
 

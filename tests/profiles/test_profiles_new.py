@@ -103,12 +103,15 @@ def test_more_nodes_never_make_a_collective_faster_at_equal_bytes(name, op, b, p
     # NVLS-Tree, which 16 GPUs on one 8-GPU node (refused by --tp 16 without --nodes 2) cannot run
     nodes = [n for n in (1, 2, 4, 8) if p % n == 0 and tp_placement_problem(prof, p, n) is None]
     times = [float(collective_time_us(prof, op, b, p, n, mode)) for n in nodes]
-    assert all(later >= earlier * (1 - MORE_NODES_TOLERANCE) - 1e-9
-               for earlier, later in zip(times, times[1:])), (nodes, times)
+    # strict, except where the placement with more nodes prices a Tree band (the tables above)
+    slack = [MORE_NODES_TOLERANCE if regime_name(prof, op, b, p, mode, n).startswith("Tree") else 0.0
+             for n in nodes[1:]]
+    assert all(later >= earlier * (1 - s) - 1e-9
+               for earlier, later, s in zip(times, times[1:], slack)), (nodes, times)
 
 
 def test_more_nodes_price_faster_only_in_a_tree_band_and_by_under_5_percent():
-    """The one case the tolerance above admits is a Tree band, and it is bounded; elsewhere the order is strict."""
+    """The one case the scan finds is a Tree band at 4 nodes, and it is under the tolerance."""
     prof = PROFILES["rtx-pro-6000-pcie"]
     sizes = np.geomspace(1, 2**31, 4000)
     two, four = (collective_time_us(prof, "all_reduce", sizes, 16, n) for n in (2, 4))
