@@ -17,15 +17,19 @@ dist.all_gather_into_tensor (what vLLM calls); where a backend lacks it, it
 falls back to dist.all_gather into a list + torch.cat and provenance.json
 records `all_gather_impl`.
 
-Timing of one sample: every rank of the group times one call (CUDA events on
-the current stream on GPU; perf_counter_ns around the blocking call on CPU),
-then an all_reduce(MAX) of that time over the group gives the sample - the
-collective is as slow as its slowest rank. In CUDA-graph mode (NCCL only)
-`--graph-ops` calls are captured in one torch.cuda.CUDAGraph and a sample is
+Timing of one sample: every rank of the group times one call on its own (CUDA
+events on the current stream, then a synchronize, on GPU; perf_counter_ns around
+the blocking call on CPU), and the sample is the maximum of that time over the
+group - the collective is as slow as its slowest rank. In CUDA-graph mode (NCCL
+only) `--graph-ops` calls are captured in one torch.cuda.CUDAGraph and a sample is
 replay time / graph-ops. Samples repeat until the median's 95% CI is within
 `--rel-tol` (calibration.bench.timing.converged, checked at 10 samples and every 8
-after), `--max-iters` samples, or `--point-time-s` seconds; group rank 0
-decides and broadcasts the stop flag, so every rank stops together. Every point's result is checked once against
+after), `--max-iters` samples, or `--point-time-s` seconds. They are taken in
+rounds (`Sampler.samples`): one all_reduce(MAX) per round, of the round's times and
+the elapsed time, gives every rank the same samples and the same stop decision, so
+every rank stops together - one small collective per round of up to 10 samples
+instead of two (and two host syncs) per sample, which had made the bookkeeping cost
+more than a small gloo call itself. Every point's result is checked once against
 the known per-rank pattern before timing.
 
 Rows go to DIR/collectives.csv (costmodel.profiles.schema columns + `label`), one
@@ -70,7 +74,7 @@ from costmodel.io.errors import InputError, OneLineParser, first_line
 from costmodel.io.measurements import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
 
 from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
-from .timing import Stats, check_due, converged
+from .timing import CHECK_EVERY, Stats, check_due, converged
 
 EXIT_INPUT = 2
 EXIT_RUNTIME = 3
@@ -541,8 +545,6 @@ class Sampler:
 
         self.torch, self.cfg, self.group, self.grank, self.device = torch, cfg, group, group_rank, device
         self.gpu = cfg.device == "cuda"
-        self.side = torch.zeros(1, dtype=torch.float64, device=device)
-        self.flag = torch.zeros(1, dtype=torch.int32, device=device)
 
     def _time_once_us(self, launch: Callable[[], None], calls: int) -> float:
         torch = self.torch
@@ -558,28 +560,47 @@ class Sampler:
         return (time.perf_counter_ns() - t0) / 1e3 / calls
 
     def samples(self, launch: Callable[[], None], calls: int = 1) -> list[float]:
-        """Warm up, barrier, then sample until converged / --max-iters / --point-time-s (rank 0 decides)."""
+        """Warm up, barrier, then sample in rounds until converged / --max-iters / --point-time-s (module doc).
+
+        A round times n calls back to back, each on its own (`_time_once_us`), then one all_reduce(MAX) of
+        [t_1 .. t_n, elapsed_s] gives every rank the same samples and the slowest rank's elapsed time, so every
+        rank takes the same stop decision and the same next n, with no broadcast:
+
+            n = min(to the next check_due count, --max-iters left, max(1, floor(time left / mean sample wall)))
+
+        with a first round of one sample (it gives the first sample wall). Rounds end where check_due is true, so
+        the stopping rule is evaluated at the same sample counts as after every sample; the time limit is
+        overshot by at most about one sample.
+        """
         import torch.distributed as dist
 
-        cfg = self.cfg
+        cfg, torch = self.cfg, self.torch
         for _ in range(cfg.warmup):
             launch()
         if self.gpu:
-            self.torch.cuda.synchronize()
+            torch.cuda.synchronize()
         dist.barrier(group=self.group)
         out: list[float] = []
-        t0 = time.monotonic()
+        t0, n = time.monotonic(), 1
         while True:
-            self.side.fill_(self._time_once_us(launch, calls))
-            dist.all_reduce(self.side, op=dist.ReduceOp.MAX, group=self.group)
-            out.append(float(self.side.item()))
-            if self.grank == 0:
-                stop = (len(out) >= cfg.max_iters or time.monotonic() - t0 >= cfg.point_time_s
-                        or (check_due(len(out), MIN_ITERS) and converged(out, cfg.rel_tol, MIN_ITERS)))
-                self.flag.fill_(int(stop))
-            dist.broadcast(self.flag, src=0, group=self.group)
-            if int(self.flag.item()):
+            times = [self._time_once_us(launch, calls) for _ in range(n)]
+            round_ = torch.tensor([*times, time.monotonic() - t0], dtype=torch.float64, device=self.device)
+            dist.all_reduce(round_, op=dist.ReduceOp.MAX, group=self.group)
+            *maxima, elapsed_s = round_.tolist()
+            out.extend(maxima)
+            if (len(out) >= cfg.max_iters or elapsed_s >= cfg.point_time_s
+                    or (check_due(len(out), MIN_ITERS) and converged(out, cfg.rel_tol, MIN_ITERS))):
                 return out
+            n = min(_next_check(len(out)) - len(out), cfg.max_iters - len(out),
+                    max(1, math.floor((cfg.point_time_s - elapsed_s) * len(out) / elapsed_s)) if elapsed_s > 0
+                    else cfg.max_iters)
+
+
+def _next_check(n_samples: int) -> int:
+    """The smallest sample count above `n_samples` at which check_due is true."""
+    if n_samples < MIN_ITERS:
+        return MIN_ITERS
+    return n_samples + CHECK_EVERY - (n_samples - MIN_ITERS) % CHECK_EVERY
 
 
 def _graph_launcher(runner: PointRunner, calls: int) -> Callable[[], None]:

@@ -1,0 +1,91 @@
+"""calibration.bench.collectives.Sampler on a real gloo group of one: samples are taken in rounds that end where
+the stopping rule is due, with one all_reduce per round, and it stops at --max-iters, on convergence or on the
+time limit exactly as the per-sample rule would."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+from calibration.bench import collectives as bench  # noqa: E402
+from calibration.bench.timing import check_due  # noqa: E402
+
+
+@pytest.fixture
+def group_of_one():
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _sampler(tmp_path, *flags: str) -> bench.Sampler:
+    cfg = bench.parse_config(["--backend", "gloo", "--out", str(tmp_path), "--warmup", "0", *flags])
+    return bench.Sampler(cfg, None, 0, torch.device("cpu"))
+
+
+def _run(sampler: bench.Sampler, times_us, monkeypatch, sleep_s: float = 0.0) -> tuple[list[float], list[int]]:
+    """Samples from `times_us` (cycled) instead of timed calls; returns (samples, round sizes seen by all_reduce)."""
+    rounds, it = [], iter(times_us)
+    real_all_reduce = dist.all_reduce
+
+    def counted(tensor, *args, **kwargs):
+        rounds.append(tensor.numel() - 1)  # (the last element is the elapsed time)
+        return real_all_reduce(tensor, *args, **kwargs)
+
+    def fake_time(launch, calls):
+        time.sleep(sleep_s)
+        return next(it)
+    monkeypatch.setattr(dist, "all_reduce", counted)
+    monkeypatch.setattr(sampler, "_time_once_us", fake_time)
+    return sampler.samples(lambda: None), rounds
+
+
+def _spread(n: int) -> list[float]:
+    return [100.0 * (1 + (i % 7)) for i in range(n)]  # never within 2% of its median
+
+
+def test_next_check_is_the_next_count_where_the_rule_is_due():
+    for n in range(0, 300):
+        m = bench._next_check(n)
+        assert m > n and check_due(m, bench.MIN_ITERS)
+        assert not any(check_due(k, bench.MIN_ITERS) for k in range(n + 1, m))
+
+
+def test_rounds_end_where_the_rule_is_due_and_at_max_iters(group_of_one, tmp_path, monkeypatch):
+    sampler = _sampler(tmp_path, "--max-iters", "37", "--point-time-s", "60")
+    samples, rounds = _run(sampler, _spread(100), monkeypatch)
+    assert samples == _spread(37)  # in order, each sample once
+    assert rounds == [1, 9, 8, 8, 8, 3]
+
+
+def test_constant_samples_stop_at_the_first_check(group_of_one, tmp_path, monkeypatch):
+    sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "60")
+    samples, rounds = _run(sampler, [250.0] * 100, monkeypatch)
+    assert samples == [250.0] * bench.MIN_ITERS and rounds == [1, bench.MIN_ITERS - 1]
+
+
+def test_samples_converging_later_stop_at_a_check_count(group_of_one, tmp_path, monkeypatch):
+    sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "60")
+    samples, _ = _run(sampler, _spread(12) + [100.0] * 500, monkeypatch)
+    assert check_due(len(samples), bench.MIN_ITERS) and bench.MIN_ITERS < len(samples) < 100
+
+
+def test_the_time_limit_is_overshot_by_about_one_sample_not_one_round(group_of_one, tmp_path, monkeypatch):
+    sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "0.1")
+    t0 = time.monotonic()
+    samples, rounds = _run(sampler, _spread(1000), monkeypatch, sleep_s=0.02)
+    took = time.monotonic() - t0
+    assert 5 <= len(samples) < bench.MIN_ITERS  # a 10-sample round would take 0.2 s
+    assert took < 0.1 + 3 * 0.02 and rounds[0] == 1
