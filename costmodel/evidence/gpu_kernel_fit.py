@@ -5,7 +5,13 @@ CUDA-graph rows of the ops the model prices (local_max, local_pack, argmax, rela
 pair_reduce, ...), then the three eager parameters (torch_op_us, view_op_us, eager_gap_us) on the eager
 rows with the graph parameters fixed. `cross_validate(frame, by)` refits with every batch (or vocab) held
 out in turn and returns, per op and mode, the median and p90 of |predicted / measured - 1| on the held-out
-rows. Print it with:
+rows. A fold can leave a parameter without data (the H200 table's global_reduce_us is set by its largest vocab
+alone), and then least squares leaves it wherever the optimizer's path happens to end - up to its bound, and
+differently on two CPUs' BLAS builds (p90 3.19 instead of 0.16 on one fold). So a fold's fit adds the weak
+prior residuals CV_PRIOR_WEIGHT * (log x - log prior) per parameter (GRAPH_PARAMS / EAGER_PARAMS): a parameter
+the fold's rows determine moves by ~1e-4 of itself, one they do not stays at its prior, and the fold's answer is
+unique (from the prior or from the full fit as start: p90s within 4e-4). The full fit has no such term. Print it
+with:
 
     python scripts/kernel_cv.py [--csv data/calibration/h200-2026-11-30/kernels.csv]
 
@@ -40,6 +46,7 @@ GRAPH_PARAMS = (("value_us", 0.1), ("wave_us", 2.0), ("global_reduce_us", 4.0), 
                 ("pair_base_us", 5.0), ("pair_row_us", 0.1), ("pair_peer_us", 0.3))
 EAGER_PARAMS = (("torch_op_us", 11.0), ("view_op_us", 4.0), ("eager_gap_us", 5.0))
 PRIOR_SPAN = 20.0  # fitted parameters stay within 1/20 .. 20 x their prior (GRAPH_PARAMS, EAGER_PARAMS)
+CV_PRIOR_WEIGHT = 0.003  # cross_validate's folds: weight of log(x / prior) beside the log residuals (module doc)
 
 
 def load_kernel_frame(path: str | Path = H200_KERNELS_CSV) -> pd.DataFrame:
@@ -89,8 +96,10 @@ def predict_frame(model: GpuKernelModel, frame: pd.DataFrame) -> np.ndarray:
     return _predict(model, _design(frame), len(frame))
 
 
-def fit_model(frame: pd.DataFrame, base: GpuKernelModel, *, start: GpuKernelModel | None = None) -> GpuKernelModel:
-    """Least-squares fit of the graph parameters, then of the eager ones (module doc)."""
+def fit_model(frame: pd.DataFrame, base: GpuKernelModel, *, start: GpuKernelModel | None = None,
+              prior_weight: float = 0.0) -> GpuKernelModel:
+    """Least-squares fit of the graph parameters, then of the eager ones (module doc); `prior_weight` > 0 adds
+    prior_weight * (log x - log prior) per parameter to the residuals (cross_validate's folds)."""
     graph = frame[frame["mode"] == "graph"]
     eager = frame[frame["mode"] == "eager"]
     start = start or base
@@ -100,7 +109,7 @@ def fit_model(frame: pd.DataFrame, base: GpuKernelModel, *, start: GpuKernelMode
     def resid(x: np.ndarray) -> np.ndarray:
         return np.log(_predict(_with_params(base, names, np.exp(x)), design, len(t)) / t)
 
-    model = _with_params(base, names, _solve(resid, start, names, GRAPH_PARAMS))
+    model = _with_params(base, names, _solve(resid, start, names, GRAPH_PARAMS, prior_weight))
     if not eager.empty:
         enames = tuple(n for n, _ in EAGER_PARAMS)
         edesign, te = _design(eager), eager["median_us"].to_numpy(float)
@@ -108,17 +117,19 @@ def fit_model(frame: pd.DataFrame, base: GpuKernelModel, *, start: GpuKernelMode
         def eresid(x: np.ndarray) -> np.ndarray:
             return np.log(_predict(_with_params(model, enames, np.exp(x)), edesign, len(te)) / te)
 
-        model = _with_params(model, enames, _solve(eresid, start, enames, EAGER_PARAMS))
+        model = _with_params(model, enames, _solve(eresid, start, enames, EAGER_PARAMS, prior_weight))
     return model
 
 
-def _solve(resid, start: GpuKernelModel, names: tuple[str, ...], priors: tuple[tuple[str, float], ...]
-           ) -> np.ndarray:
-    """Robust least squares in log space, each parameter bounded to PRIOR_SPAN x its prior either way."""
+def _solve(resid, start: GpuKernelModel, names: tuple[str, ...], priors: tuple[tuple[str, float], ...],
+           prior_weight: float = 0.0) -> np.ndarray:
+    """Robust least squares in log space, each parameter bounded to PRIOR_SPAN x its prior either way; with
+    `prior_weight` > 0 the residuals gain prior_weight * (log x - log prior) (module doc)."""
     prior = np.log([v for _, v in priors])
     lo, hi = prior - np.log(PRIOR_SPAN), prior + np.log(PRIOR_SPAN)
     x0 = np.clip(np.log([_param(start, n) for n in names]), lo + 1e-9, hi - 1e-9)
-    return np.exp(least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1).x)
+    fun = resid if prior_weight <= 0 else (lambda x: np.concatenate([resid(x), prior_weight * (x - prior)]))
+    return np.exp(least_squares(fun, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1).x)
 
 
 def _param(model: GpuKernelModel, name: str) -> float:
@@ -151,7 +162,7 @@ def cross_validate(frame: pd.DataFrame, base: GpuKernelModel, by: str, *, full: 
     predicted = np.full(len(frame), np.nan)
     for value in sorted(frame[by].unique()):
         held = (frame[by] == value).to_numpy()
-        model = fit_model(frame[~held], base, start=full)
+        model = fit_model(frame[~held], base, start=full, prior_weight=CV_PRIOR_WEIGHT)
         predicted[held] = predict_frame(model, frame[held])
     out = errors_table(frame, predicted)
     out.insert(0, "held_out", f"one {by}")

@@ -10,7 +10,9 @@ import pytest
 
 from costmodel import load_profile
 from costmodel.evidence.gpu_kernel_fit import (
+    CV_PRIOR_WEIGHT,
     GPU_SPECS,
+    GRAPH_PARAMS,
     H200_BASE,
     cross_validate,
     derive_model,
@@ -107,6 +109,22 @@ def test_cross_validated_error_per_op_meets_targets(by):
     assert (graph["p90_abs_rel_error"] <= 0.25).all(), graph
     eager = cv[cv["mode"] == "eager"]  # the probe's eager repeats agree only within +-25%
     assert (eager["median_abs_rel_error"] <= 0.15).all(), eager
+
+
+def test_a_fold_without_a_parameters_data_keeps_it_at_its_prior_and_cv_does_not_depend_on_the_start():
+    """Without V = 202,048 no row informs global_reduce_us: the fold's refit (with the CV_PRIOR_WEIGHT term) keeps it
+    at its prior - plain least squares left it at its bound (77.6 us, 20 x 4) on one CPU's BLAS and near its start on
+    another - while a parameter the fold's rows determine stays at the full fit's value; and the cross-validated
+    errors are the same from the prior and from the full fit as start."""
+    held = (FRAME["vocab"] == 202048).to_numpy()
+    assert held.any() and not held.all()
+    fold = fit_model(FRAME[~held], H200_BASE, start=H200.kernel_model, prior_weight=CV_PRIOR_WEIGHT)
+    assert fold.global_reduce_us == pytest.approx(dict(GRAPH_PARAMS)["global_reduce_us"], rel=0.1)
+    assert fold.copy_gbps["bf16"] == pytest.approx(H200.kernel_model.copy_gbps["bf16"], rel=0.02)
+    from_full = cross_validate(FRAME, H200_BASE, "vocab", full=H200.kernel_model)
+    from_prior = cross_validate(FRAME, H200_BASE, "vocab", full=H200_BASE)
+    np.testing.assert_allclose(from_full["p90_abs_rel_error"], from_prior["p90_abs_rel_error"], atol=2e-3)
+    np.testing.assert_allclose(from_full["median_abs_rel_error"], from_prior["median_abs_rel_error"], atol=2e-3)
 
 
 def test_derived_gpus_scale_rates_by_sms_clock_and_hbm():
