@@ -3,13 +3,14 @@
 Every number below is either a constant of NCCL's tuning model (src/graph/tuning.cc,
 NCCL 2.2x) or a published figure, as collected in shared/context/nccl-model.md,
 or a stated assumption. Nothing here was measured by this project:
-provenance.kind = "derived". Run:  python scripts/derive_profiles.py
+provenance.kind = "derived". Run:  python scripts/derive_profiles.py [--collectives-only]
 The B200 / B300 / GB200 NVL72 / H20 / L40S / RTX PRO 6000 profiles (issue 10) are written by
 scripts/derive_profiles_current.py, which imports this module (rerun it after changing either).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -103,6 +104,30 @@ def s_half_from_point(time_us: float, size_bytes: float, p: int, op: str, alpha_
     return max(0.0, (time_us - alpha_us) * busbw * 1e3 / f - size_bytes)
 
 
+# Hopper all_gather LL128 inside one NVSwitch node (issue 17 item 5). NCCL's ring model (baseLat 14 us + 1.9 us per
+# peer, 0.92 x busBw) priced 4x H100 all-gathers 10-15% too fast at 1-32 MiB per rank and 8x H100 ones up to 12% too
+# slow at the same total bytes: measured, the two take the same time at the same total size (8 MiB: 47.3 us at 4
+# GPUs, 47.0 us at 8), i.e. the latency does not grow with the peers. Fitted (least squares on log(model / measured),
+# per-peer latency bounded at >= 0) on the device-bound rows of 8-128 MiB in total of the two published
+# single-process nccl-tests tables: 4x H100 (waynehacking8/nccl-collectives-bench results/quiet/all_gather.txt @
+# 8ab7496d, NCCL 2.29.2) and 8x H100 ring (togethercomputer/together-nccl-tests all_gather_ring.out @ 6698e53c,
+# NCCL 2.26.2); those rows are in-sample (data/reference/nccl-tests/MANIFEST.csv in_sample_bytes). Either table
+# alone gives the same bandwidth (0.826 / 0.815 x 370.8 GB/s); fitted on one, the other's rows of >= 4 MiB in total
+# are within 7.6% (8 GPUs) and 13.7% (4 GPUs), against 12.4% and 14.8% with NCCL's constants (docs/accuracy.md).
+# Time = launch_us + 21.1 + f(p) S / (0.826 x 370.8 GB/s); LL and Simple keep NCCL's rules.
+HOPPER_ALL_GATHER_LL128 = {"alpha_base_us": 21.1, "alpha_per_peer_us": 0.0, "busbw_scale": 0.826}
+
+
+def fitted_ll128(op: str, arch: str, hop: dict[str, float], nccl_busbw: float, regime: dict) -> dict:
+    """`regime` (a ring regime dict) with HOPPER_ALL_GATHER_LL128 put in where it applies: the LL128 all_gather of
+    a Hopper GPU on NVLink (`hop` is RING_NVLINK_HOP_US); every other regime unchanged."""
+    if not (regime["name"] == "LL128" and op == "all_gather" and arch == "hopper" and hop == RING_NVLINK_HOP_US):
+        return regime
+    fit = HOPPER_ALL_GATHER_LL128
+    return {**regime, "alpha_base_us": fit["alpha_base_us"], "alpha_per_peer_us": fit["alpha_per_peer_us"],
+            "busbw_gbps": round(fit["busbw_scale"] * nccl_busbw, 2)}
+
+
 def ring_regimes(op: str, arch: str, nccl_busbw: float, simple_busbw: dict[str, float], s_half: dict[str, float],
                  rules: dict) -> list[dict]:
     """LL / LL128 / Simple ring regimes of `op` by NCCL's rules (see NCCL_RULES); busbw in nccl-tests units.
@@ -125,7 +150,7 @@ def ring_regimes(op: str, arch: str, nccl_busbw: float, simple_busbw: dict[str, 
             "s_half_bytes": int(s_half.get(proto, 0.0)),
             **({"inter_node_max_gbps": LL_MAX_NET_GBPS} if proto == "LL" else {}),
         })
-    return regimes
+    return [fitted_ll128(op, arch, RING_NVLINK_HOP_US, nccl_busbw, r) for r in regimes]
 
 
 def place_breakpoints(op: str, regimes: list[dict], p: int) -> list[dict]:
@@ -580,9 +605,19 @@ def main() -> None:
                                     + " uniform draws of the uncertain parameters over the cited ranges "
                                     "(scripts/derive_profiles.py RANGES)")
         data["ensemble"] = ensemble(data, hbm, seed)
-        path = ROOT / "data" / "profiles" / f"{data['name']}.json"
-        save_profile(data, path)
-        print(f"wrote {path.relative_to(ROOT)}")
+        write(data)
+
+
+def write(data: dict) -> None:
+    """Save a derived profile document as data/profiles/NAME.json; with --collectives-only on the command line,
+    only its "collectives" go into the bundled file, whose kernels and ensemble stay as they are (the kernel
+    bootstrap replicates are refits whose last digits depend on the CPU's BLAS build: rerunning the whole script
+    on another machine rewrites them)."""
+    path = ROOT / "data" / "profiles" / f"{data['name']}.json"
+    if "--collectives-only" in sys.argv[1:]:
+        data = {**json.loads(path.read_text()), "collectives": data["collectives"]}
+    save_profile(data, path)
+    print(f"wrote {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

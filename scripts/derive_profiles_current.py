@@ -33,7 +33,6 @@ import derive_profiles as dp  # noqa: E402
 from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, _rounded, derive_model  # noqa: E402
 from costmodel.model.collectives import bus_factor  # noqa: E402
 from costmodel.profiles.kernel_params import model_from_dict  # noqa: E402
-from costmodel.profiles.store import save_profile  # noqa: E402
 
 DATE = "2026-12-01"
 
@@ -127,12 +126,13 @@ def ring(op: str, arch: str, model_busbw: float, simple_busbw: float, s_half: di
     bw = {"LL": min(LL_MAX_GBPS[arch], 0.5 * model_busbw),
           "LL128": min(0.92 * model_busbw, 16 * LL128_PER_CHANNEL_GBPS[arch]), "Simple": simple_busbw}
     base_steps, per_peer = dp.RING_STEPS[op]
-    return [{"name": proto, "alpha_base_us": round(dp.RING_BASE_US[proto] + base_steps * hop[proto], 4),
+    return [dp.fitted_ll128(op, arch, hop, model_busbw, {
+             "name": proto, "alpha_base_us": round(dp.RING_BASE_US[proto] + base_steps * hop[proto], 4),
              "alpha_per_peer_us": per_peer * hop[proto],
              "alpha_per_node_us": round(per_peer * max(0.0, net_hop[proto] - hop[proto]), 4),
              "busbw_gbps": round(min(bw[proto], simple_busbw) if proto != "Simple" else bw[proto], 2),
              "s_half_bytes": int(s_half.get(proto, 0.0)),
-             **({"inter_node_max_gbps": dp.LL_MAX_NET_GBPS} if proto == "LL" else {})} for proto in protocols]
+             **({"inter_node_max_gbps": dp.LL_MAX_NET_GBPS} if proto == "LL" else {})}) for proto in protocols]
 
 
 def curve(op: str, regimes: list[dict], p: int | None, inter_gbps: float, nodes: int | None) -> dict:
@@ -429,9 +429,7 @@ def main() -> None:
     for data, _ in build():
         if data["name"] in WRITTEN_ELSEWHERE:
             continue
-        path = ROOT / "data" / "profiles" / f"{data['name']}.json"
-        save_profile(data, path)
-        print(f"wrote {path.relative_to(ROOT)}")
+        dp.write(data)
 
 
 if __name__ == "__main__":
