@@ -138,7 +138,7 @@ def model_cv_sigmas(profile: Profile) -> dict[str, float]:
 
 
 DISCREPANCY_OPS: list[str] = [*COLLECTIVE_OPS, *KERNEL_OPS, *FUSED_KERNEL_OPS, "host"]
-_POOL: list[ResidualPool] = []
+_POOL: list[tuple[ResidualPool, str | None]] = []  # (the pool, the fingerprint of the inputs it was priced from)
 
 
 def _pool_fingerprint() -> str:
@@ -163,10 +163,13 @@ def bundled_pool() -> ResidualPool:
     Pricing it loads every referenced profile (~3 s), so it is computed once per process and kept on
     disk (COSTMODEL_CACHE_DIR, else ~/.cache/costmodel) under the sha256 of its inputs (`_pool_fingerprint`):
     any change to a reference file, a bundled profile or the code recomputes it. Unreadable or unwritable
-    cache: computed in memory.
+    cache: computed in memory. A pool priced while one of those inputs changed (the fingerprint read again after
+    pricing differs) is used but not stored: stored under the first fingerprint, it would be served for inputs it
+    was not priced from (it was, once, while a profile was being rewritten: the dashboard then showed intervals
+    ~1 us off the model's).
     """
     if _POOL:
-        return _POOL[0]
+        return _POOL[0][0]
     fingerprint = _pool_fingerprint()
     path = _cache_dir() / f"discrepancy-pool-{fingerprint[:32]}.json"
     pool = None
@@ -179,6 +182,9 @@ def bundled_pool() -> ResidualPool:
         from . import residuals
 
         pool = residuals.reference_pool()
+        if _pool_fingerprint() != fingerprint:  # an input changed while the pool was priced: keep it in memory only
+            _POOL.append((pool, None))
+            return pool
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -186,8 +192,16 @@ def bundled_pool() -> ResidualPool:
             os.replace(tmp, path)
         except OSError:
             pass
-    _POOL.append(pool)
+    _POOL.append((pool, fingerprint))
     return pool
+
+
+def bundled_pool_fingerprint() -> str | None:
+    """The fingerprint (`_pool_fingerprint`) of the inputs `bundled_pool` was priced from or loaded for, or None
+    when an input changed while it was priced: what a cache of results computed with that pool is keyed by
+    (`interval_table.cached_interval_table`), so a result is never stored under inputs it was not computed from."""
+    bundled_pool()
+    return _POOL[0][1]
 
 
 def discrepancy(profile: Profile, *, exclude_files: tuple[str, ...] = (),

@@ -15,7 +15,6 @@ batch edit afterwards is a table lookup. For every batch b of the array it retur
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import os
 import zipfile
@@ -29,7 +28,7 @@ from ..model.components import BASELINE
 from ..model.members import predict_members
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
-from .discrepancy import _cache_dir, _pool_fingerprint
+from .discrepancy import _cache_dir, bundled_pool_fingerprint
 from .ensemble import ensemble
 from .intervals import Interval, StrategyUncertainty, _interval, first_roots, saving_verdict
 
@@ -79,10 +78,10 @@ def interval_table(scenario: Scenario, profile: Profile, strategy: str, batches:
 CACHE_VERSION = 1  # bump when IntervalTable or the file layout changes
 
 
-@functools.cache
-def _fingerprint() -> str:
-    """discrepancy._pool_fingerprint (reference CSVs, bundled profiles, the package's code), once per process."""
-    return _pool_fingerprint()
+def _fingerprint() -> str | None:
+    """The fingerprint (reference CSVs, bundled profiles, the package's code) of the inputs the process's residual
+    pool was priced from (`discrepancy.bundled_pool_fingerprint`; None: an input changed meanwhile, no caching)."""
+    return bundled_pool_fingerprint()
 
 
 def table_cache_key(scenario: Scenario, profile_key: str, strategy: str, batches: np.ndarray, level: float,
@@ -135,6 +134,9 @@ def cached_interval_table(scenario: Scenario, profile: Profile, strategy: str, b
     `discrepancy.bundled_pool`) under `table_cache_key`: profile_key must identify the profile's content (the
     dashboard passes the profile's JSON text). A hit returns the stored arrays (float64, the same bits); a miss,
     an unreadable or an unwritable cache prices the ensemble as `interval_table` does."""
+    if _fingerprint() is None:  # the pool was priced while an input changed: nothing to key a stored table by
+        return interval_table(scenario, profile, strategy, batches, level=level, batch_range=batch_range,
+                              grid_points=grid_points)
     key = table_cache_key(scenario, profile_key, strategy, batches, level, batch_range, grid_points)
     path = _cache_dir() / f"interval-table-{key[:40]}.npz"
     table = _read_table(path, strategy, level)

@@ -368,6 +368,8 @@ def test_reduce_scatter_and_alltoall_import_for_validation_only(tmp_path):
 PUBLISHED = {
     "a100x8_all_reduce_dkh-doc.log": (25, 8, 1, "single-process"),
     "h100x2_all_reduce_digitalocean-guide.log": (21, 2, 1, "single-process"),
+    "h100x4_all_gather_waynehacking8-quiet.log": (28, 4, 1, "single-process"),  # 8-32 B: 0 floats per rank, dropped
+    "h100x4_all_reduce_waynehacking8-quiet.log": (31, 4, 1, "single-process"),
     "h100x8_all_gather_together-ring.log": (27, 8, 1, "single-process"),
     "h100x8_all_gather_together-nvls.log": (27, 8, 1, "single-process"),
     "h100x8_all_reduce_together-ring.log": (31, 8, 1, "single-process"),

@@ -57,3 +57,20 @@ def test_damaged_file_is_recomputed(cache):
     (path,) = cache.glob("interval-table-*.npz")
     path.write_bytes(b"not a zip file")
     _same(it.cached_interval_table(sc, profile, "local_argmax_pairs", BATCHES, profile_key="cpu"), first)
+
+
+def test_no_table_is_stored_when_the_pool_was_priced_while_an_input_changed(cache, monkeypatch):
+    """Keyed by the fingerprint of the inputs the process's pool was priced from (discrepancy.bundled_pool_fingerprint):
+    None there - a profile rewritten while the pool was priced - prices the table and stores nothing."""
+    import costmodel.evidence.discrepancy as unc
+
+    profile = load_profile("cpu-gloo")
+    sc = Scenario(tp=2, batch=1.0, vocab=32000)
+    pool = unc.bundled_pool()
+    monkeypatch.setattr(unc, "_POOL", [(pool, None)])
+    got = it.cached_interval_table(sc, profile, "local_argmax_pairs", BATCHES, profile_key="cpu")
+    _same(got, it.interval_table(sc, profile, "local_argmax_pairs", BATCHES))
+    assert not list(cache.glob("interval-table-*.npz"))
+    monkeypatch.setattr(unc, "_POOL", [(pool, "f" * 64)])  # a pool priced from stable inputs: stored
+    it.cached_interval_table(sc, profile, "local_argmax_pairs", BATCHES, profile_key="cpu")
+    assert len(list(cache.glob("interval-table-*.npz"))) == 1

@@ -218,6 +218,24 @@ def test_bundled_pool_is_cached_on_disk_under_its_inputs_hash(tmp_path, monkeypa
     assert calls == [1, 1, 1]
 
 
+def test_a_pool_priced_while_an_input_changed_is_not_stored(tmp_path, monkeypatch):
+    import costmodel.evidence.discrepancy as unc
+    from costmodel.evidence import residuals
+
+    small = ResidualPool(np.array(["all_gather"] * 9, dtype=object), np.array(["s"] * 9, dtype=object),
+                         np.array(["set:s"] * 9, dtype=object), np.arange(1, 10) * 0.01, np.zeros(9))
+    prints = iter(["a" * 64, "b" * 64, "b" * 64, "b" * 64])  # a profile rewritten while the pool was priced
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(unc, "_POOL", [])
+    monkeypatch.setattr(unc, "_pool_fingerprint", lambda: next(prints))
+    monkeypatch.setattr(residuals, "reference_pool", lambda: small)
+    assert unc.bundled_pool() is small
+    assert not list(tmp_path.glob("discrepancy-pool-*.json"))  # neither under the old inputs' key nor the new
+    monkeypatch.setattr(unc, "_POOL", [])
+    unc.bundled_pool()  # the inputs stay put now: stored under their fingerprint
+    assert [p.name[:20] for p in tmp_path.glob("discrepancy-pool-*.json")] == ["discrepancy-pool-bbb"]
+
+
 def test_replicate_us_prices_each_replicate_as_predict_points_does():
     # replicate_us extracts the rows' arrays once for all replicates (model.points.point_groups); each row must be,
     # bit for bit, what predict_points gives under that replicate - over collectives and kernel ops, mixed modes
