@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 
 import pytest
 import torch
@@ -200,26 +199,15 @@ def test_eagle3_d2t_paths_match_the_scatter_baseline():
     _all_strategies_agree(x, capped)
 
 
-def test_strategies_on_a_real_gloo_group_of_one():
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        comm = ref.TorchComm()
-        x = torch.randn(4, 1000).bfloat16()
-        x[1, 3], x[1, 500] = NAN, NAN
-        head = ref.draft_head(1000, 1)
-        local = ref.pad_logits(x, 1024, INF)
-        want = ref.expected_ids(x, head)
-        for fn in ref.STRATEGY_FUNCS.values():
-            assert torch.equal(fn(local, comm, head), want)
-    finally:
-        dist.destroy_process_group()
+def test_strategies_on_a_real_gloo_group_of_one(gloo_group_of_one):
+    comm = ref.TorchComm()
+    x = torch.randn(4, 1000).bfloat16()
+    x[1, 3], x[1, 500] = NAN, NAN
+    head = ref.draft_head(1000, 1)
+    local = ref.pad_logits(x, 1024, INF)
+    want = ref.expected_ids(x, head)
+    for fn in ref.STRATEGY_FUNCS.values():
+        assert torch.equal(fn(local, comm, head), want)
 
 
 # -- properties --------------------------------------------------------------------------------------------------------

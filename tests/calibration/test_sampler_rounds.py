@@ -4,7 +4,6 @@ time limit exactly as the per-sample rule would."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -14,20 +13,6 @@ dist = pytest.importorskip("torch.distributed")
 
 from calibration.bench import collectives as bench  # noqa: E402
 from calibration.bench.timing import check_due  # noqa: E402
-
-
-@pytest.fixture
-def group_of_one():
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialized in this process")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _sampler(tmp_path, *flags: str) -> bench.Sampler:
@@ -63,26 +48,26 @@ def test_next_check_is_the_next_count_where_the_rule_is_due():
         assert not any(check_due(k, bench.MIN_ITERS) for k in range(n + 1, m))
 
 
-def test_rounds_end_where_the_rule_is_due_and_at_max_iters(group_of_one, tmp_path, monkeypatch):
+def test_rounds_end_where_the_rule_is_due_and_at_max_iters(gloo_group_of_one, tmp_path, monkeypatch):
     sampler = _sampler(tmp_path, "--max-iters", "37", "--point-time-s", "60")
     samples, rounds = _run(sampler, _spread(100), monkeypatch)
     assert samples == _spread(37)  # in order, each sample once
     assert rounds == [1, 9, 8, 8, 8, 3]
 
 
-def test_constant_samples_stop_at_the_first_check(group_of_one, tmp_path, monkeypatch):
+def test_constant_samples_stop_at_the_first_check(gloo_group_of_one, tmp_path, monkeypatch):
     sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "60")
     samples, rounds = _run(sampler, [250.0] * 100, monkeypatch)
     assert samples == [250.0] * bench.MIN_ITERS and rounds == [1, bench.MIN_ITERS - 1]
 
 
-def test_samples_converging_later_stop_at_a_check_count(group_of_one, tmp_path, monkeypatch):
+def test_samples_converging_later_stop_at_a_check_count(gloo_group_of_one, tmp_path, monkeypatch):
     sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "60")
     samples, _ = _run(sampler, _spread(12) + [100.0] * 500, monkeypatch)
     assert check_due(len(samples), bench.MIN_ITERS) and bench.MIN_ITERS < len(samples) < 100
 
 
-def test_the_time_limit_is_overshot_by_about_one_sample_not_one_round(group_of_one, tmp_path, monkeypatch):
+def test_the_time_limit_is_overshot_by_about_one_sample_not_one_round(gloo_group_of_one, tmp_path, monkeypatch):
     sampler = _sampler(tmp_path, "--max-iters", "1000", "--point-time-s", "0.1")
     t0 = time.monotonic()
     samples, rounds = _run(sampler, _spread(1000), monkeypatch, sleep_s=0.02)
