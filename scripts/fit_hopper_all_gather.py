@@ -4,22 +4,23 @@
     python scripts/fit_hopper_all_gather.py --op all_reduce   # the same fit on the all_reduce tables (not adopted)
 
 Rows: the device-bound rows of the published single-process nccl-tests tables on H100 SXM in
-data/reference/nccl-tests.csv (TABLES). all_gather: 4x H100 (waynehacking8 quiet) and 8x H100 ring, 4 MiB .. 8 GiB
+data/reference/nccl-tests.csv (SETS). all_gather: 4x H100 (waynehacking8 quiet) and 8x H100 ring, 4 MiB .. 8 GiB
 in total, fitted on 8-128 MiB (the rows the manifest marks in-sample). all_reduce: 2x, 4x and 8x H100 (ring and the
-"nvls" run that ran ring), 2-64 MiB, fitted on all of them. The model is the profile's select-"min" ring curve
-(costmodel.model.collectives):
+"nvls" run that ran ring), 2-64 MiB, fitted on all of them. The model is the bundled h100-sxm-nvlink profile's own
+generic select-"min" ring curve of the op, priced by costmodel.model.collectives.curve_time_us (graph mode):
 
-    t = launch_us + alpha_base + alpha_per_step x steps(p) + f(p) (S + s_half) / busbw
+    t = launch_us + alpha_base + alpha_per_peer (p - 1) + f(p) (S + s_half) / busbw   per regime, the least wins
 
-steps = p - 1 and f = (p - 1) / p for all_gather, 2 (p - 1) and 2 (p - 1) / p for all_reduce; LL and Simple as
-scripts/derive_profiles.py derives them, LL128 = (alpha_base, alpha_per_step, eff x 370.8 GB/s) fitted by least
-squares on log(model / measured), alpha_per_step >= 0. Prints NCCL's constants' errors, then per-step latency free
+with its LL and Simple regimes as bundled and LL128 = (alpha_base, alpha_per_peer, eff x 370.8 GB/s) fitted by least
+squares on log(model / measured), alpha_per_peer >= 0 (a ring step's latency: all_reduce's curve stores 2 x the
+per-step latency per peer). Prints NCCL's constants' errors, then per-step latency free
 and fixed at 0: the fit on every table and on each table alone, with the other tables' errors (leave-one-table-out).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -28,42 +29,46 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import derive_profiles as dp  # noqa: E402
 
+from costmodel.model.collectives import curve_time_us  # noqa: E402
+from costmodel.profiles.store import load_profile  # noqa: E402
+
 MIB = 2**20
 NCCL_BUSBW = 370.8  # NCCL's Hopper ring model bandwidth (derive_profiles CITATIONS[1])
-# op: (tables, (min, max) total bytes scored, (min, max) total bytes fitted, ring Simple busbw)
+# op: (tables, (min, max) total bytes scored, (min, max) total bytes fitted)
 SETS = {
-    "all_gather": (("h100x4-all_gather-quiet", "h100x8-all_gather-ring"), (4 * MIB, 8192 * MIB), (8 * MIB, 128 * MIB),
-                   355.0),
+    "all_gather": (("h100x4-all_gather-quiet", "h100x8-all_gather-ring"), (4 * MIB, 8192 * MIB), (8 * MIB, 128 * MIB)),
     "all_reduce": (("h100x2-all_reduce", "h100x4-all_reduce-quiet", "h100x8-all_reduce-ring",
-                    "h100x8-all_reduce-nvls"), (2 * MIB, 64 * MIB), (2 * MIB, 64 * MIB), 367.5),
+                    "h100x8-all_reduce-nvls"), (2 * MIB, 64 * MIB), (2 * MIB, 64 * MIB)),
 }
 
 
 def rows(op: str) -> pd.DataFrame:
-    tables, (lo, hi), _, _ = SETS[op]
+    tables, (lo, hi), _ = SETS[op]
     ref = pd.read_csv(ROOT / "data" / "reference" / "nccl-tests.csv")
     out = ref[ref["table"].isin(tables)].copy()
     out["S"] = out["bytes_per_rank"] * (out["world_size"] if op == "all_gather" else 1)
     return out[(out["S"] >= lo) & (out["S"] <= hi)].reset_index(drop=True)
 
 
+H100 = load_profile("h100-sxm-nvlink")
+
+
 def model_us(op: str, frame: pd.DataFrame, ll128: tuple[float, float, float]) -> np.ndarray:
-    """The select-"min" ring curve at the rows (module doc) with LL128 = ll128 (alpha_base, per step, efficiency)."""
-    rules = dp.NCCL_RULES["2.23+"]
-    ll_bw = min(rules["ll_max_gbps"]["hopper"], rules["ll_factor"][op] * NCCL_BUSBW)
-    simple_half = dp.s_half_from_point(385.3, 128 * MIB, 8, "all_gather",
-                                       dp.RING_BASE_US["Simple"] + 7 * dp.RING_NVLINK_HOP_US["Simple"], 355.0)
+    """The profile's generic ring curve of `op` at the rows, its LL128 regime set to ll128 (alpha_base, latency per
+    ring step, efficiency x NCCL_BUSBW): one ring step per peer for all_gather, two for all_reduce."""
     base, per_step, eff = ll128
-    regimes = [(dp.RING_BASE_US["LL"], dp.RING_NVLINK_HOP_US["LL"], ll_bw, 0.0),
-               (base, per_step, eff * NCCL_BUSBW, 0.0),
-               (dp.RING_BASE_US["Simple"], dp.RING_NVLINK_HOP_US["Simple"], SETS[op][3], simple_half)]
-    p, size = frame["world_size"].to_numpy(float), frame["S"].to_numpy(float)
-    steps, f = (p - 1, (p - 1) / p) if op == "all_gather" else (2 * (p - 1), 2 * (p - 1) / p)
-    return np.min([dp.LAUNCH_US + a + h * steps + f * (size + s) / bw * 1e-3 for a, h, bw, s in regimes], axis=0)
+    steps_per_peer = 1 if op == "all_gather" else 2
+    curve = next(c for c in H100.collectives if c.op == op and c.world_size is None)
+    regimes = tuple(dataclasses.replace(r, alpha_base_us=base, alpha_per_peer_us=steps_per_peer * per_step,
+                                        busbw_gbps=eff * NCCL_BUSBW) if r.name == "LL128" else r
+                    for r in curve.regimes)
+    return curve_time_us(dataclasses.replace(curve, regimes=regimes), frame["bytes_per_rank"].to_numpy(float),
+                         frame["world_size"].to_numpy(float))
 
 
 def fit(op: str, frame: pd.DataFrame, per_step: float | None) -> tuple[float, float, float]:
