@@ -10,6 +10,7 @@ scripts/derive_profiles_current.py, which imports this module (rerun it after ch
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -477,7 +478,13 @@ def kernels(hbm_gbps: float, section: dict | None = None) -> dict:
     return out
 
 
-KERNEL_SECTIONS = kernel_sections(n_replicates=100, seed=0)
+@functools.cache
+def fitted_kernel_sections() -> dict:
+    """kernel_sections(n_replicates=100, seed=0), fitted on first use and then shared (callers may add a GPU's
+    section to it): a fit of several seconds that importing this module for its rules does not pay."""
+    return kernel_sections(n_replicates=100, seed=0)
+
+
 _REDUCE_CUH = ("pytorch/pytorch aten/src/ATen/native/cuda/Reduce.cuh: ReduceConfig::set_block_dimension and "
                "setReduceConfig (512 threads, vt0 = 4, warp split at 16 values per thread, block split at 256)")
 KERNEL_CITATIONS = {key: [_REDUCE_CUH, GPU_SPECS[key][4]] + ([] if key == "h200" else [
@@ -488,7 +495,7 @@ KERNEL_CITATIONS = {key: [_REDUCE_CUH, GPU_SPECS[key][4]] + ([] if key == "h200"
 def kernel_provenance(name: str, provenance: dict) -> dict:
     """H200: "mixed" - kernels measured on one H200 (the probe), collectives derived. Others: derived kernels."""
     key = name.split("-")[0]
-    section = KERNEL_SECTIONS.get(key)
+    section = fitted_kernel_sections().get(key)
     if section is None:
         return provenance
     model = section["model"]
@@ -521,7 +528,7 @@ def profile(name: str, title: str, gpu: str, hbm_gbps: float, coll: list[dict], 
             "date": DATE, "citations": citations, "files": [],
         }),
         "collectives": coll,
-        "kernels": kernels(hbm_gbps, KERNEL_SECTIONS.get(name.split("-")[0])),
+        "kernels": kernels(hbm_gbps, fitted_kernel_sections().get(name.split("-")[0])),
     }
 
 
@@ -550,7 +557,7 @@ def ensemble(data: dict, hbm_gbps: float, seed: int) -> dict:
     are refits on bootstrap resamples of the H200 probe tables (carried to the other GPUs by the same
     derivation: `kernel_sections`' "replicates"), too slow to redo on load: stored as columns, only the numbers
     that differ between members. hbm_gbps: unused (the kernel ranges are relative to the point values)."""
-    section = KERNEL_SECTIONS.get(data["name"].split("-")[0])
+    section = fitted_kernel_sections().get(data["name"].split("-")[0])
     out = {"method": "uniform-ranges-v1", "n": N_REPLICATES, "seed": seed,
            "ranges": {k: list(v) for k, v in RANGES.items()}}
     if section is not None:

@@ -97,7 +97,7 @@ NAMES = {"b200": "NVIDIA B200", "b300": "NVIDIA B300", "gb200": "NVIDIA GB200", 
 
 def kernel_section(key: str) -> dict:
     """The H200 kernel fit (and its bootstrap replicates) carried to GPU `key` (as kernel_sections does for H100)."""
-    h200 = dp.KERNEL_SECTIONS["h200"]
+    h200 = dp.fitted_kernel_sections()["h200"]
     sm0, hbm0, clk0, tf0, _ = GPU_SPECS["h200"]
     sm, hbm, clk, tf, cite = GPUS[key]
     why = ("derived from the H200 kernel fit (measured on one H200 by a standalone torch probe, 2026-11-30): element "
@@ -407,7 +407,7 @@ def assemble(specs: list, section_of, hbm_gbps: dict[str, float], first_seed: in
     out = []
     for seed, (key, name, title, coll, prov) in enumerate(specs, start=first_seed):
         section = section_of(key)
-        dp.KERNEL_SECTIONS[name.split("-")[0]] = section  # dp.ensemble / dp.kernels look the section up by prefix
+        dp.fitted_kernel_sections()[name.split("-")[0]] = section  # dp.ensemble / dp.kernels look it up by prefix
         data = {"schema_version": 1, "name": name, "title": title,
                 "provenance": {**prov, "source": prov["source"] + " Kernels: " + section["model"]["source"] + "."},
                 "collectives": coll, "kernels": dp.kernels(hbm_gbps[key], section)}

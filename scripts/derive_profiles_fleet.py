@@ -325,7 +325,7 @@ NAMES = {"mi300x": "AMD Instinct MI300X", "mi325x": "AMD Instinct MI325X", "mi35
 def kernel_section(key: str) -> dict:
     """The H200 kernel fit (and its bootstrap replicates) carried to GPU `key` (scripts/derive_profiles_current.py
     kernel_section), with the GPU's warp / wavefront width."""
-    h200 = dp.KERNEL_SECTIONS["h200"]
+    h200 = dp.fitted_kernel_sections()["h200"]
     _sm0, hbm0, clk0, tf0, _ = GPU_SPECS["h200"]
     sm, hbm, clk, tf, warp, cite = GPUS[key]
     why = ("derived from the H200 kernel fit (measured on one H200 by a standalone torch probe, 2026-11-30): element "

@@ -1303,7 +1303,8 @@ def fit_measurements(frame: pd.DataFrame, *, name: str, base_profile: Profile | 
     _add_kernel_replicates(profile, kern_fits)
     _add_model_replicates(profile, model_reps)
     keep_base_members(profile, base, kept, kernels_measured=bool(kern_fits))  # kept parts keep the base's spread
-    parsed = profile_from_dict(profile, source=f"fitted profile {name}")
+    # the point parameters the kernel reports price (the whole document, replicates included, is checked below)
+    parsed = profile_from_dict({k: v for k, v in profile.items() if k != "bootstrap"}, source=f"fitted profile {name}")
     base_rows = [{**{c: None for c in REPORT_COLUMNS}, "kind": "base", "op": c["op"], "world_size": c["world_size"],
                   "nodes": c.get("nodes"), "mode": c["mode"], "status": f"from base profile {base.name}",
                   "breakpoints_bytes": [], "note": ""} for c in base_curves]

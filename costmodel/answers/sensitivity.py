@@ -44,7 +44,8 @@ from ..model.scenario import Scenario
 from ..profiles import kernel_params
 from ..profiles.parse import kernel_op_from_dict, profile_from_dict
 from ..profiles.parse_curves import curve_from_dict
-from ..profiles.schema import SchemaViolation, check_schema, profile_json_schema
+from ..profiles.schema import profile_json_schema
+from ..profiles.schema_check import SchemaViolation, check_schema
 from ..profiles.types import Profile
 from .whole_step import PER_CALL, QUANTITY, whole_step_totals
 

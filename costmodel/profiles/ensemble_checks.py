@@ -16,7 +16,7 @@ from typing import Any
 
 from ..io.errors import InputError
 from .compact import KERNEL_SCALARS, UNIFORM_RANGES_V1, copy_json, drawn_extremes, is_number, merge_member, set_leaf
-from .schema import SchemaViolation, check_schema
+from .schema_check import SchemaViolation, check_schema
 
 
 def _resolve(schema: dict, root: dict, want: type | None = None) -> dict:

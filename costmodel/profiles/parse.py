@@ -22,7 +22,8 @@ from .consistency import check_replicates
 from .ensemble_checks import check_ensemble
 from .fields import get_field, nonneg, positive, provenance_kind
 from .parse_curves import curve_from_dict
-from .schema import SchemaViolation, check_schema, profile_json_schema
+from .schema import profile_json_schema
+from .schema_check import SchemaViolation, check_schema
 from .types import (
     SCHEMA_VERSION,
     KernelOp,
@@ -78,7 +79,7 @@ def _profile_schema() -> dict:
 def check_document(data: Any, source: str = "profile") -> None:
     """First pass over a whole profile document, bootstrap replicates included: `safe_io.check_tree`
     (depth, int64 integers, finite floats, UTF-8 strings) then the JSON Schema of costmodel.profiles.schema
-    (data/profiles/schema.json: every field's type and plausible range, checked by `schema.check_schema`).
+    (data/profiles/schema.json: every field's type and plausible range, checked by `schema_check.check_schema`).
     InputError names the first offending field."""
     safe_io.check_tree(data, source)
     try:

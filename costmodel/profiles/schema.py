@@ -2,14 +2,13 @@
 
 The schema is built here from field tables (REGIME_FIELDS, CURVE_FIELDS, KERNELS_FIELDS, ...) with physical ranges
 (BANDWIDTH_GBPS, LATENCY_US, TABLE_TIME_US); `python -m costmodel.profiles.schema` rewrites the JSON file, and a test
-checks it is current. `check_schema` validates a document against it without recursion limits or regex backtracking
-(`SchemaViolation` names the first bad path).
+checks it is current. `costmodel.profiles.schema_check.check_schema` validates a document against it without
+recursion limits or regex backtracking (`SchemaViolation` names the first bad path).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..io.schema_names import (
     COLLECTIVE_OPS,
@@ -231,100 +230,3 @@ def profile_schema_text() -> str:
 if __name__ == "__main__":
     PROFILE_SCHEMA_PATH.write_text(profile_schema_text())
     print(f"wrote {PROFILE_SCHEMA_PATH}")
-
-
-# -- a fast checker for the JSON Schema subset above ----------------------------------------------------------
-# jsonschema (pinned in requirements.txt) validates data/profiles/schema.json in the tests; it needs ~1.5 s for
-# a bundled profile with 100 replicates (1 MB), so loading uses this ~10x faster interpreter of the keywords the
-# tables above use. tests/io/test_fuzz.py checks that both accept and refuse the same documents.
-_JSON_TYPES: dict[str, Any] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "null": lambda v: v is None,
-    "boolean": lambda v: isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-}
-
-
-class SchemaViolation(Exception):
-    """The first place a document breaks the schema: `path` (keys / indices) and a one-line `message`."""
-
-    def __init__(self, path: tuple, message: str):
-        super().__init__(message)
-        self.path, self.message = path, message
-
-
-def _fail(path: tuple, message: str) -> None:
-    raise SchemaViolation(path, message)
-
-
-def check_schema(value: Any, schema: dict, root: dict | None = None, path: tuple = ()) -> None:
-    """Raise SchemaViolation at the first violation of `schema` (the keyword subset of profile_json_schema:
-    type, enum, const, minimum, maximum, exclusiveMinimum, minLength, maxLength, minItems, maxItems,
-    properties, required, additionalProperties, propertyNames, items, $ref to #/$defs, anyOf)."""
-    root = schema if root is None else root
-    if "$ref" in schema:
-        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
-    if "anyOf" in schema:
-        errors = []
-        for option in schema["anyOf"]:
-            try:
-                check_schema(value, option, root, path)
-                break
-            except SchemaViolation as exc:
-                errors.append(exc)
-        else:  # report the option that got deepest (the object, not the "null" alternative)
-            deepest = max(errors, key=lambda e: len(e.path))
-            if len(deepest.path) == len(path):
-                _fail(path, " / ".join(dict.fromkeys(e.message for e in errors)))
-            raise deepest
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = kind if isinstance(kind, list) else [kind]
-        if not any(_JSON_TYPES[k](value) for k in kinds):
-            bad = f"{type(value).__name__}" if isinstance(value, (dict, list)) else f"{value!r}"
-            _fail(path, f"{bad} is not of type {' or '.join(kinds)}" if not isinstance(value, (dict, list))
-                  else f"expected {' or '.join(kinds)}, got {bad}")
-    if "const" in schema and not (value == schema["const"] and type(value) is type(schema["const"])):
-        _fail(path, f"{value!r} must be {schema['const']!r}")
-    if "enum" in schema and not any(value == e and type(value) is type(e) for e in schema["enum"]):
-        _fail(path, f"{value!r} is not one of {schema['enum']}")
-    if _JSON_TYPES["number"](value):
-        if "minimum" in schema and value < schema["minimum"]:
-            _fail(path, f"{value!r} is below the minimum {schema['minimum']}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            _fail(path, f"{value!r} must be > {schema['exclusiveMinimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            _fail(path, f"{value!r} is above the maximum {schema['maximum']}")
-    elif isinstance(value, str):
-        if len(value) > schema.get("maxLength", len(value)):
-            _fail(path, f"longer than {schema['maxLength']} characters")
-        if len(value) < schema.get("minLength", 0):
-            _fail(path, f"shorter than {schema['minLength']} character(s)")
-    elif isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            _fail(path, f"needs at least {schema['minItems']} item(s)")
-        if len(value) > schema.get("maxItems", len(value)):
-            _fail(path, f"has more than {schema['maxItems']} items")
-        items = schema.get("items")
-        if items is not None:
-            for i, item in enumerate(value):
-                check_schema(item, items, root, path + (i,))
-    elif isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                _fail(path, f"{key!r} is a required property")
-        names = schema.get("propertyNames")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            if names is not None:
-                check_schema(key, names, root, path + (key,))
-            if key in props:
-                check_schema(item, props[key], root, path + (key,))
-            elif isinstance(extra, dict):
-                check_schema(item, extra, root, path + (key,))
-            elif extra is False:
-                _fail(path + (key,), "is not a known field (misspelled?)")

@@ -28,7 +28,8 @@ from costmodel.io.measurements import parse_measurement_csv
 from costmodel.io.safe_io import FORMULA_PREFIXES, escape_markdown, loads_json, safe_cell
 from costmodel.profiles.compact import expand_document
 from costmodel.profiles.parse import parse_profile, profile_from_dict
-from costmodel.profiles.schema import SchemaViolation, check_schema, profile_json_schema
+from costmodel.profiles.schema import profile_json_schema
+from costmodel.profiles.schema_check import SchemaViolation, check_schema
 from costmodel.profiles.store import PROFILE_DIR
 from dashboard.uploads import parse_upload
 
