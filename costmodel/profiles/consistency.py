@@ -16,11 +16,9 @@ compared. Pure functions of the JSON document (no Profile), so `costmodel.profil
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from ..io.errors import InputError
-from .compact import json_leaves
 
 EDGE_TOLERANCE = 0.05  # of the replicates' range: N = 100 uniform draws up to the point leave a gap > 5% with p = 0.6%
 _CURVE_UNPRICED = ("samples", "ci90", "regimes", "world_size", "nodes")  # keys, shape or evidence, not parameters
@@ -41,12 +39,18 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _numbers(node: Any, path: tuple, skip: tuple[str, ...] = ()) -> Iterator[tuple[tuple, float]]:
-    """(path, value) of every finite number below `node` (dict keys and list indices), `skip` keys of `node` left
-    out."""
+def _numbers(node: Any, path: tuple, out: dict[tuple, float], skip: tuple[str, ...] = ()) -> None:
+    """Put (path, value) of every finite number below `node` (dict keys and list indices) into `out`, `skip` keys
+    of `node` left out (a direct recursion: a fitted profile's 100 replicates hold ~10^5 numbers)."""
     if isinstance(node, dict):
-        node = {k: v for k, v in node.items() if k not in skip}
-    return ((p, float(v)) for p, v in json_leaves(node, path) if _is_num(v))
+        for k, v in node.items():
+            if k not in skip:
+                _numbers(v, (*path, k), out)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _numbers(v, (*path, i), out)
+    elif _is_num(node):
+        out[path] = float(node)
 
 
 def _shape(curve: dict) -> tuple:
@@ -62,11 +66,11 @@ def _point_params(data: dict[str, Any]) -> dict[tuple, float]:
         if not isinstance(c, dict):
             continue
         key = ("collectives", _curve_key(c))
-        out.update(_numbers(c, key, _CURVE_UNPRICED))
+        _numbers(c, key, out, _CURVE_UNPRICED)
         for j, r in enumerate(c.get("regimes") if isinstance(c.get("regimes"), list) else []):
-            out.update(_numbers(r, (*key, "regimes", j), ("ci90",)))
+            _numbers(r, (*key, "regimes", j), out, ("ci90",))
     kern = data.get("kernels") if isinstance(data.get("kernels"), dict) else {}
-    out.update(_numbers(kern, ("kernels",), _KERNEL_UNPRICED))
+    _numbers(kern, ("kernels",), out, _KERNEL_UNPRICED)
     return out
 
 

@@ -60,7 +60,7 @@ def assert_same(fast, plain):
     assert np.array_equal(np.signbit(fast), np.signbit(plain))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(chains(), st.sampled_from([0.0, 0.0, 5.0, np.array([0.0, 3.0, 50.0])]), st.booleans())
 def test_step_time_equals_the_plain_recurrence(stages, head, repeat):
     if repeat and stages:  # the same stage objects listed again (draft_step repeats each call's stages)
@@ -68,7 +68,7 @@ def test_step_time_equals_the_plain_recurrence(stages, head, repeat):
     assert_same(step_time_us(stages, head), plain_step_time_us(stages, head))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(chains(), st.lists(chains(), min_size=1, max_size=5), chains(), st.integers(1, 3))
 def test_stacked_paths_price_each_path_as_its_own_chain(before, paths, after, calls):
     """Paths of different lengths (padded with inactive stages), repeated `calls` times as draft_step repeats
