@@ -196,22 +196,6 @@ def check_complete_run(out: Path, world_size: int) -> None:
     assert prov["all_gather_impl"] in ("all_gather_into_tensor", "all_gather(list)+cat")
 
 
-@pytest.mark.torchrun
-def test_world4_covers_tp2_and_tp4(tmp_path):
-    kernels_record = {"tool": "calibration.kernels", "status": "ok"}  # both tools ran into this folder
-    (tmp_path / PROVENANCE_NAME).write_text(json.dumps(kernels_record))
-    proc = torchrun(4, tmp_path, *GRID, "--note", "test run")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    check_complete_run(tmp_path, 4)
-    done = [line for line in proc.stderr.splitlines() if line.startswith("done: ")]  # one summary line (issue 18)
-    assert len(done) == 1 and "0 already in the file" in done[0] and "world sizes 2, 4" in done[0], proc.stderr[-2000:]
-    prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
-    assert "test run" in prov["notes"]
-    assert prov["previous_runs"] == [kernels_record]
-    if (os.cpu_count() or 1) < 4:
-        assert any("oversubscribed" in note for note in prov["notes"])
-
-
 def _one_error_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err, err
