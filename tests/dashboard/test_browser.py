@@ -418,24 +418,6 @@ LAYOUT_PROBE = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [800, 1440])
-def test_tiles_tabs_and_charts_fit_the_window(server, browser, width):
-    """Every verdict tile shows its whole value and label, every tab is on screen (none behind a scroll), and
-    the sweep charts are >= 300 px wide (their plot area at this width: test_app's
-    test_sweep_charts_keep_a_wide_plot_in_a_narrow_container; Streamlit draws them on a canvas)."""
-    page = browser.new_page(viewport={"width": width, "height": 1000})
-    page.goto(server)
-    page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
-    settle(page)
-    page.wait_for_timeout(1000)
-    probe = page.evaluate(LAYOUT_PROBE)
-    page.screenshot(path=str(ARTIFACTS / f"dashboard-{width}px.png"), full_page=True)
-    page.close()
-    assert probe["cut"] == [], f"cut at {width} px: {probe['cut']}"
-    assert len(probe["tabs"]) == 7 and all(visible for _, visible in probe["tabs"]), probe["tabs"]
-    assert len(probe["charts"]) >= 2 and min(probe["charts"]) >= 300, probe["charts"]
-
-
 COMPARE_PROBE = """() => {
   const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
   const frames = [...document.querySelector('.st-key-compare_show').closest('[data-testid="stExpander"]')
@@ -449,23 +431,52 @@ COMPARE_PROBE = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [800, 1440])
-def test_the_compare_table_is_not_cut(server, browser, width):
+def probe_after_resize(page, width: int, probe: str):
+    """Set the window to `width` px, let the charts redraw and the layout settle, and evaluate `probe`."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.wait_for_timeout(1000)
+    return page.evaluate(probe)
+
+
+def check_layout(probe: dict, width: int) -> None:
+    """Every verdict tile shows its whole value and label, every tab is on screen (none behind a scroll), and
+    the sweep charts are >= 300 px wide (their plot area at this width: test_app's
+    test_sweep_charts_keep_a_wide_plot_in_a_narrow_container; Streamlit draws them on a canvas)."""
+    assert probe["cut"] == [], f"cut at {width} px: {probe['cut']}"
+    assert len(probe["tabs"]) == 7 and all(visible for _, visible in probe["tabs"]), (width, probe["tabs"])
+    assert len(probe["charts"]) >= 2 and min(probe["charts"]) >= 300, (width, probe["charts"])
+
+
+def check_compare(probe: list, width: int) -> None:
     """Issue 18: the side-by-side compare table (seven columns headed `saving_per_draft_step_us[<profile>]`) was
     cut on the right at 800 and 1440 px; now one table per profile (strategy, time, saving, crossover batch under
     short headers) that fits the page without a horizontal scroll."""
-    page = browser.new_page(viewport={"width": width, "height": 1000})
+    assert len(probe) == 2, (width, probe)  # one table per profile compared
+    for table in probe:
+        assert table["inside"], (width, probe)
+        assert 0 <= table["scroll"] <= 4, (width, probe)  # no horizontal scroll beyond the grid's border (was 277)
+
+
+def test_tiles_tabs_charts_and_the_compare_table_fit_800_and_1440_px(server, browser):
+    """One page, loaded at 800 px (the narrow window that cut the tiles), then widened to 1440 px: the layout at
+    both widths, then the compare table at both (one app run per state instead of one per width)."""
+    page = browser.new_page(viewport={"width": 800, "height": 1000})
     page.goto(server)
     page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
     settle(page)
+    page.wait_for_timeout(1000)
+    layout = {800: page.evaluate(LAYOUT_PROBE)}
+    page.screenshot(path=str(ARTIFACTS / "dashboard-800px.png"), full_page=True)
+    layout[1440] = probe_after_resize(page, 1440, LAYOUT_PROBE)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-1440px.png"), full_page=True)
     page.get_by_text("Compare profiles").first.click()
     switch_on(page, ".st-key-compare_show")
     page.get_by_text("time and saving").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1000)
-    probe = page.evaluate(COMPARE_PROBE)
-    page.screenshot(path=str(ARTIFACTS / f"dashboard-compare-{width}px.png"), full_page=True)
+    compare = {1440: probe_after_resize(page, 1440, COMPARE_PROBE)}
+    page.screenshot(path=str(ARTIFACTS / "dashboard-compare-1440px.png"), full_page=True)
+    compare[800] = probe_after_resize(page, 800, COMPARE_PROBE)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-compare-800px.png"), full_page=True)
     page.close()
-    assert len(probe) == 2, probe  # one table per profile compared
-    for table in probe:
-        assert table["inside"], probe
-        assert 0 <= table["scroll"] <= 4, probe  # no horizontal scroll beyond the grid's border (was 277 px at 800)
+    for width in (800, 1440):
+        check_layout(layout[width], width)
+        check_compare(compare[width], width)
