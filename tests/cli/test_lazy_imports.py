@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,14 +74,20 @@ def test_light_commands_skip_pandas_and_scipy(argv, allowed):
     assert out["code"] == 0 and set(out["loaded"]) <= set(allowed), out
 
 
+@pytest.fixture(scope="module")
+def pool_cache(tmp_path_factory) -> Path:
+    """One cache folder for the three cases below: the first run in it prices the pool, the others read it."""
+    return tmp_path_factory.mktemp("pool-cache")
+
+
 @pytest.mark.parametrize("argv", [["predict"], ["predict", "--profile", "h100-sxm-nvlink", "--tp", "4", "--json"],
                                   ["predict", "--verify", "--tp", "8", "--batch", "32"]])
-def test_predict_with_intervals_skips_pandas_and_scipy_once_the_pool_is_cached(argv, tmp_path):
+def test_predict_with_intervals_skips_pandas_and_scipy_once_the_pool_is_cached(argv, pool_cache):
     """The intervals need numpy only once the residual pool is on disk (discrepancy.bundled_pool): the first run
     prices it (validate: pandas), every later one reads it."""
-    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(pool_cache)}
     assert loaded_after(argv, env)["code"] == 0  # may price the pool (a miss)
-    assert list(tmp_path.glob("discrepancy-pool-*.json"))
+    assert list(pool_cache.glob("discrepancy-pool-*.json"))
     out = loaded_after(argv, env)
     assert out["code"] == 0 and set(out["loaded"]) <= {"numpy"}, out
 

@@ -155,7 +155,7 @@ def test_verify_top_k_passes_on_gloo_ranks(world, collective):
 
 @pytest.mark.torchrun
 def test_verify_top_k_injected_bug_fails_on_gloo_ranks():
-    proc = _torchrun(4, "--top-k", "4", "--inject-bug", "topk-ties-highest", "--cases", "topk-kth")
+    proc = _torchrun(2, "--top-k", "4", "--inject-bug", "topk-ties-highest", "--cases", "topk-kth")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "FAIL topk-kth-ties-across-shards-fp32-V1000-B6 / local_argmax_pairs" in proc.stdout
 
