@@ -108,27 +108,31 @@ def recommend_placement(scenario: Scenario, profile: Profile, arch: DraftArch, b
     w = w / w.sum()
     b = np.asarray(batch, dtype=float)
     p, engine = int(np.max(scenario.tp)), str(np.asarray(scenario.engine).item(0))
-    best: tuple[float, str, str, str] | None = None
+    # every collective implementation in one evaluation: row i of each (impls, batches) total is COLLECTIVE_IMPLS[i]
+    shape = (len(COLLECTIVE_IMPLS), b.size)
+    sc = scenario.with_(batch=b.reshape(1, -1), collective=np.array(COLLECTIVE_IMPLS).reshape(-1, 1))
     baseline = float("nan")
     refused: list[str] = []
-    for impl in COLLECTIVE_IMPLS:
-        sc = scenario.with_(batch=b, collective=impl)
-        for step in draft_steps(sc, profile, arch, kv_len=kv_len, forward_us=forward_us):
-            name = step.placement.name
-            support = engine_support(engine, step.placement, p)
-            reason = check_fits(profile, step, free_bytes)
-            if impl == "nccl" and name == "target":
-                baseline = float(w @ np.asarray(step.total_us["full_all_gather"], dtype=float))
-            if reason or (engine_only and not support.startswith("supported")):
-                if impl == "nccl":
-                    refused.append(f"{name}: {reason or support}")
-                continue
+    usable = []
+    for step in draft_steps(sc, profile, arch, kv_len=kv_len, forward_us=forward_us):
+        name = step.placement.name
+        support = engine_support(engine, step.placement, p)
+        reason = check_fits(profile, step, free_bytes)  # memory: the same for every implementation
+        if name == "target":
+            baseline = float(w @ np.broadcast_to(step.total_us["full_all_gather"], shape)[0])  # nccl
+        if reason or (engine_only and not support.startswith("supported")):
+            refused.append(f"{name}: {reason or support}")
+        else:
+            usable.append(step)
+    best: tuple[float, str, str, str] | None = None
+    for i, impl in enumerate(COLLECTIVE_IMPLS):  # ties: the first in (impl, placement, strategy) order
+        for step in usable:
             for strat, total in step.total_us.items():
-                if not np.all(step.valid.get(strat, True)):
+                if not np.all(np.broadcast_to(step.valid.get(strat, True), shape)[i]):
                     continue
-                value = float(w @ np.asarray(total, dtype=float))
+                value = float(w @ np.broadcast_to(np.asarray(total, dtype=float), shape)[i])
                 if best is None or value < best[0] - 1e-9:
-                    best = (value, name, strat, impl)
+                    best = (value, step.placement.name, strat, impl)
     if best is None:
         raise InputError("no placement fits the GPU and runs on the engine (see the refused list with --json)")
     value, name, strat, impl = best
