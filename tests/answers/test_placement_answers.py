@@ -17,7 +17,7 @@ from costmodel.answers.placement import (
     recommend_placement,
 )
 from costmodel.io.errors import InputError
-from costmodel.model.draft_step import draft_step, parse_placement
+from costmodel.model.draft_step import check_fits, draft_step, draft_steps, engine_support, parse_placement
 from costmodel.model.drafter import DraftArch
 from costmodel.model.scenario import Scenario
 from costmodel.profiles.presets import preset, preset_draft
@@ -109,3 +109,26 @@ def test_cli_predict_when_the_draft_cannot_shard():
     assert "placements not priced: draft TP 16: must divide the draft's 40 heads" in out.stdout
     bad = _cli(*args, "--placement", "target")
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "draft TP 16" in bad.stderr
+
+
+@pytest.mark.parametrize("name", ["h100-sxm-nvlink", "mi300x-xgmi", "b200-hgx-nvlink"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tokenspeed"])
+def test_recommended_triple_equals_one_draft_step_per_collective_implementation(name, engine):
+    """recommend_placement prices the four implementations as rows of one (impls, batches) evaluation; the
+    reference prices each implementation's draft steps on its own and takes the first of equal expected times in
+    (implementation, placement, strategy) order."""
+    profile = load_profile(name)
+    batch, weight = np.array([1.0, 8.0, 64.0, 256.0]), np.array([0.1, 0.4, 0.3, 0.2])
+    sc = Scenario(**preset("llama3-70b-eagle3"), tp=8, batch=1, num_spec_tokens=3, engine=engine)
+    got = recommend_placement(sc, profile, ARCH, batch, weight)
+    best = None
+    for impl in ("nccl", "oneshot", "multimem", "nccl-symm"):
+        for step in draft_steps(sc.with_(batch=batch, collective=impl), profile, ARCH):
+            if check_fits(profile, step) or not engine_support(engine, step.placement, 8).startswith("supported"):
+                continue
+            for strat, total in step.total_us.items():
+                if np.all(step.valid.get(strat, True)):
+                    value = float(weight @ np.asarray(total, dtype=float))
+                    if best is None or value < best[0] - 1e-9:
+                        best = (value, step.placement.name, strat, impl)
+    assert (got.expected_us, got.placement, got.strategy, got.collective) == best
