@@ -125,22 +125,27 @@ def matrix_rows(scenario: Scenario, profile: Profile | None = None, *, verify: b
         raise InputError("matrix needs a single scenario")
     profile = profile or default_profile()
     rows = []
-    reference = None
-    for impl in IMPLS:
+    # every implementation in one evaluation: element i of each (len(IMPLS),) result is IMPLS[i]
+    wide = decode_step(scenario.with_(collective=np.array(IMPLS)), profile, verify=verify,
+                       greedy_fraction=greedy_fraction, target_dtype=target_dtype)
+    shape = (len(IMPLS),)
+
+    def at(values, i: int) -> float:
+        return float(np.broadcast_to(np.asarray(values, dtype=float), shape)[i])
+
+    reference = at(wide.total_us(BASELINE), 0)  # nccl
+    for i, impl in enumerate(IMPLS):
         sc = scenario.with_(collective=impl)
-        step = decode_step(sc, profile, verify=verify, greedy_fraction=greedy_fraction, target_dtype=target_dtype)
-        if reference is None:
-            reference = float(step.total_us(BASELINE))
-        searched = [name for name in STRATEGIES if crossovers and name != BASELINE and bool(step.valid(name))]
+        valid = {name: bool(np.broadcast_to(wide.valid(name), shape)[i]) for name in STRATEGIES}
+        searched = [name for name in STRATEGIES if crossovers and name != BASELINE and valid[name]]
         found = find_crossovers(sc, tuple(searched), profile, batch_range=(1.0, max_batch)) if searched else {}
         for name in STRATEGIES:
-            native = _native(step.draft, name, profile, impl)
-            valid = bool(step.valid(name))
             cross = found[name].batch if name in found else None
-            rows.append({"strategy": name, "collective": impl, "draft_step_us": float(step.draft.total_us(name)),
-                         "verify_us": float(step.verify_us(name)), "decode_step_us": float(step.total_us(name)),
-                         "saving_vs_nccl_baseline_us": reference - float(step.total_us(name)),
-                         "valid": valid, "native": native, "crossover_batch": cross,
+            rows.append({"strategy": name, "collective": impl, "draft_step_us": at(wide.draft.total_us(name), i),
+                         "verify_us": at(wide.verify_us(name), i), "decode_step_us": at(wide.total_us(name), i),
+                         "saving_vs_nccl_baseline_us": reference - at(wide.total_us(name), i),
+                         "valid": valid[name], "native": _native(wide.draft, name, profile, impl),
+                         "crossover_batch": cross,
                          "provenance": "derived" if impl != "nccl" else profile.provenance.kind})
     return rows
 
