@@ -420,3 +420,23 @@ def test_a_measured_topk_table_prices_local_topk_and_the_merge_at_its_k():
         got = predict(sc.with_(top_k=k), prof).strategies["local_argmax_pairs"].components_us
         want = predict(sc.with_(top_k=k), H200).strategies["local_argmax_pairs"].components_us
         assert {n: float(v) for n, v in got.items()} == {n: float(v) for n, v in want.items()}
+
+
+@pytest.mark.parametrize("name, fields, verify_on", [
+    ("h200-sxm-nvlink", dict(tp=8, batch=64, engine="vllm", num_spec_tokens=3), True),
+    ("b200-hgx-nvlink", dict(tp=4, batch=16, engine="tokenspeed", top_k=8), False),
+    ("mi300x-xgmi", dict(tp=8, batch=256, mode="eager"), True),
+])
+def test_matrix_prices_each_implementation_as_its_own_decode_step(name, fields, verify_on):
+    """matrix_rows evaluates the four implementations as one (4,) scenario: each row is what a decode step of
+    that implementation alone gives."""
+    prof = load_profile(name)
+    sc = Scenario(vocab=128256, **fields)
+    table = matrix(sc, prof, verify=verify_on, crossovers=False)
+    for impl in ci.IMPLS:
+        step = decode_step(sc.with_(collective=impl), prof, verify=verify_on)
+        rows = table[table["collective"] == impl].set_index("strategy")
+        for s in STRATEGIES:
+            assert rows.loc[s, "decode_step_us"] == float(step.total_us(s)), (impl, s)
+            assert rows.loc[s, "draft_step_us"] == float(step.draft.total_us(s)), (impl, s)
+            assert rows.loc[s, "valid"] == bool(step.valid(s)), (impl, s)
