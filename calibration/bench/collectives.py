@@ -74,7 +74,7 @@ from costmodel.io.errors import InputError, OneLineParser, first_line
 from costmodel.io.measurements import COLLECTIVE_OPS, MEASUREMENT_COLUMNS
 
 from .payloads import DEFAULT_BATCHES, DEFAULT_PRESETS, Point, plan_points, tp_sizes
-from .timing import CHECK_EVERY, Stats, check_due, converged
+from .timing import Stats, check_due, converged, next_check_due
 
 EXIT_INPUT = 2
 EXIT_RUNTIME = 3
@@ -591,16 +591,9 @@ class Sampler:
             if (len(out) >= cfg.max_iters or elapsed_s >= cfg.point_time_s
                     or (check_due(len(out), MIN_ITERS) and converged(out, cfg.rel_tol, MIN_ITERS))):
                 return out
-            n = min(_next_check(len(out)) - len(out), cfg.max_iters - len(out),
+            n = min(next_check_due(len(out), MIN_ITERS) - len(out), cfg.max_iters - len(out),
                     max(1, math.floor((cfg.point_time_s - elapsed_s) * len(out) / elapsed_s)) if elapsed_s > 0
                     else cfg.max_iters)
-
-
-def _next_check(n_samples: int) -> int:
-    """The smallest sample count above `n_samples` at which check_due is true."""
-    if n_samples < MIN_ITERS:
-        return MIN_ITERS
-    return n_samples + CHECK_EVERY - (n_samples - MIN_ITERS) % CHECK_EVERY
 
 
 def _graph_launcher(runner: PointRunner, calls: int) -> Callable[[], None]:

@@ -73,3 +73,10 @@ def converged(samples_us, rel_tol: float = 0.02, min_iters: int = 10) -> bool:
 def check_due(n_samples: int, min_iters: int, every: int = CHECK_EVERY) -> bool:
     """Whether to evaluate `converged` after `n_samples`: at min_iters, then every `every` samples."""
     return n_samples >= min_iters and (n_samples - min_iters) % every == 0
+
+
+def next_check_due(n_samples: int, min_iters: int, every: int = CHECK_EVERY) -> int:
+    """The smallest sample count above `n_samples` at which `check_due` is true."""
+    if n_samples < min_iters:
+        return min_iters
+    return n_samples + every - (n_samples - min_iters) % every

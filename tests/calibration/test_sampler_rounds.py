@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 from calibration.bench import collectives as bench  # noqa: E402
-from calibration.bench.timing import check_due  # noqa: E402
+from calibration.bench.timing import check_due, next_check_due  # noqa: E402
 
 
 def _sampler(tmp_path, *flags: str) -> bench.Sampler:
@@ -50,7 +50,7 @@ def _spread(n: int) -> list[float]:
 
 def test_next_check_is_the_next_count_where_the_rule_is_due():
     for n in range(0, 300):
-        m = bench._next_check(n)
+        m = next_check_due(n, bench.MIN_ITERS)
         assert m > n and check_due(m, bench.MIN_ITERS)
         assert not any(check_due(k, bench.MIN_ITERS) for k in range(n + 1, m))
 
