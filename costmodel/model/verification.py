@@ -141,9 +141,10 @@ def matrix_rows(scenario: Scenario, profile: Profile | None = None, *, verify: b
         found = find_crossovers(sc, tuple(searched), profile, batch_range=(1.0, max_batch)) if searched else {}
         for name in STRATEGIES:
             cross = found[name].batch if name in found else None
+            total = at(wide.total_us(name), i)
             rows.append({"strategy": name, "collective": impl, "draft_step_us": at(wide.draft.total_us(name), i),
-                         "verify_us": at(wide.verify_us(name), i), "decode_step_us": at(wide.total_us(name), i),
-                         "saving_vs_nccl_baseline_us": reference - at(wide.total_us(name), i),
+                         "verify_us": at(wide.verify_us(name), i), "decode_step_us": total,
+                         "saving_vs_nccl_baseline_us": reference - total,
                          "valid": valid[name], "native": _native(wide.draft, name, profile, impl),
                          "crossover_batch": cross,
                          "provenance": "derived" if impl != "nccl" else profile.provenance.kind})
