@@ -1,7 +1,8 @@
 """Export: every chart drawn as PNG / SVG (vl-convert, offline) and a one-page HTML report of the scenario.
 
 The conversions run only when a download button is clicked (Streamlit's deferred download data), so they
-cost nothing on an ordinary rerun. The report is assembled by costmodel.answers.report from the numbers the page
+cost nothing on an ordinary rerun; vl-convert itself (a 16 ms import) is imported by the first conversion, not by
+the page that draws the Export menu. The report is assembled by costmodel.answers.report from the numbers the page
 shows (costmodel.io.formatting) - nothing is priced twice differently.
 """
 
@@ -13,7 +14,6 @@ import json
 from functools import lru_cache
 
 import pandas as pd
-import vl_convert as vlc
 
 from costmodel import BASELINE
 from costmodel.answers.impact import impact_change
@@ -46,12 +46,16 @@ def export_spec(spec: dict) -> dict:
 
 @lru_cache(maxsize=32)
 def _svg(spec_json: str) -> str:
-    return vlc.vegalite_to_svg(json.loads(spec_json))
+    import vl_convert  # on the first conversion (module doc)
+
+    return vl_convert.vegalite_to_svg(json.loads(spec_json))
 
 
 @lru_cache(maxsize=32)
 def _png(spec_json: str, scale: float) -> bytes:
-    return vlc.vegalite_to_png(json.loads(spec_json), scale=scale)
+    import vl_convert  # on the first conversion (module doc)
+
+    return vl_convert.vegalite_to_png(json.loads(spec_json), scale=scale)
 
 
 def chart_svg(spec: dict) -> str:

@@ -33,6 +33,7 @@ from .data import (
     recommendation_table,
     strategy_intervals,
 )
+from .export import PNG_SCALE, chart_png, chart_svg, report_html
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
 from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
@@ -81,8 +82,6 @@ def chart(name: str, *args, stretch: bool = True, batch: float | None = None, ex
 
 def export_menu(ev: Evaluation, drawn: dict[str, dict]) -> None:
     """Every chart drawn in this run as PNG / SVG, and the one-page HTML report (converted only on click)."""
-    from .export import PNG_SCALE, chart_png, chart_svg, report_html  # vl-convert loads on first use
-
     with st.popover("Export", icon=":material/ios_share:"):
         st.markdown(f"**Charts of this tab** - PNG ({PNG_SCALE}x) or SVG")
         for name, spec in drawn.items():

@@ -14,12 +14,14 @@ listings and pickers.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any
 
 import pandas as pd
 
 from ..io import safe_io
+from ..io.errors import InputError
 from ..model.components import BASELINE
 from ..model.crossover import crossover
 from ..model.drafter import DraftArch
@@ -36,9 +38,14 @@ from .whole_step import PER_CALL, QUANTITY, priced_or_why, whole_step_answer
 @lru_cache(maxsize=64)
 def bundled_family(name: str) -> str:
     """GPU family of a bundled profile from its provenance.gpu, without validating the whole profile (a label; the
-    profile is loaded - and validated - when it is used)."""
-    data = safe_io.loads_json(safe_io.read_bytes(PROFILE_DIR / f"{name}.json", limit_bytes=MAX_PROFILE_BYTES,
-                                                 what="profile"), name)
+    profile is loaded - and validated - when it is used). A file this package ships, read with the C `json.loads`
+    (~3x faster than the strict `safe_io.loads_json`, whose checks guard what users give; every profile load still
+    runs them): the dashboard labels all 15 bundled profiles on its first render."""
+    text = safe_io.read_bytes(PROFILE_DIR / f"{name}.json", limit_bytes=MAX_PROFILE_BYTES, what="profile")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{name}: not valid JSON ({exc})") from None
     prov = data.get("provenance") if isinstance(data, dict) else None
     gpu = prov.get("gpu") if isinstance(prov, dict) else None
     return gpu_family(gpu) if isinstance(gpu, str) else "other"

@@ -41,15 +41,20 @@ def _is_num(v: Any) -> bool:
 
 def _numbers(node: Any, path: tuple, out: dict[tuple, float], skip: tuple[str, ...] = ()) -> None:
     """Put (path, value) of every finite number below `node` (dict keys and list indices) into `out`, `skip` keys
-    of `node` left out (a direct recursion: a fitted profile's 100 replicates hold ~10^5 numbers)."""
-    if isinstance(node, dict):
+    of `node` left out (a direct recursion: a fitted profile's 100 replicates hold ~10^5 numbers). The exact
+    types json.loads makes are tested first (`type(x) is float`: no bool can pass), anything else by `_is_num`."""
+    kind = type(node)
+    if kind is dict or (kind is not list and isinstance(node, dict)):
         for k, v in node.items():
             if k not in skip:
                 _numbers(v, (*path, k), out)
-    elif isinstance(node, list):
+    elif kind is list or isinstance(node, list):
         for i, v in enumerate(node):
             _numbers(v, (*path, i), out)
-    elif _is_num(node):
+    elif kind is float:
+        if math.isfinite(node):
+            out[path] = node
+    elif kind is int or _is_num(node):
         out[path] = float(node)
 
 

@@ -29,8 +29,16 @@ def _resolve(schema: dict, root: dict, want: type | None = None) -> dict:
     return schema
 
 
-def _leaf_schema(schema: dict, root: dict, path: Sequence) -> dict:
-    """The schema of the value at `path` below a value of `schema` ({} where the schema says nothing)."""
+def _leaf_schema(schema: dict, root: dict, path: Sequence, cache: dict | None = None) -> dict:
+    """The schema of the value at `path` below a value of `schema` ({} where the schema says nothing). `cache`:
+    a dict kept over calls with the same `schema` and `root`, keyed by the path with its list indices left out
+    (an array's items share one schema: `items`, never a per-index `prefixItems` in the profile schema)."""
+    if cache is not None:
+        key = tuple(k for k in path if not isinstance(k, int)), tuple(isinstance(k, int) for k in path)
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _leaf_schema(schema, root, path)
+        return hit
     for key in path:
         schema = _resolve(schema, root, list if isinstance(key, int) else dict)
         if isinstance(key, int):
@@ -93,6 +101,7 @@ def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") ->
         raise InputError(f"{where}.stored: missing (columns-v1 stores its members)")
     lo_leaves: dict[tuple, Any] = {}
     hi_leaves: dict[tuple, Any] = {}
+    leaf_schemas: dict = {}  # `_leaf_schema`'s cache
     if stored is not None:
         template = stored["template"]
         try:
@@ -115,7 +124,7 @@ def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") ->
             if not is_number(leaf):
                 raise InputError(f"{cw}.path: {list(path)} is not a number in the template")
             try:
-                _check_values(values, _leaf_schema(member_schema, root, path), root, path)
+                _check_values(values, _leaf_schema(member_schema, root, path, leaf_schemas), root, path)
             except SchemaViolation as exc:
                 raise InputError(f"{cw}.values (member{_where(exc.path)}): {exc.message}") from None
             lo_leaves[path], hi_leaves[path] = min(values), max(values)
@@ -146,7 +155,7 @@ def check_ensemble(data: dict[str, Any], root: dict, source: str = "profile") ->
                                                                  if k in (*KERNEL_SCALARS, "ops")}}
         for path, (a, b) in drawn_extremes(data, ranges, ens["seed"], n).items():
             try:
-                _check_values((a, b), _leaf_schema(member_schema, root, path), root, path)
+                _check_values((a, b), _leaf_schema(member_schema, root, path, leaf_schemas), root, path)
             except SchemaViolation as exc:
                 raise InputError(f"{where} (drawn member{_where(exc.path)}): {exc.message}") from None
             lo_leaves[path], hi_leaves[path] = a, b

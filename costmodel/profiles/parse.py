@@ -76,12 +76,14 @@ def _profile_schema() -> dict:
     return profile_json_schema()
 
 
-def check_document(data: Any, source: str = "profile") -> None:
+def check_document(data: Any, source: str = "profile", *, tree_checked: bool = False) -> None:
     """First pass over a whole profile document, bootstrap replicates included: `safe_io.check_tree`
-    (depth, int64 integers, finite floats, UTF-8 strings) then the JSON Schema of costmodel.profiles.schema
-    (data/profiles/schema.json: every field's type and plausible range, checked by `schema_check.check_schema`).
-    InputError names the first offending field."""
-    safe_io.check_tree(data, source)
+    (depth, int64 integers, finite floats, UTF-8 strings; tree_checked=True: `safe_io.loads_json` decoded `data`
+    and ran it already) then the JSON Schema of costmodel.profiles.schema (data/profiles/schema.json: every
+    field's type and plausible range, checked by `schema_check.check_schema`). InputError names the first
+    offending field."""
+    if not tree_checked:
+        safe_io.check_tree(data, source)
     try:
         check_schema(data, _profile_schema())
     except SchemaViolation as exc:
@@ -102,20 +104,21 @@ def kernel_op_from_dict(op: str, spec: Any, where: str) -> KernelOp:
 
 
 def profile_from_dict(data: Any, *, source: str = "profile", document_checked: bool = False,
-                      parent: Profile | None = None) -> Profile:
+                      parent: Profile | None = None, tree_checked: bool = False) -> Profile:
     """Validate a decoded JSON document (`check_document`, then the semantic checks below) and build a
     `Profile`. document_checked=True skips `check_document` for a document whose parent already passed it
     (uncertainty builds one profile per bootstrap replicate of a checked profile). parent: a Profile whose raw
     document shares objects with `data` (a replicate's parent): the kernel tables, lm_head and host objects that
     are the very same objects as the parent's are not parsed again - the parent's parsed values are taken (the
-    same input object gives the same result)."""
+    same input object gives the same result). tree_checked=True: `data` is what `safe_io.loads_json` returned
+    (its `check_tree` ran; `check_document` does not run it again)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: a profile must be a JSON object")
     version = data.get("schema_version")
     if type(version) is not int or version != SCHEMA_VERSION:
         raise InputError(f"{source}: schema_version must be {SCHEMA_VERSION}, got {version!r}")
     if not document_checked:  # True: a bootstrap replicate of a profile whose whole document passed
-        check_document(data, source)
+        check_document(data, source, tree_checked=tree_checked)
     name = get_field(data, "name", source, str)
     prov = get_field(data, "provenance", source, dict)
     pw = f"{source}.provenance"
@@ -180,4 +183,4 @@ def profile_from_dict(data: Any, *, source: str = "profile", document_checked: b
 def parse_profile(text: str | bytes, *, source: str = "profile") -> Profile:
     """Parse profile JSON text (an upload, a file's contents)."""
     safe_io.check_size(len(text), limit_bytes=MAX_PROFILE_BYTES, source=source)
-    return profile_from_dict(safe_io.loads_json(text, source), source=source)
+    return profile_from_dict(safe_io.loads_json(text, source), source=source, tree_checked=True)

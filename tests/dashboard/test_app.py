@@ -400,8 +400,10 @@ def test_every_tab_renders(tab):
 
 
 def test_app_never_imports_torch():
+    """Nor vl-convert on a render: it loads on the first PNG / SVG conversion (dashboard/export.py)."""
     code = ("import sys; from streamlit.testing.v1 import AppTest; "
             f"at = AppTest.from_file({APP!r}, default_timeout=60); at.run(); assert not at.exception; "
+            "assert 'vl_convert' not in sys.modules, 'vl_convert loaded by a render'\n"
             "import dashboard.charts, dashboard.views\n"
             "try:\n    import calibration.fitting.fit, calibration.logs.import_nccl_tests  # what an upload imports\n"
             "except ImportError:\n    pass\n"

@@ -15,15 +15,17 @@ import pytest
 
 from costmodel.evidence.intervals import propagate
 from costmodel.io.errors import InputError
+from costmodel.profiles import ensemble_checks
 from costmodel.profiles.compact import (
     LazyMembers,
     compact_document,
     compact_members,
+    drawn_extremes,
     expand_columns,
     expand_document,
     members,
 )
-from costmodel.profiles.parse import parse_profile, profile_from_dict
+from costmodel.profiles.parse import _profile_schema, parse_profile, profile_from_dict
 from costmodel.profiles.replicates import replicate_profiles
 from costmodel.profiles.store import PROFILE_DIR, bundled_profiles, load_profile
 
@@ -204,3 +206,25 @@ def test_loading_a_compact_profile_builds_no_member():
         assert isinstance(profile.bootstrap, LazyMembers) and profile.bootstrap._items is None, name
         assert len(profile.bootstrap) == profile.raw["ensemble"]["n"] and profile.bootstrap._items is None, name
         assert profile.bootstrap[0] and profile.bootstrap._items is not None, name
+
+
+def test_leaf_schema_cache_gives_each_path_its_own_schema():
+    """`ensemble_checks._leaf_schema`'s cache (keyed by the path without its list indices) returns, for every stored
+    and drawn leaf of every bundled ensemble, the schema the uncached walk finds - the profile schema types arrays by
+    `items` alone (no per-index `prefixItems`), which is what makes the indices irrelevant."""
+    root = _profile_schema()
+    assert "prefixItems" not in json.dumps(root)
+    member = root["$defs"]["member"]
+    cache: dict = {}
+    checked = 0
+    for name in bundled_profiles():
+        doc = load_profile(name).raw
+        ens = doc["ensemble"]
+        paths = [tuple(c["path"]) for c in (ens.get("stored") or {}).get("columns", [])]
+        if "ranges" in ens:
+            paths += list(drawn_extremes(doc, ens["ranges"], ens["seed"], ens["n"]))
+        for path in paths:
+            assert ensemble_checks._leaf_schema(member, root, path, cache) == \
+                ensemble_checks._leaf_schema(member, root, path), (name, path)
+            checked += 1
+    assert checked > 1000 and 1 < len(cache) < checked

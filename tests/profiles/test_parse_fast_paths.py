@@ -4,14 +4,16 @@ parent's parsed kernel tables only when they hold the very same objects."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costmodel.io import safe_io
 from costmodel.io.errors import InputError
-from costmodel.profiles import parse_curves
+from costmodel.profiles import parse, parse_curves
 from costmodel.profiles.paths import bundled_profiles
 from costmodel.profiles.replicates import constrain, replicate_profiles
 from costmodel.profiles.store import load_profile
@@ -60,3 +62,23 @@ def test_replicates_share_the_parents_tables_only_when_unchanged():
     other = load_profile("cpu-gloo")
     for rep in replicate_profiles(other)[:3]:
         assert rep.kernel_tables == other.kernel_tables
+
+
+@pytest.mark.parametrize("bad,words", [(math.nan, "is not a finite number"), (math.inf, "is not a finite number"),
+                                       (2**70, "integer outside the int64 range"), ("a\x00b", "NUL character")])
+def test_the_tree_check_runs_once_whichever_way_a_document_comes_in(bad, words, monkeypatch):
+    """parse_profile's text is checked by safe_io.loads_json's tree walk and profile_from_dict does not walk it again
+    (tree_checked); an in-memory document (a fit's output, an edited raw dict) is walked by profile_from_dict
+    itself - both refuse a bad leaf with the same one-line error."""
+    raw = dict(load_profile("a100-sxm-nvlink").raw)
+    raw["title"] = bad
+    calls = []
+    walk = safe_io.check_tree
+    monkeypatch.setattr(safe_io, "check_tree", lambda *a, **k: (calls.append(1), walk(*a, **k))[1])
+    with pytest.raises(InputError, match=words):
+        parse.profile_from_dict(raw, source="mem.json")
+    assert len(calls) == 1
+    good = dict(load_profile("a100-sxm-nvlink").raw)
+    calls.clear()
+    assert parse.parse_profile(json.dumps(good), source="ok.json").name == good["name"]
+    assert len(calls) == 1  # loads_json's walk only

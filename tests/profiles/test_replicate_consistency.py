@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from functools import cache
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
 from costmodel.profiles.compact import expand_document
-from costmodel.profiles.consistency import check_replicates
+from costmodel.profiles.consistency import _numbers, check_replicates
 from costmodel.profiles.parse import profile_from_dict
 from costmodel.profiles.replicates import MAX_INTERVAL_MEMBERS, member_indices, replicate_profiles
 from costmodel.profiles.store import PROFILE_DIR
@@ -151,3 +155,46 @@ def test_intervals_price_at_most_max_interval_members_evenly_spaced():
     doc["name"] = "many"
     reps = replicate_profiles(profile_from_dict(doc, source="many.json"))
     assert len(reps) == MAX_INTERVAL_MEMBERS
+
+
+def _numbers_reference(node, path, out, skip=()):
+    """The plain recursion `consistency._numbers` must match: isinstance tests, bools excluded, finite only."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k not in skip:
+                _numbers_reference(v, (*path, k), out)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _numbers_reference(v, (*path, i), out)
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) and math.isfinite(node):
+        out[path] = float(node)
+
+
+class _Float(float):
+    pass
+
+
+class _Dict(dict):
+    pass
+
+
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
+                   st.text(max_size=2), st.floats(-1e9, 1e9).map(_Float), st.integers(0, 9).map(np.int64),
+                   st.floats(allow_nan=True).map(np.float64))
+TREES = st.recursive(LEAVES, lambda kids: st.one_of(
+    st.lists(kids, max_size=4), st.dictionaries(st.sampled_from("abcd"), kids, max_size=4),
+    st.dictionaries(st.sampled_from("ab"), kids, max_size=3).map(_Dict)), max_leaves=25)
+
+
+@given(tree=TREES, skip=st.sampled_from([(), ("a",), ("a", "c")]))
+@settings(max_examples=300, deadline=None)
+def test_numbers_takes_the_same_leaves_as_the_plain_recursion(tree, skip):
+    """`_numbers`' exact-type fast path (json.loads' dict / list / float / int) and its isinstance fallback
+    (subclasses, numpy scalars) collect exactly the plain recursion's (path, value) pairs, bools and non-finite
+    values left out, with the same float values (bit for bit: -0.0 stays -0.0)."""
+    got, want = {}, {}
+    _numbers(tree, ("root",), got, skip)
+    _numbers_reference(tree, ("root",), want, skip)
+    assert got.keys() == want.keys()
+    assert all(type(got[k]) is float or isinstance(got[k], float) for k in got)
+    assert [np.float64(v).tobytes() for v in got.values()] == [np.float64(v).tobytes() for v in want.values()]
