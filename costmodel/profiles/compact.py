@@ -44,6 +44,7 @@ refuse - to the slow path (costmodel.profiles.replicates), which reads the membe
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -96,6 +97,33 @@ def _shape(obj: Any) -> Any:
     return None
 
 
+def _leaf_list(obj: Any, path: tuple, out: list) -> None:
+    """`json_leaves` into a list, by direct recursion (no generator per level: a fit's 100 members hold ~10^5
+    leaves)."""
+    if type(obj) is dict and obj:
+        for k, v in obj.items():
+            _leaf_list(v, (*path, k), out)
+    elif type(obj) is list and obj:
+        for i, v in enumerate(obj):
+            _leaf_list(v, (*path, i), out)
+    elif (isinstance(obj, dict) or isinstance(obj, list)) and obj:
+        out.extend(json_leaves(obj, path))
+    else:
+        out.append((path, obj))
+
+
+def _text_key(v: Any) -> Any:
+    """A key equal for two leaves exactly when their `_dumps` texts are equal (and raising where `_dumps` raises),
+    without encoding the common ones: a finite float's text is its repr (the same float, -0.0 apart from 0.0), an
+    int's, a str's and a bool's are their values' (the type keeps 1, 1.0 and true apart); anything else: its text."""
+    t = type(v)
+    if t is float:
+        return (t, v, math.copysign(1.0, v)) if math.isfinite(v) else _dumps(v)
+    if t is int or t is str or t is bool or v is None:
+        return (t, v)
+    return _dumps(v)
+
+
 def compact_members(members: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """COLUMNS (module doc) of `members`: template = members[0], one column per numeric leaf that differs.
 
@@ -105,16 +133,20 @@ def compact_members(members: Sequence[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError("no members")
     first = members[0]
     shape = _shape(first)
-    cols: dict[tuple, list] = {path: [v] for path, v in json_leaves(first)}
+    leaves: list = []
+    _leaf_list(first, (), leaves)
+    paths = [path for path, _ in leaves]
+    cols: list[list] = [[v] for _, v in leaves]
     for m in members[1:]:
         if _shape(m) != shape:
             raise ValueError("members differ in structure")
-        for path, v in json_leaves(m):
-            cols[path].append(v)
+        leaves = []
+        _leaf_list(m, (), leaves)  # the same shape: the same paths, in the same order
+        for col, (_, v) in zip(cols, leaves, strict=True):
+            col.append(v)
     columns = []
-    for path, values in cols.items():
-        texts = {_dumps(v) for v in values}
-        if len(texts) == 1:
+    for path, values in zip(paths, cols, strict=True):
+        if len({_text_key(v) for v in values}) == 1:
             continue
         if not all(is_number(v) for v in values):
             raise ValueError(f"members differ in a non-numeric leaf {list(path)}")

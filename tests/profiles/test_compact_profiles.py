@@ -12,10 +12,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.evidence.intervals import propagate
 from costmodel.io.errors import InputError
-from costmodel.profiles import ensemble_checks
+from costmodel.profiles import compact, ensemble_checks
 from costmodel.profiles.compact import (
     LazyMembers,
     compact_document,
@@ -138,6 +140,49 @@ def test_columns_round_trip_exactly_and_refuse_what_they_cannot_hold():
     named[2]["collectives"][0]["op"] = "all_reduce"
     with pytest.raises(ValueError, match="non-numeric"):
         compact_members(named)
+
+
+JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, -0.0, 1.0, 0.1 + 0.2, 0.3]),
+                        st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["", "a", "\ud800"]),
+                        st.just({}), st.just([]), st.just([1, 2.0]))
+
+
+@given(values=st.lists(JSON_LEAVES, min_size=1, max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_leaf_key_equals_exactly_where_the_json_texts_do(values):
+    """compact_members groups a column's values by `_text_key` instead of encoding each: two values get one key
+    exactly when their `_dumps` texts are equal, and the key raises where `_dumps` raises (NaN, infinities)."""
+    try:
+        texts = [compact._dumps(v) for v in values]
+    except ValueError:
+        with pytest.raises(ValueError):
+            [compact._text_key(v) for v in values]
+        return
+    keys = [compact._text_key(v) for v in values]
+    assert [[a == b for b in texts] for a in texts] == [[a == b for b in keys] for a in keys]
+
+
+@given(members=st.lists(st.fixed_dictionaries({"a": JSON_LEAVES, "b": st.lists(JSON_LEAVES, min_size=2, max_size=2)}),
+                        min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_compact_members_stores_the_leaves_whose_texts_differ(members):
+    """What compact_members stores (or refuses) is what the per-leaf `_dumps` comparison says: a column for each
+    leaf whose texts differ, all numbers, and the columns decode to the members' own texts."""
+    try:
+        stored = compact_members(members)
+    except ValueError:
+        stored = None
+    leaves = [dict(compact.json_leaves(m)) for m in members]
+    shapes_equal = all(compact._shape(m) == compact._shape(members[0]) for m in members)
+    try:
+        differ = [p for p in leaves[0] if len({compact._dumps(lv[p]) for lv in leaves}) > 1] if shapes_equal else None
+    except ValueError:
+        differ = None
+    if stored is None:
+        assert differ is None or any(not all(compact.is_number(lv[p]) for lv in leaves) for p in differ)
+        return
+    assert [tuple(c["path"]) for c in stored["columns"]] == differ
+    assert [compact._dumps(m) for m in expand_columns(stored, len(members))] == [compact._dumps(m) for m in members]
 
 
 def _refused(doc: dict, match: str) -> None:
