@@ -106,7 +106,7 @@ def _leaf_list(obj: Any, path: tuple, out: list) -> None:
     elif type(obj) is list and obj:
         for i, v in enumerate(obj):
             _leaf_list(v, (*path, i), out)
-    elif (isinstance(obj, dict) or isinstance(obj, list)) and obj:
+    elif isinstance(obj, (dict, list)) and obj:  # a subclass: json_leaves' own walk
         out.extend(json_leaves(obj, path))
     else:
         out.append((path, obj))

@@ -44,17 +44,19 @@ def _numbers(node: Any, path: tuple, out: dict[tuple, float], skip: tuple[str, .
     of `node` left out (a direct recursion: a fitted profile's 100 replicates hold ~10^5 numbers). The exact
     types json.loads makes are tested first (`type(x) is float`: no bool can pass), anything else by `_is_num`."""
     kind = type(node)
-    if kind is dict or (kind is not list and isinstance(node, dict)):
+    if kind is float:
+        if math.isfinite(node):
+            out[path] = node
+    elif kind is int:
+        out[path] = float(node)
+    elif kind is dict or isinstance(node, dict):
         for k, v in node.items():
             if k not in skip:
                 _numbers(v, (*path, k), out)
     elif kind is list or isinstance(node, list):
         for i, v in enumerate(node):
             _numbers(v, (*path, i), out)
-    elif kind is float:
-        if math.isfinite(node):
-            out[path] = node
-    elif kind is int or _is_num(node):
+    elif _is_num(node):
         out[path] = float(node)
 
 
