@@ -110,6 +110,7 @@ def recommend_placement(scenario: Scenario, profile: Profile, arch: DraftArch, b
     p, engine = int(np.max(scenario.tp)), str(np.asarray(scenario.engine).item(0))
     # every collective implementation in one evaluation: row i of each (impls, batches) total is COLLECTIVE_IMPLS[i]
     shape = (len(COLLECTIVE_IMPLS), b.size)
+    nccl = COLLECTIVE_IMPLS.index("nccl")  # the baseline's row
     sc = scenario.with_(batch=b.reshape(1, -1), collective=np.array(COLLECTIVE_IMPLS).reshape(-1, 1))
     baseline = float("nan")
     refused: list[str] = []
@@ -119,7 +120,7 @@ def recommend_placement(scenario: Scenario, profile: Profile, arch: DraftArch, b
         support = engine_support(engine, step.placement, p)
         reason = check_fits(profile, step, free_bytes)  # memory: the same for every implementation
         if name == "target":
-            baseline = float(w @ np.broadcast_to(step.total_us["full_all_gather"], shape)[0])  # nccl
+            baseline = float(w @ np.broadcast_to(step.total_us["full_all_gather"], shape)[nccl])
         if reason or (engine_only and not support.startswith("supported")):
             refused.append(f"{name}: {reason or support}")
         else:

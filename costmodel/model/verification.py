@@ -133,7 +133,7 @@ def matrix_rows(scenario: Scenario, profile: Profile | None = None, *, verify: b
     def at(values, i: int) -> float:
         return float(np.broadcast_to(np.asarray(values, dtype=float), shape)[i])
 
-    reference = at(wide.total_us(BASELINE), 0)  # nccl
+    reference = at(wide.total_us(BASELINE), IMPLS.index("nccl"))
     for i, impl in enumerate(IMPLS):
         sc = scenario.with_(collective=impl)
         valid = {name: bool(np.broadcast_to(wide.valid(name), shape)[i]) for name in STRATEGIES}
