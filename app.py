@@ -20,7 +20,7 @@ from dashboard.layout import apply_layout
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.placement import placement_panel
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
-from dashboard.tables import preset_labels
+from dashboard.tables import PROFILE_LABEL_CHARS, preset_labels
 from dashboard.topk_panel import topk_panel
 from dashboard.uploads import UPLOAD_TYPES
 from dashboard.verdict import evaluate
@@ -84,6 +84,8 @@ def preset_label(name: str) -> str:
 with st.sidebar:
     st.header("Scenario")
     st.selectbox("Cluster profile", [*PROFILES, *ss["_uploads"]], key="profile", format_func=profile_label)
+    if len(profile_label(ss["profile"])) > PROFILE_LABEL_CHARS:  # cut in the closed box: whole, wrapped, below
+        st.caption(plain(profile_label(ss["profile"])))
     st.file_uploader("...or upload profile JSONs, measurement CSVs (collectives, kernels) and nccl-tests logs",
                      type=list(UPLOAD_TYPES), key="upload", on_change=on_upload, accept_multiple_files=True,
                      help="Parsed as JSON / CSV / text only. Every JSON is a profile of its own; all CSVs and logs "

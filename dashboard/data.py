@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from costmodel import (
     parse_profile,
     predict,
 )
-from costmodel.answers.recommend import Recommendation, impact_change, recommend
+from costmodel.answers.recommend import Recommendation
 from costmodel.answers.step_sweep_frame import (
     PER_CALL_ANSWER,
     WHOLE_STEP_ANSWER,
@@ -35,7 +35,6 @@ from costmodel.answers.step_sweep_frame import (
     focus_saving_rows,
     step_sweep,
 )
-from costmodel.answers.workload import parse_workload
 from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
@@ -340,52 +339,6 @@ def heat_tp_row(profile_text: str, spec: ScenarioSpec, tp: int, batches: tuple[i
     return frame
 
 
-# -- impact -------------------------------------------------------------------------------------------
-@st.cache_data(**_CACHE)
-def strategy_intervals(profile_text: str, spec: ScenarioSpec, batch: float) -> dict[str, StrategyUncertainty]:
-    """90% intervals of every alternative strategy's saving at `batch` (costmodel.evidence.intervals.propagate, no
-    crossover); {} when the profile carries no replicates."""
-    return propagate(spec.with_(hidden=None).scenario(float(batch)), profile_from_text(profile_text),
-                     level=INTERVAL_LEVEL, with_crossover=False, strategies=tuple(STRATEGIES[1:]))
-
-
-def check_acceptance_length(acceptance_length: float, k: int) -> None:
-    """The mean acceptance length is 1..K+1 tokens per decode step (K drafts accepted + the bonus token)."""
-    if not 1.0 <= acceptance_length <= k + 1:
-        raise InputError(f"acceptance length: must be in 1..K+1 = 1..{k + 1} tokens per decode step with K = {k}, "
-                         f"got {acceptance_length:g}")
-
-
-def impact_frame(point: pd.DataFrame, itl_ms: float, acceptance_length: float,
-                 intervals: dict[str, StrategyUncertainty] | None = None) -> pd.DataFrame:
-    """costmodel.answers.recommend.impact_change for every alternative strategy, from a `point_frame`.
-
-    ITL_after = ITL - saving / 1000; TPOT = ITL / acceptance length; ITL reduction = 1 - after / before;
-    output throughput gain = before / after - 1 (25 -> 22.3 ms: 10.8% lower ITL, 12.1% more tokens/s). Positive =
-    faster, as in the CLI. With `intervals` the saving's 90% interval gives the gain's interval.
-    """
-    check_acceptance_length(acceptance_length, int(point["num_spec_tokens"].iloc[0]))
-    rows = []
-    for name in point["strategy"]:
-        if name == BASELINE:
-            continue
-        saving = float(point.loc[point["strategy"] == name, "saving_per_decode_step_us"].iloc[0])
-        u = (intervals or {}).get(name)
-        band = None if u is None else (u.saving_per_decode_step_us.low, u.saving_per_decode_step_us.high)
-        change = impact_change(saving, itl_ms, acceptance_length, name, band)
-        gain = change.output_throughput_gain_pct_interval
-        rows.append({"strategy": name, "saving_per_decode_step_us": saving,
-                     "saving_low_us": np.nan if band is None else band[0],
-                     "saving_high_us": np.nan if band is None else band[1],
-                     "itl_before_ms": change.itl_before_ms, "itl_after_ms": change.itl_after_ms,
-                     "itl_reduction_pct": change.itl_reduction_pct,
-                     "tpot_before_ms": change.tpot_before_ms, "tpot_after_ms": change.tpot_after_ms,
-                     "output_throughput_gain_pct": change.output_throughput_gain_pct,
-                     "output_throughput_gain_low_pct": np.nan if gain is None else gain[0],
-                     "output_throughput_gain_high_pct": np.nan if gain is None else gain[1]})
-    return pd.DataFrame(rows)
-
-
 # -- recommendation for a workload ---------------------------------------------------------------------
 EXAMPLE_DIR = DATA_DIR / "examples"
 
@@ -396,21 +349,6 @@ def example_workloads(directory: Path = EXAMPLE_DIR) -> dict[str, str]:
         return {}
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
             if p.suffix.lower() in (".csv", ".json", ".txt")}
-
-
-@st.cache_data(**_CACHE)
-def recommendation(profile_text: str, spec: ScenarioSpec, workload_name: str, workload_text: str,
-                   itl_ms: float | None, acceptance_length: float | None) -> Recommendation:
-    """costmodel.answers.recommend.recommend for the sidebar scenario over a workload
-    (costmodel.answers.workload.parse_workload).
-
-    Weighted expected saving per decode step E[s] = sum_i w_i saving(s, B_i) with its 90% interval over the
-    profile's replicates, win shares, impact (when ITL and acceptance length are given) and the configs to paste.
-    """
-    workload = parse_workload(workload_text, workload_name)
-    kwargs = {k: v for k, v in asdict(spec.with_(hidden=None)).items()}
-    return recommend(kwargs, workload, profile_from_text(profile_text), itl_ms=itl_ms,
-                     acceptance_length=acceptance_length)
 
 
 def recommendation_table(rec: Recommendation) -> pd.DataFrame:

@@ -14,7 +14,10 @@ CSS = f"""<style>
 [data-testid="stMain"] [data-testid="stHorizontalBlock"] {{ flex-wrap: wrap; }}
 [data-testid="stMain"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {{
   min-width: {MIN_COLUMN_PX}px; }}
-[data-testid="stMetricValue"] > div {{ overflow: visible; text-overflow: clip; }}
+[data-testid="stMetricValue"] > div, [data-testid="stMetricValue"] p,
+[data-testid="stMetricDelta"] > div, [data-testid="stMetricDelta"] p {{
+  white-space: normal; overflow: visible; text-overflow: clip; overflow-wrap: break-word; }}
+[data-testid="stMetricDelta"] {{ height: auto; max-width: 100%; }}
 [data-testid="stMetricLabel"] p {{ white-space: normal; }}
 [data-testid="stMain"] [role="tablist"] {{ flex-wrap: wrap; overflow-x: visible; }}
 </style>"""

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from costmodel import DEFAULT_PROFILE, InputError, Scenario
+from costmodel.answers.question import DEFAULT_ENGINE
 from costmodel.io.measurements import DTYPES
 from costmodel.model.collective_impls import IMPLS as COLLECTIVE_IMPLS
 from costmodel.model.engines import ENGINES
@@ -83,7 +84,7 @@ class Inputs:
     drafting: str = "serial"
     mode: str = "graph"
     impl: str = "torch"
-    engine: str = "none"
+    engine: str = DEFAULT_ENGINE  # vLLM's whole draft step, as the CLI answers by default (issue 35)
     batch: int = 64
     batch_min: int = 1
     batch_max: int = 4096

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from calibration.fitting.report_table import fit_report_frame
 from costmodel import DESCRIPTIONS, STRATEGIES, Profile
 from costmodel.answers.compare import whole_step_is_the_answer
 from costmodel.io.formatting import MISSING, column_formatter, format_number
@@ -180,12 +181,9 @@ def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def records_table(records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> pd.DataFrame:
-    """A profile's fit_report (list of dicts) as a table; nested values become strings."""
-    frame = pd.DataFrame(list(records))
-    for column in frame.columns:
-        if frame[column].map(lambda v: isinstance(v, (dict, list, tuple))).any():
-            frame[column] = frame[column].map(str)
-    return frame
+    """A profile's fit_report (list of dicts) as a table (`calibration.fitting.report_table`): nested values become
+    strings, missing cells stay empty, integers stay integers, `spread_misses` is a count."""
+    return fit_report_frame(records)
 
 
 def provenance_table(profile: Profile) -> pd.DataFrame:
@@ -202,6 +200,8 @@ def provenance_table(profile: Profile) -> pd.DataFrame:
 
 
 PRESET_LABEL_CHARS = 27  # what the sidebar's closed select box shows uncut at its default width (browser test)
+PROFILE_LABEL_CHARS = 28  # the longest cluster-profile label the closed box shows uncut (browser test); a longer one
+# ('NVIDIA Hopper · h200-sxm-nvlink', the default) is cut there, so the sidebar repeats it whole on the line under it
 
 
 def preset_labels(table: pd.DataFrame) -> dict[str, str]:

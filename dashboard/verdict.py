@@ -23,9 +23,11 @@ from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
+from .question import question_of
 from .state import Inputs, ScenarioSpec
 from .tables import step_verdict_table, verdict_table
 
+NO_CROSSOVER = "none"  # the crossover tile's value where no batch in range flips the answer (its delta says why)
 FITTED_BOOTSTRAP = "statistical bootstrap: the measurements were resampled and refitted (calibration.fit)"
 
 
@@ -96,10 +98,11 @@ class Verdict:
         return draft, decode, cross
 
     def crossover_value(self) -> str:
-        """The crossover tile's value: the batch, or the CLI's words where there is none in range
-        ("wins at every batch in range", "never wins in range", "identical at TP 1 (nothing to gather)")."""
+        """The crossover tile's value: the batch, or NO_CROSSOVER where there is none in range - the tile's delta
+        (`crossover_text`) then says why in the CLI's words ("wins at every batch in range", "never wins in range",
+        "identical at TP 1 (nothing to gather)"): those words in the tile's large value font ran past the tile."""
         if self.crossover_batch is None:
-            return self.crossover_words or crossover_words(self.crossover_status)
+            return NO_CROSSOVER
         return format_batch(self.crossover_batch)
 
     def crossover_text(self) -> str:
@@ -200,8 +203,10 @@ class Evaluation:
 def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     """Predict every strategy at the chosen batch and find the crossovers (cached underneath). Where the whole draft
     step is the verdict (`whole_step_verdict`, with its own interval), the per-call interval is not priced: the
-    page shows only the verdict's interval (`interval_note` is shown only where the verdict has none)."""
+    page shows only the verdict's interval (`interval_note` is shown only where the verdict has none). The question
+    is validated first, where the CLI's is (`question.question_of`: InputError, one line, for an impossible one)."""
     text = profile_text(inputs.profile, uploaded)
+    question_of(text, inputs)
     point = point_frame(text, inputs.spec, float(inputs.batch))
     crossovers = crossover_frame(text, inputs.spec)
     profile = profile_from_text(text)

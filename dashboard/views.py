@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
+from costmodel.answers.point import impact_rows
 from costmodel.answers.provenance import with_provenance
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
@@ -26,15 +27,13 @@ from .data import (
     heat_tps,
     heat_vocab_row,
     heat_vocabs,
-    impact_frame,
     impl_crossover_frame,
     measured_points,
-    recommendation,
     recommendation_table,
-    strategy_intervals,
 )
 from .export import PNG_SCALE, chart_png, chart_svg, report_html
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
+from .question import answer_of, workload_answer
 from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
 from .tables import (
@@ -178,12 +177,6 @@ def verdict(ev: Evaluation) -> None:
         st.caption(plain(ev.interval_note))
     if not v.focus_valid:
         st.warning(f"{FOCUS} packs ids into fp32, exact only below 2^24 ids: it is not valid for this vocab.")
-    per_node = ev.inputs.tp // max(ev.inputs.nodes, 1)
-    gpus = ev.profile.provenance.gpus_per_node
-    if gpus and per_node > gpus:
-        st.warning(f"TP {ev.inputs.tp} on {ev.inputs.nodes} node(s) puts {per_node} ranks on a node, but the "
-                   f"profile {plain(ev.profile.name)} describes nodes of {gpus} GPUs: the intra-node figures are "
-                   "extrapolated. Raise Nodes, or use a profile measured on such nodes.")
     extrapolated = ev.point.loc[ev.point["extrapolated"], "strategy"].tolist()
     if extrapolated:
         st.caption(f"Outside the measured kernel tables (roofline used): {', '.join(extrapolated)}")
@@ -437,22 +430,25 @@ def measured_section(ev: Evaluation, measurements_csv: str | None) -> None:
 
 
 def impact_tab(ev: Evaluation) -> None:
+    """The Answer's impact on ITL / TPOT / throughput (`costmodel.answers.point.impact_rows`): the whole draft
+    step's saving where it is the answer - the numbers of the headline, the report and `predict --itl-ms`."""
     inputs = ev.inputs
     if inputs.itl_ms is None or inputs.acceptance_length is None:
         st.info("Enter a baseline ITL (ms) and the mean acceptance length in the sidebar to see ITL / TPOT "
                 "before and after.")
         return
     try:
-        intervals = strategy_intervals(ev.profile_text, inputs.spec, float(inputs.batch))
-        frame = impact_frame(ev.point, inputs.itl_ms, inputs.acceptance_length, intervals)
+        result = answer_of(ev.profile_text, inputs).point
     except InputError as exc:
         st.error(plain(str(exc)))
         return
+    frame = pd.DataFrame(impact_rows(result))
     st.markdown(f"**Impact of switching from {BASELINE}** at batch {inputs.batch:,}, baseline ITL "
                 f"{format_ms(inputs.itl_ms)}, {inputs.acceptance_length:g} tokens per decode step. ITL reduction = "
                 "1 - ITL after / ITL before; output throughput gain = ITL before / ITL after - 1; positive = "
                 "faster (the CLI's convention).")
-    shown = [FOCUS] + [s for s in ev.point.loc[ev.point["fastest"], "strategy"] if s not in (FOCUS, BASELINE)]
+    st.caption(plain(f"Savings of the {result['question']['quantity']}."))
+    shown = [FOCUS] + [s for s in (result["best"],) if s not in (FOCUS, BASELINE)]
     cols = st.columns(4)
     for i, name in enumerate(shown):
         row = frame.set_index("strategy").loc[name]
@@ -521,10 +517,11 @@ def recommendation_tab(ev: Evaluation) -> None:
     text = uploaded.get(name, examples.get(name))
     inputs = ev.inputs
     try:
-        rec = recommendation(ev.profile_text, inputs.spec, name, text, inputs.itl_ms, inputs.acceptance_length)
+        answer = workload_answer(ev.profile_text, inputs, name, text)
     except InputError as exc:
         st.error(plain(str(exc)))
         return
+    rec = answer.recommendation
     DECISION_BOX[rec.decision](plain(rec.headline))
     flag, wl = rec.flag, rec.workload
     level = f"{rec.level:.0%}"

@@ -9,7 +9,7 @@
 #
 # Installs nothing: needs requirements-dev.txt with a CUDA build of torch. PYTHON picks the interpreter,
 # BUDGET_S (default 300) stops starting new benchmark points. Writes to $OUT: nvidia-smi.txt, tests.log,
-# kernels.csv, provenance.json, kernels.log, bandwidth.csv, batch1.csv. Exit 1 when a test failed.
+# kernels.csv, provenance.json, kernels.log, shapes.csv, bandwidth.csv, batch1.csv. Exit 1 when a test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:?set OUT to the output folder}"

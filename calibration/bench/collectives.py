@@ -97,7 +97,7 @@ class BenchError(RuntimeError):
 
 
 class Terminated(BaseException):
-    """SIGTERM / SIGINT while measuring (torchrun stops every rank when one fails)."""
+    """SIGTERM while measuring (torchrun stops every rank when one fails): a failed run (`end_status`)."""
 
 
 # --------------------------------------------------------------------------- flags
@@ -832,9 +832,21 @@ def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
     except BaseException as exc:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # already failing: finish the record, then exit
         if prov is not None:
-            stopped = isinstance(exc, (Terminated, KeyboardInterrupt))
-            prov.finish("interrupted" if stopped else f"failed: {first_line(exc)}")
+            prov.finish(end_status(exc))
         raise
+
+
+def end_status(exc: BaseException) -> str:
+    """The provenance status of a run that `exc` ended: "interrupted" for the user's Ctrl-C (SIGINT reaches every
+    rank of the foreground job), else "failed: ...". SIGTERM is a failure: torchrun sends it to the surviving
+    ranks when one dies (on NCCL they hang in the collective the dead rank never joins, so it reaches them before
+    any error), and a scheduler cancelling the job sends it too; the rows measured so far stay either way."""
+    if isinstance(exc, Terminated):
+        name = str(exc) or "SIGTERM"
+        return f"failed: stopped by {name} (torchrun stops every rank when one fails; a cancelled job too)"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"failed: {first_line(exc)}"
 
 
 def _on_signal(signum: int, _frame: Any) -> None:

@@ -1,2 +1,2 @@
-"""Profile fitting (no torch; the dashboard imports it): the fitter, segmented regression
-and the kernel report."""
+"""Profile fitting (no torch; the dashboard imports it): the fitter, segmented regression,
+the fit report's table (report_table) and the kernel report."""

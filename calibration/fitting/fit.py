@@ -53,7 +53,9 @@ predicts those sizes better than the plain curve when each is left out in turn (
 lower by more than TAIL_TOLERANCE); else the report says why not. Each replicate gets tail ramps from its own time
 below them through its own medians of those sizes (`_tail_medians`: their rows redrawn within the size, else the
 median times a redrawn log residual of the other sizes); the report's `regime_choice` says so, and the printed
-report lists every training median still missed (`spread_misses`).
+report lists every training median still missed (`spread_misses`: [bytes_per_rank, rel_err] pairs on every per-p
+curve's report row, [] when none is missed; generic curves have no row medians of their own and no such key - the
+fit_report.csv table counts them, `calibration.fitting.report_table`).
 
 Uncertainty: B bootstrap replicates resample the fit's log residuals (t* = model x exp(eps*), eps* drawn
 with replacement from eps = log(t / model) over the group's rows - or, where every measured point has at least

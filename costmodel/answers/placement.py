@@ -56,16 +56,20 @@ def _row(step: DraftStep, profile: Profile, engine: str, p: int, free_bytes: flo
 
 
 def placement_table(scenario: Scenario, profile: Profile, arch: DraftArch, *, kv_len: int = 2048,
-                    forward_us: float | None = None, free_bytes: float | None = None) -> dict[str, Any]:
+                    forward_us: float | None = None, free_bytes: float | None = None,
+                    target_savings: bool = True) -> dict[str, Any]:
     """{"rows": [one dict per placement], "drafter_forward_us": the target placement's forward per draft call
-    (context, common to every strategy), "arch": the draft's fields} for a scalar scenario."""
+    (context, common to every strategy), "arch": the draft's fields} for a scalar scenario; with `target_savings`
+    also each strategy's whole-step saving and crossovers at the target placement (context where the answer is
+    per call; left out where the whole draft step is the answer, so each strategy has one crossover)."""
     if scenario.size != 1:
         raise InputError("the placement table needs a single scenario")
     p, engine = int(scenario.tp), str(scenario.engine)
     steps = draft_steps(scenario, profile, arch, kv_len=kv_len, forward_us=forward_us)
     rows = [_row(s, profile, engine, p, free_bytes) for s in steps]
     return {"rows": rows, "drafter_forward_us": float(steps[0].forward_gpu_us.item(0)),
-            "target_savings": draft_step_crossovers(scenario, profile, arch, kv_len=kv_len, forward_us=forward_us),
+            **({"target_savings": draft_step_crossovers(scenario, profile, arch, kv_len=kv_len,
+                                                        forward_us=forward_us)} if target_savings else {}),
             "drafter_forward_source": steps[0].forward_source, "kv_len": kv_len,
             "arch": {k: getattr(arch, k) for k in DraftArch.__dataclass_fields__}}
 
@@ -167,9 +171,14 @@ def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None)
         out.append("savings vs full_all_gather under the whole draft step at the target placement, per decode step "
                    "(host launches hidden behind the forward counted): " + "; ".join(parts))
     if chosen is not None:
-        out.append(f"--placement {chosen['placement']}: {chosen['draft_step_us']:.1f} us per decode step with "
-                   f"{chosen['best_strategy']}; engine: {chosen['engine']}")
+        out.append(chosen_line(chosen))
     return out
+
+
+def chosen_line(chosen: dict[str, Any]) -> str:
+    """The --placement row in one line (predict; also where the table itself cannot be priced)."""
+    return (f"--placement {chosen['placement']}: {chosen['draft_step_us']:.1f} us per decode step with "
+            f"{chosen['best_strategy']}; engine: {chosen['engine']}")
 
 
 def placement_sweep(scenario: Scenario, profile: Profile, arch: DraftArch, batches, *, kv_len: int = 2048,

@@ -13,11 +13,13 @@ rows are kept with `valid = false`, empty times and `invalid_reason` saying why.
 value (batch < 1, an unknown dtype, ...) is still a one-line error.
 
 Where an engine runs the step, the answer of a row is the WHOLE draft step as `predict` prices it
-(`costmodel.answers.sweep_step`, issue 17): `step_us` (us per decode step) and `step_saving_us` (versus
-full_all_gather, us per decode step), with `answer` = "whole draft step"; `total_us`, the `<component>_us`
-columns, `saving_per_draft_step_us` and `saving_per_decode_step_us` (= the per-call saving x calls per decode step)
-stay the logits path alone, per draft call. Under engine none (or where the whole step does not apply:
-`why_not_whole_draft_step`) the step columns are empty and `answer` = "per draft call". A Parquet file carries
+(`costmodel.answers.sweep_step`, issue 17): `step_us` (us per decode step), `saving_per_decode_step_us` (versus
+full_all_gather, us per decode step: the answer, as `predict --json` names it) and `saving_per_draft_step_us` (its
+mean per draft call), with `answer` = "whole draft step" and `mode` = "engine" (the engine's plan sets each
+component's execution); `total_us`, the `<component>_us` columns and `logits_path_saving_per_call_us` stay the
+logits path alone, per draft call. Under engine none (or where the whole step does not apply:
+`why_not_whole_draft_step`) `step_us` is empty, `answer` = "per draft call" and the savings are the logits path's
+(x calls per decode step). A Parquet file carries
 predict's full wording of both quantities in its schema metadata (`quantity`, `per_call`).
 
 Text cells go through `safe_io.safe_cell` (a profile named "=cmd" is written as "'=cmd"). The `provenance`
@@ -36,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..io.errors import InputError
 from ..io.outputs import atomic_path
@@ -234,13 +237,24 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         for comp in components:
             table[f"{comp}_us"] = stacked(lambda s, c=comp: pred.strategies[s].components_us.get(c, 0.0))
         table["total_us"] = stacked(lambda s: pred.strategies[s].total_us)
-        table["saving_per_draft_step_us"] = stacked(lambda s: pred.saving_us(s))
-        table["saving_per_decode_step_us"] = stacked(lambda s: pred.saving_per_decode_step_us(s))
         steps = step_columns(scenario, _groups(cats, grid)[ok], cats["vocab"][0][ok], profile, archs, names,
                              kv_len=kv_len, forward_us=forward_us)
-        table["step_us"] = step_stacked(lambda s: steps.step_us[s])
-        table["step_saving_us"] = step_stacked(steps.saving_us)
         whole = steps.answer == 1
+        calls = np.asarray(scenario.calls_per_decode_step, dtype=float)
+
+        def answer_saving(s: str, per_decode: bool) -> np.ndarray:
+            """The row's answer: the whole draft step's saving where it is the answer, else the per-call one."""
+            per_call = np.asarray(pred.saving_us(s), dtype=float)
+            step = np.asarray(steps.saving_us(s), dtype=float)
+            return full(np.where(whole, step if per_decode else step / calls,
+                                 per_call * (calls if per_decode else 1.0)))
+
+        table["saving_per_draft_step_us"] = pa.chunked_array(
+            [pa.array(answer_saving(s, False), mask=mask) for s in names])
+        table["saving_per_decode_step_us"] = pa.chunked_array(
+            [pa.array(answer_saving(s, True), mask=mask) for s in names])
+        table["logits_path_saving_per_call_us"] = stacked(lambda s: pred.saving_us(s))
+        table["step_us"] = step_stacked(lambda s: steps.step_us[s])
         for key, value in (("draft_kv_len", kv_len), ("draft_forward_us", forward_us)):
             table[key] = step_stacked(lambda s, v=value: np.where(whole, np.nan if v is None else float(v), np.nan))
         answer = full(steps.answer + 1, 0, np.int32)
@@ -250,13 +264,17 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["valid"] = stacked(lambda s: pred.strategies[s].valid, bool, False, nulls=False)
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
-        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us", "step_us",
-                    "step_saving_us", "draft_kv_len", "draft_forward_us", "wire_bytes_per_rank"):
+        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us",
+                    "logits_path_saving_per_call_us", "step_us", "draft_kv_len", "draft_forward_us",
+                    "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
         answer, why, whys = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32), [""]
         table["valid"] = pa.array(np.zeros(n * s_count, dtype=bool))
         table["extrapolated"] = pa.array(np.zeros(n * s_count, dtype=bool))
     table["answer"] = _text_column(answer, ["", *ANSWERS], s_count)
+    if "engine" in table and "mode" in table:  # an engine's plan sets each component's execution: no one mode
+        engine_rows = pc.not_equal(pc.cast(table["engine"], pa.string()), "none")
+        table["mode"] = pc.if_else(engine_rows, "engine", pc.cast(table["mode"], pa.string()))
     table["why_not_whole_draft_step"] = _text_column(why, whys, s_count)
     table["invalid_reason"] = _text_column(reason_codes, reasons, s_count)
     table["provenance"] = _text_column(*_provenance_codes(cols, cats, ok, profile), s_count)

@@ -231,7 +231,9 @@ def parse_bench(data: Any, name: str = "bench.json") -> Workload:
     tpot = _number(data, "mean_tpot_ms", name, positive=True)
     chunks = None
     lens = None if out_lens is None else _numbers(out_lens, "output_lens", name, MAX_TOKENS)
-    if isinstance(itls, list) and itls and all(isinstance(x, list) for x in itls):
+    if itls is not None and not (isinstance(itls, list) and all(isinstance(x, list) for x in itls)):
+        raise InputError(f"workload {name}: itls must be a list of per-request lists of numbers (seconds)")
+    if itls:
         gaps = np.concatenate([_numbers(req, "itls", name, MAX_SECONDS) for req in itls])
         decode_s = float(gaps.sum())
         chunks = gaps.size
@@ -291,6 +293,7 @@ def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto"
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise InputError(f"workload {name}: not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark, as Excel saves a CSV: not part of the header
     if len(text.encode("utf-8", "ignore")) > MAX_WORKLOAD_BYTES:
         raise InputError(f"workload {name}: larger than the {MAX_WORKLOAD_BYTES // 2**20} MiB limit")
     if kind not in KINDS:

@@ -12,15 +12,18 @@ from ..io.measurements import read_measurements
 from ..model.engines import ENGINES
 from ..model.points import engine_points, predict_points
 from ..profiles.store import load_profile
-from .options import parse_choice_list
+from .options import parse_one_choice
 from .output import write_table
 
 
 def run(args: argparse.Namespace) -> int:
+    engine = getattr(args, "engine", None)
+    if engine is not None:  # one engine ('' and 'vllm,sglang' refused, not read as none / the first)
+        engine = parse_one_choice(engine, "engine", ENGINES[1:], "predict-points")
     profile = load_profile(args.profile)
     frame = read_measurements(args.input, require_times=False)
-    if getattr(args, "engine", None):
-        out = engine_points(frame, profile, parse_choice_list(args.engine, "engine", ENGINES[1:])[0])
+    if engine is not None:
+        out = engine_points(frame, profile, engine)
     else:
         out = predict_points(frame, profile)
     bad = ~np.isfinite(out["predicted_us"].to_numpy(float))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
 
 from ..evidence.coverage import coverage_summary, format_coverage, interval_coverage
 from ..evidence.engine_figures import engine_figure_rows, format_engine_figures
@@ -16,10 +20,26 @@ from ..evidence.validate import (
     summary,
     validate,
 )
+from ..io.errors import InputError
 from .output import write_table
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """--held-out-only only narrows --max-error's check: alone it would be silently ignored."""
+    if getattr(args, "held_out_only", False) and args.max_error is None:
+        raise InputError("--held-out-only: limits which rows --max-error checks, so it needs --max-error")
+
+
+def read_reference(paths: Sequence[str | Path]) -> tuple[pd.DataFrame, list[str]]:
+    """`load_reference(paths)` and, per row, the path of the file it was read from (what `validate` matches
+    against a fitted profile's `provenance.files`; the table's `file` column holds the file's name only)."""
+    frames = [load_reference([path]) for path in paths] or [load_reference([])]
+    row_paths = [str(path) for path, frame in zip(paths, frames, strict=True) for _ in range(len(frame))]
+    return pd.concat(frames, ignore_index=True), row_paths
+
+
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     if getattr(args, "engine_figures", False):
         figures = engine_figure_rows()
         print(format_engine_figures(figures))
@@ -27,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
             write_table(figures, args.out)
         return 0 if bool(figures["within_target"].all()) else 1
     paths = args.reference or reference_files()
-    table = validate(load_reference(paths), args.profile)
+    reference, row_paths = read_reference(paths)
+    table = validate(reference, args.profile, row_paths)
     summ = summary(table)
     if args.summary_only:
         print(summ.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -33,6 +33,7 @@ from .options import (
     bounded_float,
 )
 from .output import check_command_outputs
+from .streamlit_args import check_streamlit_args
 
 
 def command_module(command: str) -> str:
@@ -49,7 +50,7 @@ def run_command(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="argmax-tp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"argmax-tp {package_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)  # none given: `no_command`
 
     p = sub.add_parser("predict", help="price every strategy for one scenario", formatter_class=Formatter)
     _add_scenario_args(p, lists=False)
@@ -66,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-intervals", action="store_true", help="skip bootstrap intervals (faster)")
     p.add_argument("--verify", action="store_true",
                    help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
-    p.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
+    p.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=None,
                    help="with --verify: share of decode steps whose requests are all greedy (the rest run the "
-                        "baseline)")
+                        "baseline); default 1")
     p.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
                    help="with --verify: the target logits' dtype (default: --dtype)")
     p.add_argument("--matrix-csv", default=None,
@@ -90,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM speculative method in the pasted config (default: mtp / eagle3 / eagle from the preset)")
     r.add_argument("--verify", action="store_true",
                    help="add target-side greedy verification (B x (K+1) rows over the target vocab) per decode step")
-    r.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=1.0,
-                   help="with --verify: share of decode steps whose requests are all greedy")
+    r.add_argument("--greedy-fraction", type=bounded_float(0.0, 1.0), default=None,
+                   help="with --verify: share of decode steps whose requests are all greedy; default 1")
     r.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
                    help="with --verify: the target logits' dtype (default: --dtype)")
     r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="predict published/measured reference points and report the error",
                        formatter_class=Formatter)
     v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
-    v.add_argument("--reference", nargs="*", default=None, help="reference CSVs (default data/reference/*.csv)")
+    v.add_argument("--reference", nargs="+", default=None, help="reference CSVs (default data/reference/*.csv)")
     v.add_argument("--out", default=None, help="write the full table as CSV")
     v.add_argument("--max-error", type=bounded_float(0.0, 1e6), default=None,
                    help="exit 1 if any |relative error| exceeds this")
@@ -146,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
     add_draft_args(cp)
 
-    sub.add_parser("presets", help="list model presets")
+    ps = sub.add_parser("presets", help="list model presets (the main columns; --wide: every column)")
+    ps.add_argument("--wide", action="store_true", help="print every column of data/presets/models.csv")
     for name, (_, _, text) in LAUNCHERS.items():  # dispatched by main() before parsing; listed for --help
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -216,6 +218,7 @@ def launch(command: str, argv: Sequence[str]) -> int:
               "--server.headless true (`streamlit run --help` lists them all)")
         return 0
     if command == "dashboard":
+        check_streamlit_args(argv)  # one error line here, not Streamlit's usage block
         sys.argv = ["streamlit", "run", str(app_path()), *STREAMLIT_FLAGS, *argv]
     else:
         sys.argv = [f"argmax-tp {command}", *argv]
@@ -229,12 +232,21 @@ def launch(command: str, argv: Sequence[str]) -> int:
     return 0
 
 
+def no_command(parser: argparse.ArgumentParser) -> str:
+    """The one-line error of a bare `argmax-tp`: what to type, and every command."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return f"no command given (try `argmax-tp --help`; commands: {', '.join(sub.choices)})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in LAUNCHERS:
             return launch(argv[0], argv[1:])
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise InputError(no_command(parser))
         return run_command(args)
     except InputError as exc:
         print(f"error: {terminal_text(exc)}", file=sys.stderr)  # names in the message: no control characters

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,10 +25,12 @@ DEFAULT_K = "3"
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows every real default ("(default: 64)"); flags and unset options show none."""
+    """--help shows every real default ("(default: 64)"); flags (store_true / store_false: no value, so their
+    default is only the flag's absence - "(default: True)" on --no-serving-term read as "on by default") and unset
+    options show none."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False:
+        if action.default is None or action.default is False or action.nargs == 0:
             return action.help
         return super()._get_help_string(action)
 
@@ -48,6 +51,34 @@ def parse_choice_list(text: str, name: str, allowed: Sequence[str]) -> list[str]
     if bad or not values:
         raise InputError(f"--{name}: {bad[0] if bad else text!r} is not one of {', '.join(allowed)}")
     return list(dict.fromkeys(values))
+
+
+def nonempty_text(text: str) -> str:
+    """argparse `type=` for a text flag: an empty or blank value is refused (`--vocab ''` was read as "not given"
+    and silently priced the default)."""
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError("empty value (leave the flag out for its default)")
+    return text
+
+
+PLACEMENT_SPEC = re.compile(r"(target|tp1|dp|q=[1-9][0-9]*)")
+PLACEMENT_FORMS = "target, tp1, dp or q=N (N a positive integer dividing the TP)"
+
+
+def placement_spec(text: str) -> str:
+    """argparse `type=` for --placement: exactly target | tp1 | dp | q=N, lower case (whether N divides the TP is
+    checked with the scenario, costmodel.model.draft_step.parse_placement); '' and 'Q=2' are refused."""
+    if not PLACEMENT_SPEC.fullmatch(str(text)):
+        raise argparse.ArgumentTypeError(f"expected {PLACEMENT_FORMS}, got {text!r}")
+    return text
+
+
+def parse_one_choice(text: str, name: str, allowed: Sequence[str], who: str) -> str:
+    """One of `allowed` (`parse_choice_list`'s checks); a comma list is refused, naming the command `who`."""
+    values = parse_choice_list(text, name, allowed)
+    if len(values) != 1 or "," in str(text):
+        raise InputError(f"--{name}: {who} takes one value, got {text!r}")
+    return values[0]
 
 
 def bounded_float(lo: float, hi: float, *, low_open: bool = False) -> Any:
@@ -80,36 +111,44 @@ def bounded_int(lo: int, hi: int = 2**63 - 1) -> Any:
 
 
 # -- shared arguments --------------------------------------------------------------
+TEXT = nonempty_text  # every scenario text flag: `if args.vocab:` must never read '' as "not given"
+
+
 def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool = True) -> None:
     many = " (comma list or range)" if lists else ""
-    p.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
-    p.add_argument("--preset", default=None,
+    p.add_argument("--profile", type=TEXT, default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
+    p.add_argument("--preset", type=TEXT, default=None,
                    help=f"model preset id(s) from `presets` (default {DEFAULT_PRESET} unless --vocab is given)" + many)
-    p.add_argument("--vocab", default=None, help="target vocabulary, tokens (overrides the preset's)" + many)
-    p.add_argument("--draft-vocab", default=None, help="draft lm_head vocabulary, tokens (default: the target's)"
-                   + many)
-    p.add_argument("--d2t", default=None, help="EAGLE-3 draft-to-target map: on|off (default: the preset's)" + many)
-    p.add_argument("--hidden", default=None, help="draft hidden size (informational; cancels out of savings)")
-    p.add_argument("--tp", default="8", help="TP size p (ranks sharing the vocab)" + many)
-    p.add_argument("--nodes", default="1", help="nodes the TP group spans" + many)
+    p.add_argument("--vocab", type=TEXT, default=None, help="target vocabulary, tokens (overrides the preset's)" + many)
+    p.add_argument("--draft-vocab", type=TEXT, default=None,
+                   help="draft lm_head vocabulary, tokens (default: the target's)" + many)
+    p.add_argument("--d2t", type=TEXT, default=None,
+                   help="EAGLE-3 draft-to-target map: on|off (default: the preset's)" + many)
+    p.add_argument("--hidden", type=TEXT, default=None,
+                   help="draft hidden size: sets the lm_head GEMM's (vLLM's head start) and the draft "
+                        "architecture's hidden size (unless --draft-hidden), so it moves the whole draft step's saving")
+    p.add_argument("--tp", type=TEXT, default="8", help="TP size p (ranks sharing the vocab)" + many)
+    p.add_argument("--nodes", type=TEXT, default="1", help="nodes the TP group spans" + many)
     if batch:
-        p.add_argument("--batch", default=DEFAULT_BATCH, help="decode batch B: rows (running requests) per draft call"
-                       + many)
-    p.add_argument("--num-spec-tokens", default=DEFAULT_K, help="K, draft tokens per decode step" + many)
-    p.add_argument("--drafting", default="serial", help="serial (K calls of B rows) | parallel (1 call of B*K rows)"
-                   + many)
-    p.add_argument("--dtype", default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
-    p.add_argument("--engine", default=None,
-                   help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each strategy as that engine runs "
-                        "it (its recipe: collective, relayout, selection kernel, local path; CUDA graph or host "
-                        "launches; costmodel/model/recipes.py, engines.py)" + many)
-    p.add_argument("--mode", default=None,
-                   help="graph (CUDA-graph replay) | eager (host launches every op), for every component; "
-                        "default graph; not with --engine" + many)
-    p.add_argument("--impl", default="torch", help="torch | fused (local strategies' kernels)" + many)
-    p.add_argument("--top-k", default="1",
+        p.add_argument("--batch", type=TEXT, default=DEFAULT_BATCH,
+                       help="decode batch B: rows (running requests) per draft call" + many)
+    p.add_argument("--num-spec-tokens", type=TEXT, default=DEFAULT_K, help="K, draft tokens per decode step" + many)
+    p.add_argument("--drafting", type=TEXT, default="serial",
+                   help="serial (K calls of B rows) | parallel (1 call of B*K rows)" + many)
+    p.add_argument("--dtype", type=TEXT, default="bf16", help="logits dtype: bf16 | fp16 | fp32" + many)
+    p.add_argument("--engine", type=TEXT, default=None,
+                   help="vllm | vllm-v2 | sglang | trtllm | tokenspeed | none: price each strategy as that engine "
+                        "runs it (its recipe: collective, relayout, selection kernel, local path; CUDA graph or host "
+                        "launches; costmodel/model/recipes.py, engines.py) and answer with its whole draft step; "
+                        "default vllm (the switch is vLLM's) unless --mode is given; none = the logits path alone, "
+                        "as a microbenchmark in one --mode" + many)
+    p.add_argument("--mode", type=TEXT, default=None,
+                   help="graph (CUDA-graph replay) | eager (host launches every op), for every component: prices "
+                        "the logits path as a microbenchmark (implies --engine none; default graph there)" + many)
+    p.add_argument("--impl", type=TEXT, default="torch", help="torch | fused (local strategies' kernels)" + many)
+    p.add_argument("--top-k", type=TEXT, default="1",
                    help="candidates per row: 1 = greedy argmax; k > 1 = tree / multi-candidate drafting" + many)
-    p.add_argument("--collective", default="nccl",
+    p.add_argument("--collective", type=TEXT, default="nccl",
                    help="nccl | oneshot | multimem | nccl-symm: the all-gather / all-reduce implementation (derived; "
                         "unavailable ones fall back to NCCL)" + many)
     p.add_argument("--host-op-us", type=HOST_US, default=None,
@@ -119,7 +158,8 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
                         "23.4, a back-to-back eager all_reduce loop on 4x H100)")
     p.add_argument("--no-serving-term", dest="serving_term", action="store_false",
                    help="drop the fixed cost per collective call of a serving step (7 us, derived from engine "
-                        "figures; costmodel/model/serving.py) - for pricing synchronized microbenchmarks")
+                        "figures; costmodel/model/serving.py) - for pricing synchronized microbenchmarks; without "
+                        "the flag the term is priced")
 
 
 HOST_US = bounded_float(0.0, 1e6)  # host time per call, us
@@ -129,7 +169,7 @@ ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (check
 
 def add_placement_args(p: argparse.ArgumentParser) -> None:
     """Where the draft runs (costmodel/model/draft_step.py), a custom draft (`add_draft_args`) and the memory."""
-    p.add_argument("--placement", default=None,
+    p.add_argument("--placement", type=placement_spec, default=None,
                    help="target | tp1 | dp | q=N: price the draft step at this placement (refused when the draft "
                         "does not fit the GPU); predict shows every placement in its table")
     p.add_argument("--no-placements", action="store_true", help="skip the placement table (predict)")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..answers.question import DEFAULT_ENGINE
 from ..io.errors import InputError
 from ..io.schema_names import DTYPES
 from ..model.engines import ENGINES
@@ -141,13 +142,21 @@ def _host_and_serving(args: argparse.Namespace) -> dict[str, list]:
 
 
 def _execution(args: argparse.Namespace) -> dict[str, list]:
-    """--engine (an engine's per-component plan) or --mode (one mode for every component), not both."""
+    """--engine (an engine's per-component plan; vLLM's by default, `costmodel.answers.question.DEFAULT_ENGINE`) or
+    --mode (one mode for every component: engine none), not both (`--engine none --mode eager` is the same as
+    `--mode eager`)."""
     engine, mode = getattr(args, "engine", None), getattr(args, "mode", None)
-    if engine is not None and mode is not None:
-        raise InputError("--engine: give --engine or --mode, not both (--mode sets every component's execution)")
-    if engine is not None:
-        return {"engine": parse_choice_list(engine, "engine", ENGINES[1:]), "mode": ["graph"]}
-    return {"engine": ["none"], "mode": parse_choice_list(mode or "graph", "mode", ("graph", "eager"))}
+    engines = parse_choice_list(engine, "engine", ENGINES) if engine is not None else None
+    if mode is not None and engines is not None and engines != ["none"]:
+        raise InputError("--engine: give --engine or --mode, not both (--mode sets every component's execution "
+                         "and prices the logits path alone, as under --engine none)")
+    if engines is None:
+        engines = ["none"] if mode is not None else [DEFAULT_ENGINE]
+    if engines == ["none"]:
+        return {"engine": engines, "mode": parse_choice_list(mode or "graph", "mode", ("graph", "eager"))}
+    if "none" in engines and mode is not None:
+        raise InputError("--engine: give --engine or --mode, not both")
+    return {"engine": engines, "mode": ["graph"]}
 
 
 def _single(values: list, flag: str, why: str = "predict takes one value (use sweep for lists)") -> Any:

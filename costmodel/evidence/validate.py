@@ -2,7 +2,8 @@
 
 relative error = (predicted - measured) / measured. Per source file (and overall),
 the median and p90 of |relative error|. Rows whose figure the profile was built
-from (`used_in_profile`) are reported but kept apart: they are in-sample checks.
+from (`used_in_profile`: the reference table says so, or - `fitted_rows` - the row comes from a file the
+profile was fitted on) are reported but kept apart: they are in-sample checks.
 
 Reference rows priced as their run executed:
 * `nccl_algo` "ring" (NCCL_ALGO=RING): the profile without its NVLS, Tree and NVLS-Tree regimes;
@@ -19,6 +20,10 @@ TABLE_MIN_BYTES_PER_RANK up (target for derived profiles: median <= TABLE_TARGET
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -26,6 +31,7 @@ from ..io.errors import InputError
 from ..model.collectives import without_regimes
 from ..model.points import predict_points
 from ..profiles.store import bundled_profiles, load_profile
+from ..profiles.types import Profile
 
 # regimes a reference row with nccl_algo "ring" cannot have used (NVLS, and across nodes Tree / NVLS-Tree)
 RING_ONLY_DROPS = frozenset({"NVLS", "NVLSTree", "Tree-LL", "Tree-LL128", "Tree-Simple"})
@@ -36,9 +42,45 @@ TABLE_MIN_BYTES_PER_RANK = 64 * 1024  # per-table error target applies from 64 K
 TABLE_TARGET_MEDIAN = 0.15  # derived profiles: median |error| per published table (issue 9)
 
 
-def validate(reference: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """Rows of `reference` with `predicted_us` and `rel_error` (each with its own profile unless one is given)."""
+def _same_file(path: str | Path, recorded: str) -> bool:
+    """Whether `path` is the file a profile's provenance recorded as `recorded` (a path as given to the fitter):
+    the same file from here, or - a relative record, the fit run elsewhere - `path` ends with it."""
+    here = Path(path).resolve()
+    record = Path(os.path.normpath(recorded))
+    if here == record.resolve():
+        return True
+    parts = record.parts
+    return not record.is_absolute() and ".." not in parts and here.parts[-len(parts):] == parts
+
+
+def fitted_rows(rows: pd.DataFrame, prof: Profile, row_paths: Sequence[str] | None = None) -> np.ndarray:
+    """Rows measured in a file `prof` was fitted on (`provenance.files`, as calibration.fit records its inputs):
+    the row's reference file is one of them (`row_paths`: each row's file, as `cmd_validate.read_reference` gives
+    them), or the row's `source` names one (a reference table citing the measurement, as data/reference/ does).
+    Those rows are in-sample checks of `prof`, never held-out ones."""
+    files = [f for f in prof.provenance.files if f]
+    out = np.zeros(len(rows), dtype=bool)
+    if not files:
+        return out
+    if row_paths is not None:
+        fitted = {p: any(_same_file(p, f) for f in files) for p in set(row_paths)}
+        out |= np.array([fitted[p] for p in row_paths], dtype=bool)
+    if "source" in rows.columns:
+        out |= rows["source"].astype(str).map(lambda text: any(f in text for f in files)).to_numpy(bool)
+    return out
+
+
+def validate(reference: pd.DataFrame, profile: str | None = None,
+             row_paths: Sequence[str] | None = None) -> pd.DataFrame:
+    """Rows of `reference` with `predicted_us` and `rel_error` (each with its own profile unless one is given).
+
+    `profile`: a bundled name or a profile file (e.g. one calibration.fit wrote); `profile_used` is the bundled
+    name, or that file's path as given, so the rows' profile can be loaded again (coverage, residual pool).
+    `used_in_profile` also marks the rows of the files the profile was fitted on (`fitted_rows`; `row_paths`:
+    the file of each reference row, `cmd_validate.read_reference`)."""
     frames = []
+    if row_paths is not None:
+        reference = reference.assign(_row_path=list(row_paths))
     names = [profile] if profile else [p for p in reference["profile"].fillna("").unique() if p]
     for name in names:
         rows = reference if profile else reference[reference["profile"] == name]
@@ -59,7 +101,10 @@ def validate(reference: pd.DataFrame, profile: str | None = None) -> pd.DataFram
         if floor.notna().any():
             part["predicted_us"] = np.where(floor.notna(), np.fmax(part["predicted_us"], floor), part["predicted_us"])
             part["mode"] = reference.loc[part.index, "mode"]
-        part["profile_used"] = prof.name
+        part["profile_used"] = prof.name if name in bundled_profiles() else str(name)
+        paths = part.pop("_row_path").tolist() if "_row_path" in part.columns else None
+        given = part["used_in_profile"].astype(bool).to_numpy() if "used_in_profile" in part.columns else False
+        part["used_in_profile"] = given | fitted_rows(part, prof, paths)
         frames.append(part)
     if not frames:
         raise InputError("validate: no reference row names a profile; pass --profile")

@@ -101,6 +101,22 @@ def _bad_row(source: str, column: str, frame: pd.DataFrame, bad: np.ndarray, rul
     return InputError(f"{source}: column {column} row {row + 2} is {value!r}; {rule}")
 
 
+def _int_column(frame: pd.DataFrame, column: str, source: str) -> pd.Series:
+    """Column `column` as int64: every cell an integer in 0..its limit (MAX_INT; _INT_LIMITS; k from 1), else
+    InputError naming the row. An integer column is compared exactly (2^53 + 1 is not rounded to 2^53 first)."""
+    numbers = pd.to_numeric(frame[column], errors="coerce")
+    lowest, limit = (1 if column == "k" else 0), _INT_LIMITS.get(column, MAX_INT)
+    exact = numbers.to_numpy() if pd.api.types.is_integer_dtype(numbers) else None
+    v = numbers.astype(float).to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(v) | (v < lowest) | (v != np.floor(v)) | (v > limit)
+    if exact is not None:
+        bad |= exact > limit
+    if bad.any():
+        raise _bad_row(source, column, frame, bad, f"expected an integer in {lowest}..{limit}")
+    return numbers.astype(np.int64)
+
+
 def validate_measurements(
     frame: pd.DataFrame, *, source: str = "measurements", require_times: bool = True,
     extra_collectives: tuple[str, ...] = (),
@@ -140,17 +156,13 @@ def validate_measurements(
                              "cost model neither prices nor fits it): drop those rows")
         if bad:
             raise InputError(f"{source}: " + message.format(bad[0]))
-    # k: candidates per row of the top-k kernel ops (optional column; empty or absent = 1)
-    frame["k"] = pd.to_numeric(frame["k"], errors="coerce").fillna(1) if "k" in frame.columns else 1
+    # k: candidates per row of the top-k kernel ops (optional column; an empty cell or no column = 1; text is bad)
+    if "k" in frame.columns:
+        frame["k"] = frame["k"].where(frame["k"].notna() & (frame["k"].astype(str).str.strip() != ""), 1)
+    else:
+        frame["k"] = 1
     for column in _INT_COLUMNS:
-        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
-        limit = _INT_LIMITS.get(column, MAX_INT)
-        v = values.to_numpy()
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(v) | (v < 0) | (v != np.floor(v)) | (v > limit)
-        if bad.any():
-            raise _bad_row(source, column, frame, bad, f"expected an integer in 0..{limit}")
-        frame[column] = values.astype(np.int64)
+        frame[column] = _int_column(frame, column, source)
     if (frame["world_size"] < 1).any():
         raise InputError(f"{source}: column world_size must be >= 1")
     if (frame["nodes"] < 1).any():
@@ -158,8 +170,6 @@ def validate_measurements(
     uneven = (frame["world_size"] % frame["nodes"]) != 0
     if uneven.any():
         raise _bad_row(source, "nodes", frame, uneven.to_numpy(), "nodes must divide world_size (GPUs per node)")
-    if (frame["k"] < 1).any():
-        raise InputError(f"{source}: column k must be >= 1")
     is_coll = frame["op"].isin(COLLECTIVE_OPS + tuple(extra_collectives))
     if (is_coll & (frame["bytes_per_rank"] <= 0)).any():
         raise InputError(f"{source}: column bytes_per_rank must be > 0 for collective ops")

@@ -29,11 +29,19 @@ from .errors import InputError
 Pathish = str | os.PathLike
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def resolve_path(path: Pathish, *, what: str = "") -> Path:
+    """`Path(path).resolve()`; a symlink loop (RuntimeError before Python 3.13) is an InputError naming `path`."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise InputError(f"{what} {path}: symlink loop".strip()) from None
+
+
+def _same_file(a: Path, b: Path, what: str = "") -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:  # one of them does not exist (yet): compare where they resolve to
-        return a.resolve() == b.resolve()
+        return resolve_path(a, what=what) == resolve_path(b)
 
 
 def check_output(path: Pathish, inputs: Iterable[Pathish | None] = (), *, what: str = "output") -> Path:
@@ -42,7 +50,7 @@ def check_output(path: Pathish, inputs: Iterable[Pathish | None] = (), *, what: 
     for given in inputs:
         if given is None or str(given) in ("", "-"):
             continue
-        if _same_file(out, Path(given)):
+        if _same_file(out, Path(given), what):
             raise InputError(f"{what} {out}: is also an input of this command; write the output elsewhere")
     try:
         st = os.stat(out)

@@ -20,6 +20,7 @@ Every refusal is an `InputError` with one line naming the file or field and the 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -67,6 +68,8 @@ def read_bytes(path: str | Path, *, limit_bytes: int, what: str = "") -> bytes:
     except FileNotFoundError:
         raise InputError(f"{label}: no such file") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        if getattr(exc, "errno", None) == errno.ELOOP:
+            raise InputError(f"{label}: symlink loop") from None
         raise InputError(f"{label}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{label}: is a directory")

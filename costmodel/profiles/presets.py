@@ -85,3 +85,13 @@ def preset_draft(name: str) -> dict:
     out.update(fc_per_step=_true(row.get("draft_fc_per_step")), lm_head_shared=_true(row.get("draft_lm_head_shared")),
                vocab=fields["draft_vocab"], source=row.get("draft_source", ""))
     return out
+
+
+def preset_names() -> tuple[str, ...]:
+    """Every preset id, in file order (no pandas: `presets()` is the frame)."""
+    return tuple(_preset_rows())
+
+
+def preset_draft_kind(name: str | None) -> str:
+    """The preset's `draft` column ("EAGLE-1 ...", "MTP ...", ...); "" for an unknown or no preset."""
+    return str(_preset_rows().get(name or "", {}).get("draft", "") or "")

@@ -9,6 +9,7 @@ repository root.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..io import safe_io
 from ..io.errors import InputError
-from ..io.outputs import write_text
+from ..io.outputs import resolve_path, write_text
 from .parse import MAX_PROFILE_BYTES, parse_profile, profile_from_dict
 from .paths import DATA_DIR, DEFAULT_PROFILE, PROFILE_DIR, bundled_profiles, profile_file  # noqa: F401 - re-exported
 from .types import Profile
@@ -41,9 +42,9 @@ def load_profile(name_or_path: str | Path | None = None) -> Profile:
     if "\x00" in text:
         raise InputError("--profile: contains a NUL character")
     path = profile_file(text)
-    if path is None and not text.endswith(".json"):
+    if path is None and not text.endswith(".json") and not os.path.islink(text):  # a broken link: say why below
         raise InputError(f"profile {text!r}: not a bundled profile ({', '.join(bundled_profiles())}) or a file")
-    return _load_path(str(path if path is not None else Path(text).resolve()))
+    return _load_path(str(path if path is not None else resolve_path(text, what="profile")))
 
 
 def default_profile() -> Profile:

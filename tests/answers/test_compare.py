@@ -16,7 +16,7 @@ def test_a_profile_compared_with_itself_gets_two_labelled_columns():
 
 
 def test_columns_follow_the_argument_order(capsys):
-    assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--tp", "8", "--batch", "16"]) == 0
+    assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--tp", "8", "--batch", "16", "--engine", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("[1] h200-sxm-nvlink") and out[2].startswith("[2] h100-sxm-nvlink")
     assert out[3].index("us/step [1]") < out[3].index("us/step [2]")
@@ -29,7 +29,7 @@ def test_profile_flag_is_refused_not_ignored(capsys):
 
 def test_compare_text_is_narrow_and_says_the_crossover_in_words(capsys):
     """issue 18: compare printed ~235 columns and NaN for both 'wins everywhere' and 'never wins'."""
-    assert main(["compare", "h200-sxm-nvlink", "cpu-gloo", "--tp", "8", "--batch", "16"]) == 0
+    assert main(["compare", "h200-sxm-nvlink", "cpu-gloo", "--tp", "8", "--batch", "16", "--engine", "none"]) == 0
     lines = capsys.readouterr().out.splitlines()
     table = [x for x in lines if "us/step [1]" in x or x.split() and x.split()[0] in STRATEGIES]
     assert max(len(x) for x in table) <= 140 and max(len(x) for x in lines if x not in table) <= 100

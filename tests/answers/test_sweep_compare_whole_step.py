@@ -48,19 +48,22 @@ def test_a_sweep_row_under_an_engine_is_predicts_whole_draft_step(capsys, profil
             assert want["answer"]["quantity"] == QUANTITY
             for name, entry in want["strategies"].items():
                 assert got.loc[name, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12, abs=1e-9)
-                assert got.loc[name, "step_saving_us"] == pytest.approx(entry["saving_per_decode_step_us"],
-                                                                        rel=1e-12, abs=1e-9)
+                # one name per quantity (issue 35): the answer's saving under predict's own names
+                for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):
+                    assert got.loc[name, key] == pytest.approx(entry[key], rel=1e-12, abs=1e-9)
                 # the per-call columns stay the logits path alone, per draft call (predict's per-call numbers)
                 assert got.loc[name, "total_us"] == pytest.approx(entry["total_us"], rel=1e-12)
-                assert got.loc[name, "saving_per_draft_step_us"] == pytest.approx(
-                    entry["saving_per_draft_step_us"], rel=1e-12, abs=1e-9)
-            assert got.loc[BASELINE, "step_saving_us"] == 0.0
+                assert got.loc[name, "logits_path_saving_per_call_us"] == pytest.approx(
+                    entry["per_call"]["logits_path_saving_per_call_us"], rel=1e-12, abs=1e-9)
+            assert got.loc[BASELINE, "saving_per_decode_step_us"] == 0.0
+            assert set(got["mode"]) == {"engine"}  # the engine's plan, not one --mode
 
 
 def test_engine_none_keeps_the_per_call_numbers_and_has_no_whole_step(capsys):
-    table = _sweep(capsys, "--profile", "h200-sxm-nvlink", "--tp", "2,8", "--batch", "1,64", "--vocab", "202048")
+    table = _sweep(capsys, "--profile", "h200-sxm-nvlink", "--tp", "2,8", "--batch", "1,64", "--vocab", "202048",
+                   "--engine", "none")
     assert set(table["answer"]) == {"per draft call"} and table["step_us"].isna().all()
-    assert table["step_saving_us"].isna().all() and table["why_not_whole_draft_step"].isna().all()
+    assert table["why_not_whole_draft_step"].isna().all()
     prof = load_profile("h200-sxm-nvlink")
     for (tp, b), rows in table.groupby(["tp", "batch"]):
         k = int(rows["num_spec_tokens"].iloc[0])  # the CLI's default K

@@ -130,13 +130,13 @@ def test_predict_json_headline_uses_the_whole_step(capsys):
 
 def test_predict_engine_none_says_why_per_call(capsys):
     main(["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "16", "--num-spec-tokens", "5",
-          "--json", "--no-intervals", "--no-placements"])
+          "--engine", "none", "--json", "--no-intervals", "--no-placements"])
     out = json.loads(capsys.readouterr().out)
     assert "whole_draft_step" not in out
     assert out["answer"]["quantity"] == PER_CALL
 
 
-@pytest.mark.parametrize("engine, quantity", [(("--engine", "vllm"), QUANTITY), ((), PER_CALL)])
+@pytest.mark.parametrize("engine, quantity", [((), QUANTITY), (("--engine", "none"), PER_CALL)])
 def test_predict_sensitivity_is_of_the_answers_saving(capsys, engine, quantity):
     """`predict --sensitivity` perturbs the saving the answer gives: the whole draft step's per decode step under an
     engine (its saving_us the headline's), one draft call's with engine none."""
@@ -187,7 +187,7 @@ def test_the_best_pair_says_it_is_the_logits_path_alone_when_the_whole_step_is_t
     assert "of the logits path alone (per call x calls, not the whole draft step)" in line
     assert main([*args, "--engine", "vllm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best_pair"]["quantity"].startswith("the logits path alone")
-    assert main(args) == 0
+    assert main([*args, "--engine", "none"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("best (strategy"))
     assert line.startswith("best (strategy, collective): (")
 

@@ -282,3 +282,52 @@ def test_an_out_that_cannot_be_created_is_refused_on_every_rank_before_the_rende
     assert len(ours) == 1 and "a-file is not a directory" in ours[0], proc.stderr[-2000:]
     assert "exitcode: 2" in proc.stderr  # bad input on every rank, not a failed run (3) after a watchdog wait
     assert not (blocker.parent / "sub").exists() and blocker.read_text() == "not a directory"
+
+
+def _stop_mid_run(tmp_path: Path, stop) -> dict:
+    """Two ranks measuring a long grid; once rows are on disk, `stop(procs)`; returns provenance.json."""
+    procs = spawn_ranks(2, tmp_path, *GRID[:3], "16777216", *GRID[4:], "--watchdog-s", "30")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and collectives_rows(tmp_path) < 2:
+        time.sleep(0.1)
+    stop(procs)
+    finish(procs, timeout=60)
+    return json.loads((tmp_path / PROVENANCE_NAME).read_text())
+
+
+def collectives_rows(out: Path) -> int:
+    from calibration.logs.provenance import count_rows
+
+    return count_rows(out / CSV_NAME)
+
+
+@pytest.mark.torchrun
+def test_a_killed_rank_is_a_failed_run_not_an_interrupted_one(tmp_path):
+    """issue 35: torchrun SIGTERMs the surviving ranks when one dies (on NCCL the survivors hang in the collective,
+    so the SIGTERM reaches them first): rank 0's provenance said "interrupted". A rank dying is a failure."""
+    def kill_rank_1(procs):
+        procs[0].send_signal(signal.SIGTERM)  # what torchrun's agent sends the survivors
+        procs[1].kill()
+
+    prov = _stop_mid_run(tmp_path, kill_rank_1)
+    assert prov["status"].startswith("failed: ") and "SIGTERM" in prov["status"], prov["status"]
+    assert collectives_rows(tmp_path) >= 2  # the measured rows stay
+
+
+@pytest.mark.torchrun
+def test_ctrl_c_is_an_interrupted_run(tmp_path):
+    """A user's Ctrl-C (SIGINT to every rank of the foreground job) stays "interrupted"."""
+    def ctrl_c(procs):
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+
+    assert _stop_mid_run(tmp_path, ctrl_c)["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("exc, status", [
+    (KeyboardInterrupt(), "interrupted"),
+    (collectives.Terminated("SIGTERM"), "failed: stopped by SIGTERM"),
+    (collectives.PointFailed("all_gather p=2 64 B", RuntimeError("Connection reset by peer")), "failed: "),
+])
+def test_end_status_says_failed_unless_the_user_interrupted(exc, status):
+    assert collectives.end_status(exc).startswith(status)

@@ -1,10 +1,17 @@
 """calibration.kernel_report: bandwidth and batch-1 summaries, hand-computed."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from calibration.fitting.kernel_report import bandwidth_table, batch1_table, main, with_bandwidth
-from costmodel.io.measurements import validate_measurements
+from costmodel.io.measurements import read_measurements, validate_measurements
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def frame():
@@ -92,3 +99,26 @@ def test_a_run_with_no_large_shape_says_so_instead_of_an_empty_series(tmp_path, 
     assert main([str(path), "--min-mib", "4096"]) == 0
     out = capsys.readouterr().out
     assert "no shape of >= 4096 MiB" in out and "Series" not in out
+
+
+def test_kernel_report_on_a_quick_run_reports_its_shapes_and_what_it_cannot_show(tmp_path, capsys):
+    """issue 35: on `calibrate-kernels --quick` output kernel-report printed one line (no shape of >= 32 MiB) and
+    nothing else. It reports every op's shapes and times, and says what a quick run cannot show."""
+    out = tmp_path / "k"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ops = "local_argmax,relayout_copy,pair_reduce"
+    proc = subprocess.run([sys.executable, "-m", "calibration.kernels", "--quick", "--device", "cpu", "--ops", ops,
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert main([str(out / "kernels.csv"), "--out", str(tmp_path / "r")]) == 0
+    text = capsys.readouterr().out
+    for op in ops.split(","):
+        assert op in text
+    assert "--quick" in text and "cannot show" in text  # what a smoke test's numbers are not
+    assert "*_fused" in text  # and why there is no batch-1 speed-up
+    shapes = pd.read_csv(tmp_path / "r" / "shapes.csv")
+    frame = read_measurements(out / "kernels.csv")
+    assert set(shapes["op"]) == set(ops.split(",")) and shapes["shapes"].sum() == len(frame)
+    row = shapes[(shapes["op"] == "local_argmax")].iloc[0]
+    assert row["rows"] == "1, 16" and row["cols"] == "4000, 16032"  # the quick grid
+    assert row["min_us"] == frame.loc[frame["op"] == "local_argmax", "median_us"].min()

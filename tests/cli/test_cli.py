@@ -27,10 +27,13 @@ def test_predict_json_done_when_command():
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out["strategies"]) == set(STRATEGIES)
-    for s in out["strategies"].values():
+    # no --engine: vLLM's whole draft step is the answer (issue 35), the logits path per call its context
+    assert out["question"]["engine"] == "vllm" and out["question"]["quantity"].startswith("whole draft step under vllm")
+    for name, s in out["strategies"].items():
         assert s["total_us"] == pytest.approx(sum(s["components"].values()))
         assert s["saving_per_decode_step_us"] == pytest.approx(5 * s["saving_per_draft_step_us"])
-        assert "crossover_batch" in s
+        assert s["saving_per_decode_step_us"] == out["whole_draft_step"]["strategies"][name]["saving_us"]
+        assert "crossover_batch" in s and "logits_path_saving_per_call_us" in s["per_call"]
     assert out["scenario"]["vocab"] == 202048 and out["scenario"]["tp"] == 8
     assert out["crossover_batch"] == out["strategies"]["local_argmax_pairs"]["crossover_batch"]
     assert out["profile"]["kind"] == load_profile(None).provenance.kind
@@ -58,7 +61,7 @@ def test_sweep_is_tidy_and_complete(tmp_path):
     assert not frame.duplicated(["vocab", "tp", "batch", "mode", "strategy"]).any()
     row = frame[(frame.vocab == 128256) & (frame.tp == 4) & (frame.batch == 16) & (frame["mode"] == "graph")]
     one = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "predict", "--vocab", "128256", "--tp", "4",
-                                     "--batch", "16", "--json"], cwd=ROOT, capture_output=True, text=True).stdout)
+                                     "--batch", "16", "--mode", "graph", "--json"], cwd=ROOT, capture_output=True, text=True).stdout)
     for _, r in row.iterrows():
         assert r.total_us == pytest.approx(one["strategies"][r.strategy]["total_us"])
 
@@ -196,8 +199,10 @@ def test_predict_defaults_equal_the_dashboards_and_help_shows_them(capsys):
     assert main(["predict", "--json", "--no-intervals"]) == 0
     sc = json.loads(capsys.readouterr().out)["scenario"]
     assert (sc["vocab"], sc["draft_vocab"], sc["d2t"], sc["tp"], sc["nodes"], sc["batch"], sc["num_spec_tokens"],
-            sc["drafting"], sc["dtype"], sc["mode"], sc["impl"]) == (
-        d.vocab, d.draft_vocab, d.d2t, d.tp, d.nodes, d.batch, d.k, d.drafting, d.dtype, d.mode, d.impl)
+            sc["drafting"], sc["dtype"], sc["engine"], sc["mode"], sc["impl"]) == (
+        d.vocab, d.draft_vocab, d.d2t, d.tp, d.nodes, d.batch, d.k, d.drafting, d.dtype, d.engine,
+        str(d.spec.scenario(d.batch).mode), d.impl)
+    assert d.engine == "vllm"  # the switch is vLLM's: both faces answer in its terms by default (issue 35)
     proc = run_cli("predict", "--help")
     text = " ".join(proc.stdout.split())
     assert f"(default: {d.batch})" in text and f"(default: {d.k})" in text and "(default: None)" not in text

@@ -70,7 +70,7 @@ def _path(profile: str, request) -> str:
 def test_predict_is_finite_with_sources_on_every_engine(profile, request, capsys):
     profile = _path(profile, request)
     for engine in ENGINES:
-        flags = ["--engine", engine] if engine != "none" else []
+        flags = ["--engine", engine]
         args = ["predict", "--profile", profile, "--tp", "4", "--batch", "16", "--no-intervals", *flags]
         assert main([*args, "--json"]) == 0, profile
         result = json.loads(capsys.readouterr().out)
@@ -125,7 +125,7 @@ def test_fitted_sources_are_measured_or_from_base(fitted, capsys):
 def test_recommend_is_finite_on_every_engine(profile, request, capsys):
     profile = _path(profile, request)
     for engine in ENGINES:
-        flags = ["--engine", engine] if engine != "none" else []
+        flags = ["--engine", engine]
         args = ["recommend", "--profile", profile, "--tp", "4", "--workload", WORKLOAD, *flags]
         assert main([*args, "--json"]) == 0, profile
         _finite(json.loads(capsys.readouterr().out), f"recommend {profile} {engine}")

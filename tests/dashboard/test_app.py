@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from costmodel import BASELINE, STRATEGIES, InputError, Scenario, collective_time_us, crossover, load_profile, predict
 from costmodel.answers.explain import format_explanation
+from costmodel.answers.point import impact_rows
 from costmodel.answers.recommend import impact_change, recommend
 from costmodel.answers.sensitivity import elasticities
 from costmodel.answers.whole_step import whole_step_answer
@@ -34,6 +35,7 @@ from costmodel.profiles.presets import preset, preset_draft, presets
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.multi_upload import base_parameters
+from dashboard.question import answer_of
 from dashboard.verdict import evaluate, provenance_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +44,11 @@ FOCUS = "local_argmax_pairs"
 
 
 def run_app(query: dict[str, str] | None = None) -> AppTest:
+    """The app from URL state. These tests price the per-call answer, so they pin engine none unless the query
+    names an engine; the default (vLLM's whole draft step, issue 35) is tested by test_defaults_answer_in_vllms_terms
+    and tests/dashboard/test_parity.py."""
     at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in (query or {}).items():
+    for key, value in {"engine": "none", **(query or {})}.items():
         at.query_params[key] = value
     at.run()
     assert not at.exception, at.exception
@@ -126,6 +131,14 @@ def test_defaults_run_clean_and_match_costmodel():
     # the state is mirrored in the URL
     assert at.query_params["batch"] == str(at.session_state["batch"])
     assert at.query_params["profile"] == at.session_state["profile"]
+
+
+def test_defaults_answer_in_vllms_terms():
+    """With no URL state the dashboard answers the CLI's default question: vLLM's whole draft step."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception and at.session_state["engine"] == "vllm"
+    assert "(the whole draft step, as the engine composes its K calls)" in headline(at)
 
 
 def test_verdict_flips_at_the_crossover():
@@ -256,7 +269,7 @@ def test_fused_panel_shows_both_crossovers():
     after = frame_with(at, "crossover_batch_fused").set_index("strategy")
     pd.testing.assert_frame_equal(after, panel)
     cross = crossover(sc.with_(impl="fused"), FOCUS, profile)
-    assert metric(at, "Crossover batch") == (cross.text if cross.batch is None else format_batch(cross.batch))
+    assert metric(at, "Crossover batch") == ("none" if cross.batch is None else format_batch(cross.batch))
 
 
 def test_query_params_restore_the_view():
@@ -318,8 +331,8 @@ def test_impossible_inputs_show_an_error_and_keep_the_last_good_view():
 
 
 def test_impossible_tp_from_a_link_shows_an_error():
-    good = headline(run_app())
-    at = run_app({"tp": "3"})  # a TP size typed into the box / put in a link: 3 does not divide 202048
+    good = headline(run_app({"engine": "vllm"}))
+    at = run_app({"tp": "3", "engine": "vllm"})  # a TP size typed into the box / in a link: 3 does not divide 202048
     assert at.selectbox(key="tp").value == 3
     assert len(errors(at)) == 1 and "TP size 3 does not divide the padded draft vocab 202048" in errors(at)[0]
     assert headline(at) == good  # the default inputs are the last good ones of a new session
@@ -435,7 +448,7 @@ def test_query_params_round_trip():
 
 
 def test_cache_keys_ignore_what_never_changes_a_per_draft_step_price():
-    spec = state.Inputs(hidden=5120, k=5).spec
+    spec = state.Inputs(hidden=5120, k=5, engine="none").spec
     assert data.per_draft_step(spec) == data.per_draft_step(spec.with_(hidden=8192, num_spec_tokens=2))
     parallel = spec.with_(drafting="parallel")
     assert data.per_draft_step(parallel).num_spec_tokens == 5  # parallel: B*K rows per call
@@ -549,7 +562,7 @@ def parse_csv(frame: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def ev():
-    return evaluate(state.Inputs(batch=96), {})
+    return evaluate(state.Inputs(batch=96, engine="none"), {})
 
 
 def test_verdict_csv(ev):
@@ -611,25 +624,31 @@ def test_heatmap_csvs(ev):
 
 
 def test_impact_csv(ev):
-    out = parse_csv(data.impact_frame(ev.point, 12.0, 2.0))
+    """The Impact tab's rows are the Answer's (costmodel.answers.point.impact_rows): ITL - saving / 1000 with the
+    saving of the answer's quantity, TPOT = ITL / acceptance length; the acceptance length is checked where the
+    question is built (1..K+1)."""
+    inputs = dataclasses.replace(ev.inputs, itl_ms=12.0, acceptance_length=2.0)
+    result = answer_of(ev.profile_text, inputs).point
+    out = parse_csv(pd.DataFrame(impact_rows(result)))
     assert list(out["strategy"]) == list(STRATEGIES[1:])  # every alternative strategy
-    saving = predict(ev.inputs.spec.scenario(96), ev.profile).saving_per_decode_step_us(FOCUS).item()
+    saving = result["strategies"][FOCUS]["saving_per_decode_step_us"]
     row = out[out["strategy"] == FOCUS].iloc[0]
     assert row["itl_after_ms"] == pytest.approx(12.0 - saving / 1000)
     assert row["tpot_before_ms"] == pytest.approx(6.0)
     assert row["itl_reduction_pct"] == pytest.approx(100 * (saving / 1000) / 12.0)
     assert row["output_throughput_gain_pct"] == pytest.approx(100 * (12.0 / (12.0 - saving / 1000) - 1))
     for bad in (0.5, 4.01):  # K = 3: 1..4 tokens per decode step
-        with pytest.raises(InputError, match=r"acceptance length: must be in 1..K\+1 = 1..4"):
-            data.impact_frame(ev.point, 12.0, bad)
-    assert len(data.impact_frame(ev.point, 12.0, 4.0)) == 4  # K + 1 itself is allowed
+        with pytest.raises(InputError, match=r"acceptance-length: must be in 1..K\+1 = 1..4"):
+            answer_of(ev.profile_text, dataclasses.replace(inputs, acceptance_length=bad))
+    assert len(impact_rows(answer_of(ev.profile_text, dataclasses.replace(inputs, acceptance_length=4.0)).point)) == 4
 
 
 def test_impact_names_the_itl_reduction_and_the_speed_up():
     """25 -> 22.3 ms (a saving of 2,700 us per decode step) is a 10.8% ITL reduction and a 12.1% speed-up."""
-    point = pd.DataFrame({"strategy": [BASELINE, FOCUS], "saving_per_decode_step_us": [0.0, 2700.0],
-                          "num_spec_tokens": [3, 3]})
-    row = data.impact_frame(point, 25.0, 2.0).iloc[0]
+    im = impact_change(2700.0, 25.0, 2.0, FOCUS).to_dict()
+    result = {"strategies": {BASELINE: {"saving_per_decode_step_us": 0.0},
+                             FOCUS: {"saving_per_decode_step_us": 2700.0, "impact": im}}}
+    row = impact_rows(result)[0]
     assert row["itl_after_ms"] == pytest.approx(22.3)
     assert round(row["itl_reduction_pct"], 1) == 10.8
     assert round(row["output_throughput_gain_pct"], 1) == 12.1
@@ -649,7 +668,7 @@ def test_impact_tab_shows_every_strategy_with_intervals_and_bounds_the_acceptanc
     at.number_input(key="acceptance_length").set_value(4.5).run()  # above K + 1 = 4
     assert not at.exception
     assert errors(at) == [
-        "acceptance length: must be in 1..K+1 = 1..4 tokens per decode step with K = 3, got 4.5"]
+        "--acceptance-length: must be in 1..K+1 = 1..4 tokens per decode step with K = 3, got 4.5"]
 
 
 def test_calibration_points_and_residuals(tmp_path):
@@ -745,11 +764,15 @@ def test_tables_are_formatted_for_people_and_the_csv_keeps_raw_values():
     assert tables.column_labels(frame)["saving_per_decode_step_us"] == "saving per decode step (µs)"
 
 
-def test_tp_above_the_gpus_per_node_warns():
+def test_tp_above_the_gpus_per_node_is_refused_as_the_cli_refuses_it():
+    """One validation for every face (issue 35): TP 16 on one 8-GPU node is the CLI's one-line error here too
+    (the dashboard used to warn and price it)."""
     at = run_app({"tp": "16"})
-    assert any("puts 16 ranks on a node" in w.value and "nodes of 8 GPUs" in w.value for w in at.warning)
+    want = ("tp 16 on 1 node(s) needs 16 GPUs per node, but profile h200-sxm-nvlink has 8 GPUs per node: pass "
+            "--nodes 2 (or more)")
+    assert errors(at) == [want]
     at.number_input(key="nodes").set_value(2).run()
-    assert not any("ranks on a node" in w.value for w in at.warning)
+    assert not errors(at)
 
 
 # -- untrusted text: no link, image or autolink from a name, a profile field or a query parameter ---------------
@@ -793,12 +816,11 @@ def hostile_profile() -> bytes:
 
 
 def test_hostile_profile_fields_show_as_plain_text():
-    at = run_app({"tab": "Calibration", "tp": "16"})  # TP 16 on nodes of 8 GPUs: the warning names the profile
+    at = run_app({"tab": "Calibration"})
     at.file_uploader(key="upload").set_value(("evil.json", hostile_profile(), "application/json")).run()
     assert not at.exception and not at.error
     assert at.session_state["profile"].startswith("upload: ![i]")
     inert = markdown_text(EVIL)
-    assert any("ranks on a node" in w.value and inert in w.value for w in at.warning)  # the name in st.warning
     sources = [m.value for m in at.markdown]
     assert any(f"**{inert}**" in m for m in sources)  # the title in the provenance badge
     assert inert in sources  # provenance.source
@@ -1097,7 +1119,7 @@ def test_html_report_states_engine_impact_and_sources():
     assert f"ITL {im.itl_before_ms:.3f} -&gt; {im.itl_after_ms:.3f} ms" in page or \
         f"ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms" in page
     assert "sources: all_gather" in page
-    plain_page = unescape(export.report_html(evaluate(state.Inputs(), {})))
+    plain_page = unescape(export.report_html(evaluate(state.Inputs(engine="none"), {})))
     assert "Impact: not computed" in plain_page and "none (every component graph)" in plain_page
 
 

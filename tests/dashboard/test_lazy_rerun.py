@@ -29,7 +29,7 @@ def _captured_download(monkeypatch, frame: pd.DataFrame, ev=None) -> dict:
 
 
 def test_download_data_is_deferred_and_is_the_eager_csv(monkeypatch):
-    ev = evaluate(Inputs(), {})
+    ev = evaluate(Inputs(engine="none"), {})
     frame = ev.crossovers
     seen = _captured_download(monkeypatch, frame, ev)
     assert callable(seen["data"]) and seen["file_name"] == "time_vs_batch.csv" and seen["mime"] == "text/csv"
@@ -41,7 +41,7 @@ def test_download_data_is_deferred_and_is_the_eager_csv(monkeypatch):
 
 
 def test_keyed_sweep_chart_spec_equals_the_spec_built_from_the_table():
-    ev = evaluate(Inputs(), {})
+    ev = evaluate(Inputs(engine="none"), {})
     inputs = ev.inputs
     table = sweep_table(sweep_frame(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max))
     key = (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max)
@@ -71,6 +71,6 @@ def test_whole_step_verdict_skips_the_per_call_interval_it_would_not_show(monkey
     ev = evaluate(inputs, {})
     assert ev.verdict == whole_step_verdict(ev.profile_text, inputs) and ev.verdict.interval is not None
     assert calls == []
-    plain = evaluate(Inputs(), {})
+    plain = evaluate(Inputs(engine="none"), {})
     assert len(calls) == 1 and plain.verdict.interval == real(plain.profile_text, plain.inputs.spec,
                                                               float(plain.inputs.batch))

@@ -76,7 +76,7 @@ def test_step_sweep_frame_is_whole_step_totals_and_matches_predict_json_by_hand(
 
 
 def test_step_sweep_says_why_the_per_call_answer_stands():
-    inputs = state.Inputs()
+    inputs = state.Inputs(engine="none")
     profile = data.profile_from_text(data.bundled_profile_text(inputs.profile))
     none = step_sweep(inputs.spec.scenario(1.0), profile, arch_of(inputs), [1.0, 2.0])
     assert none.frame is None and none.answer == ANSWERS[0] and none.why.startswith("engine none")
@@ -130,7 +130,7 @@ def test_vllm_sweep_chart_and_csv_are_the_whole_step_per_decode_step():
 
 
 def test_engine_none_keeps_the_per_call_chart_and_says_why():
-    at = run_app({"batch": "64"})
+    at = run_app({"batch": "64", "engine": "none"})
     inputs = state.inputs_from_session(at.session_state)
     assert inputs.engine == "none"
     spec = drawn(at, "sweep_chart")
@@ -170,7 +170,7 @@ def test_breakdown_under_an_engine_is_labelled_one_draft_call():
     spec = drawn(at, "breakdown_chart")
     assert BREAKDOWN_ONE_CALL in json.dumps(spec, ensure_ascii=False)
     assert any("one draft call's logits path" in m.value for m in at.markdown)
-    none = run_app({"tab": "Breakdown"})
+    none = run_app({"tab": "Breakdown", "engine": "none"})
     assert "time per draft step (µs)" in json.dumps(drawn(none, "breakdown_chart"), ensure_ascii=False)
 
 
@@ -237,7 +237,7 @@ def test_the_heatmaps_tab_under_an_engine_says_whole_draft_step_and_draws_its_nu
                            arch_of(inputs))
     got = cells[cells["tp"] == int(inputs.tp)].set_index("batch")["saving_per_decode_step_us"]
     assert got.to_dict() == pytest.approx(row.set_index("batch")["saving_per_decode_step_us"].to_dict(), rel=1e-12)
-    at2 = run_app({"tab": "Heatmaps"})
+    at2 = run_app({"tab": "Heatmaps", "engine": "none"})
     assert any(m.value.startswith("**Saving of") and "logits path alone" in m.value for m in at2.markdown)
 
 
@@ -252,5 +252,5 @@ def test_the_sensitivity_tab_under_an_engine_is_the_whole_step():
     assert set(table["quantity"]) == {QUANTITY}
     assert table["saving_us"].iloc[0] == pytest.approx(ev.verdict.focus_saving_decode_us, rel=1e-12)
     assert at.dataframe[0].value["parameter"].tolist() == table["parameter"].tolist()
-    none = run_app({"tab": "Sensitivity"})
+    none = run_app({"tab": "Sensitivity", "engine": "none"})
     assert not any(c.value.startswith("The whole draft step's saving") for c in none.caption)

@@ -30,7 +30,7 @@ def test_vllm_verdict_is_the_whole_step():
 
 
 def test_engine_none_keeps_the_per_call_verdict():
-    inputs = Inputs()
+    inputs = Inputs(engine="none")
     assert inputs.engine == "none"
     assert whole_step_verdict(bundled_profile_text(inputs.profile), inputs) is None
     assert evaluate(inputs, {}).verdict.quantity == "per draft call"
@@ -66,7 +66,7 @@ def test_tables_under_an_engine_are_the_whole_step():
 
 
 def test_tables_without_an_engine_stay_per_call():
-    ev = evaluate(Inputs(), {})
+    ev = evaluate(Inputs(engine="none"), {})
     assert not ev.whole_step
     assert "time_per_draft_step_us" in ev.verdict_table().columns
     assert ev.crossover_table() is ev.crossovers

@@ -1,0 +1,195 @@
+"""A `Question` priced once: `price(question, ...) -> Answer`, the one object every face renders.
+
+    Answer.point     the scenario at its batch (`predict --json`): every strategy per draft call and, where an
+                     engine runs the step (`whole_step.applies`), the whole draft step as the answer - saving per
+                     decode step, one crossover per strategy, 90% intervals, verdict, impact on ITL / TPOT /
+                     output throughput -, the best (strategy, collective) pair, the placement table, provenance
+    Answer.workload  with a workload: `recommend` over its batch mix (decision, expected saving and interval, win
+                     shares, impact, configs to paste) and the (placement, strategy, collective) triple
+
+Both are priced on first use and kept (an Answer is immutable). No face prices a number of its own: the CLI's
+text, JSON and CSV, and every dashboard tile, table and export read these. The parts that need pandas / scipy
+(the workload, the elasticities, the verification intervals) import them when first priced, so `predict
+--no-intervals` starts on numpy alone (tests/cli/test_lazy_imports.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..io.errors import InputError
+from ..model.predict import Prediction, predict
+from ..model.verification import best_pair, matrix_rows
+from .explain import explain
+from .placement import PlacementChoice, chosen_placement, placement_table, recommend_placement
+from .point import FLAG_STRATEGY, add_decode_step, add_intervals, apply_whole_step, prediction_dict
+from .question import Question
+from .whole_step import PER_CALL, applies, whole_step_answer
+
+if TYPE_CHECKING:
+    from .recommend import Recommendation
+
+LOGITS_PATH_PAIR = "the logits path alone x calls per decode step"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to price beyond the answer itself (each costs time): intervals, the formulas, the elasticities, the
+    placement table, the matrix's crossovers (`predict --matrix-csv`)."""
+
+    intervals: bool = True
+    explain: bool = False
+    sensitivity: bool = False
+    placements: bool = True
+    matrix_crossovers: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadAnswer:
+    """The workload half of an Answer: `recommend`'s Recommendation and the placement triple (or why not)."""
+
+    recommendation: Recommendation
+    placement: PlacementChoice | None
+    placement_unavailable: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        extra = ({"placement": self.placement.to_dict()} if self.placement is not None
+                 else {"placement": {"unavailable": self.placement_unavailable}} if self.placement_unavailable
+                 else {})
+        return {**self.recommendation.to_dict(), **extra}
+
+
+@dataclass(frozen=True, eq=False)
+class Answer:
+    """One question's answer (module doc); `price` builds it."""
+
+    question: Question
+    options: Options = field(default_factory=Options)
+
+    @cached_property
+    def prediction(self) -> Prediction:
+        """Every strategy per draft call at the question's batch (`costmodel.model.predict`)."""
+        return predict(self.question.scenario, self.question.profile)
+
+    @cached_property
+    def point(self) -> dict[str, Any]:
+        """The point answer as one JSON-ready dict (module doc)."""
+        q, o, pred = self.question, self.options, self.prediction
+        sc = pred.scenario
+        result = prediction_dict(pred, max_batch=q.max_batch, itl_ms=q.itl_ms,
+                                 acceptance_length=q.acceptance_length)
+        if q.verify or o.matrix_crossovers or int(sc.top_k) > 1 or str(sc.collective) != "nccl":
+            add_decode_step(
+                result, pred, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype,
+                max_batch=q.max_batch, crossovers=o.matrix_crossovers)
+        else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
+            result["best_pair"] = best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch, crossovers=False))
+        if o.intervals:
+            add_intervals(result, pred, max_batch=q.max_batch)
+            if "decode_step" in result:  # the verification group's intervals, from the same ensemble
+                from ..evidence.decode_intervals import decode_step_intervals  # pandas: only here (module doc)
+
+                result["decode_step"]["intervals"] = decode_step_intervals(
+                    sc, q.profile, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype)
+        if o.explain:
+            result["explain"] = [e.__dict__ for e in explain(pred)]
+        whole = self._add_whole_step(result)
+        if o.placements or q.placement:
+            self._add_placements(result, whole)
+        if o.sensitivity:
+            result["sensitivity"] = self._sensitivity(whole)
+        result["question"] = {"quantity": q.quantity_line(), "draft_arch": q.arch_source,
+                              "engine": q.engine, "method": q.method}
+        return result
+
+    def _add_whole_step(self, result: dict[str, Any]) -> bool:
+        """Where an engine runs the step, the whole draft step becomes the answer (`point.apply_whole_step`);
+        elsewhere result["answer"] says the per-call answer stands, and why. True where it is the answer."""
+        q = self.question
+        why = applies(q.scenario, q.profile, q.forward_us)
+        if not why:
+            try:
+                ws = whole_step_answer(q.scenario, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us,
+                                       max_batch=q.max_batch, intervals=self.options.intervals)
+            except InputError as exc:  # e.g. a TP that does not divide the draft's heads
+                why = f"the whole draft step cannot be priced: {exc}"
+            else:
+                apply_whole_step(result, ws)
+                if "best_pair" in result:  # priced per call (verification.matrix_rows), not as the headline
+                    result["best_pair"]["quantity"] = LOGITS_PATH_PAIR
+                return True
+        result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}
+        return False
+
+    def _add_placements(self, result: dict[str, Any], whole: bool) -> None:
+        """result["placement"]: the placement table and the asked-for placement's row; skipped (without an
+        asked-for placement) where the profile cannot price the drafter forward. Where the whole draft step is the
+        answer its savings and crossovers are the answer's, not repeated here."""
+        q = self.question
+        if q.profile.lm_head is None and q.forward_us is None and not q.placement:
+            return  # no GEMM model (e.g. cpu-gloo): no drafter forward to show
+        kw = {"kv_len": q.kv_len, "forward_us": q.forward_us, "free_bytes": q.free_bytes}
+        try:
+            table = placement_table(q.scenario, q.profile, q.arch, target_savings=not whole, **kw)
+        except InputError as exc:  # e.g. a TP that does not divide the draft's heads: the strategy table stands
+            result["placement"] = {"unavailable": str(exc)}
+            if q.placement:  # tp1 / dp run the draft at TP 1 and may still be priced; the others are refused here
+                result["placement"]["chosen"] = chosen_placement(q.scenario, q.profile, q.arch, q.placement, **kw)
+            return
+        if q.placement:
+            table["chosen"] = chosen_placement(q.scenario, q.profile, q.arch, q.placement, **kw)
+        result["placement"] = table
+
+    def _sensitivity(self, whole: bool) -> list[dict[str, Any]]:
+        """The elasticities of the answer's saving (`sensitivity.elasticities`): the whole draft step's per decode
+        step where it is the answer, else one draft call's."""
+        from .sensitivity import WholeStep, elasticities  # pandas: only with --sensitivity (module doc)
+
+        q = self.question
+        if whole:
+            try:
+                return elasticities(q.scenario, q.profile, whole_step=WholeStep(q.arch, q.kv_len, q.forward_us)
+                                    ).to_dict(orient="records")
+            except InputError:  # the whole step's saving is exactly 0 here: the per-call elasticities
+                pass
+        return elasticities(q.scenario, q.profile).to_dict(orient="records")
+
+    @cached_property
+    def workload(self) -> WorkloadAnswer:
+        """The workload answer (module doc); InputError when the question has no workload."""
+        from .recommend import recommend  # pandas: only for a workload (module doc)
+
+        q = self.question
+        if q.workload is None:
+            raise InputError("no workload: give --workload (a batch,weight CSV, a /metrics scrape or a bench JSON)")
+        rec = recommend(q.fields, q.workload, q.profile, itl_ms=q.itl_ms, acceptance_length=q.acceptance_length,
+                        method=q.method, verify=q.verify, greedy_fraction=q.greedy_fraction,
+                        target_dtype=q.target_dtype, arch=q.arch, kv_len=q.kv_len, forward_us=q.forward_us)
+        if q.profile.lm_head is None and q.forward_us is None:  # no GEMM model (cpu-gloo): no placement
+            return WorkloadAnswer(rec, None)
+        try:
+            choice = recommend_placement(q.scenario, q.profile, q.arch, q.workload.batch, q.workload.weight,
+                                         kv_len=q.kv_len, forward_us=q.forward_us, free_bytes=q.free_bytes)
+        except InputError as exc:  # a draft that cannot shard at the TP: the logits answer still stands
+            return WorkloadAnswer(rec, None, str(exc))
+        return WorkloadAnswer(rec, choice)
+
+    # -- the headline numbers every face shows (parity tests compare these) --------------------------------
+    def headline(self) -> dict[str, Any]:
+        """The focus strategy's answer at the question's batch: quantity, saving per decode step and its interval,
+        crossover batch, verdict, fastest strategy."""
+        r = self.point
+        s = r["strategies"][FLAG_STRATEGY]
+        iv = (s.get("interval") or {}).get("saving_per_decode_step_us")
+        return {"quantity": r["question"]["quantity"], "fastest": r["best"],
+                "saving_per_decode_step_us": float(s["saving_per_decode_step_us"]),
+                "interval_us": None if iv is None else (float(iv["low"]), float(iv["high"])),
+                "crossover_batch": s.get("crossover_batch"), "verdict": s.get("verdict")}
+
+
+def price(question: Question, options: Options | None = None) -> Answer:
+    """The question's Answer (priced lazily, each part once)."""
+    return Answer(question, options or Options())
+
