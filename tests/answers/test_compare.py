@@ -16,7 +16,8 @@ def test_a_profile_compared_with_itself_gets_two_labelled_columns():
 
 
 def test_columns_follow_the_argument_order(capsys):
-    assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--tp", "8", "--batch", "16", "--engine", "none"]) == 0
+    assert main(["compare", "h200-sxm-nvlink", "h100-sxm-nvlink", "--tp", "8", "--batch", "16",
+                 "--engine", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("[1] h200-sxm-nvlink") and out[2].startswith("[2] h100-sxm-nvlink")
     assert out[3].index("us/step [1]") < out[3].index("us/step [2]")

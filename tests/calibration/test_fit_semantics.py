@@ -112,7 +112,8 @@ def test_predict_says_per_component_measured_or_from_base_and_warns_on_a_fabric_
 
     doc, _ = _fit(collective_rows("all_gather", 8, "graph", ONE, gpu=H100))
     save_profile(doc, tmp_path / "mine.json")
-    args = ["predict", "--profile", str(tmp_path / "mine.json"), "--batch", "16", "--no-intervals"]
+    args = ["predict", "--profile", str(tmp_path / "mine.json"), "--batch", "16", "--no-intervals",
+            "--engine", "none"]  # the per-call answer: its sources line, as it was written for
     assert main([*args, "--tp", "8"]) == 0
     out = capsys.readouterr().out.replace("\n    ", " ")  # the prose lines wrap at 100 columns (render.wrap_lines)
     assert "all_gather measured (uploaded measurements)" in out

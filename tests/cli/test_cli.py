@@ -61,7 +61,8 @@ def test_sweep_is_tidy_and_complete(tmp_path):
     assert not frame.duplicated(["vocab", "tp", "batch", "mode", "strategy"]).any()
     row = frame[(frame.vocab == 128256) & (frame.tp == 4) & (frame.batch == 16) & (frame["mode"] == "graph")]
     one = json.loads(subprocess.run([sys.executable, "-m", "costmodel", "predict", "--vocab", "128256", "--tp", "4",
-                                     "--batch", "16", "--mode", "graph", "--json"], cwd=ROOT, capture_output=True, text=True).stdout)
+                                     "--batch", "16", "--mode", "graph", "--json"], cwd=ROOT, capture_output=True,
+                                    text=True).stdout)
     for _, r in row.iterrows():
         assert r.total_us == pytest.approx(one["strategies"][r.strategy]["total_us"])
 

@@ -133,18 +133,13 @@ def test_the_cluster_profile_name_is_shown_whole(server, browser):
 
 
 # -- items 2 and 5: every tab's tables and the console while it renders ----------------------------------------------
-TABLE_PROBE = """() => {
+TABLE_PROBE = """f => {
   const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
-  return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
-    .filter(f => f.offsetParent !== null).map(f => {
-      const r = f.getBoundingClientRect(), s = f.querySelector('.dvn-scroller');
-      const cs = getComputedStyle(s);
-      return {inside: r.left >= main.left - 1 && r.right <= main.right + 1,
-              hidden: s.scrollWidth - s.clientWidth, bar: s.offsetHeight - s.clientHeight,
-              thumb: cs.scrollbarColor, width: cs.scrollbarWidth,
-              box: [r.left, r.top, r.width, r.height], scrollerBottom: s.getBoundingClientRect().bottom,
-              scrollerLeft: s.getBoundingClientRect().left, scrollerWidth: s.clientWidth};
-    });
+  const r = f.getBoundingClientRect(), s = f.querySelector('.dvn-scroller'), b = s.getBoundingClientRect();
+  const cs = getComputedStyle(s);
+  return {inside: r.left >= main.left - 1 && r.right <= main.right + 1, box: [r.left, r.top, r.width, r.height],
+          hidden: s.scrollWidth - s.clientWidth, bar: s.offsetHeight - s.clientHeight, thumb: cs.scrollbarColor,
+          scrollerLeft: b.left, scrollerBottom: b.bottom, scrollerWidth: s.clientWidth};
 }"""
 
 
@@ -194,14 +189,15 @@ def every_tab(server, browser):
             page.get_by_role("tab", name=tab).click()
             settle_run(page)
             page.wait_for_timeout(1500)  # the charts of the tab drawn (their warnings logged)
-            probes = page.evaluate(TABLE_PROBE)
-            for i, table in enumerate(probes):
+            probes = []
+            for frame in page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').locator("visible=true").all():
+                frame.scroll_into_view_if_needed()  # Streamlit mounts a table's grid when it scrolls into view
+                frame.locator(".dvn-scroller").wait_for(timeout=30_000)
+                page.wait_for_timeout(300)
+                table = frame.evaluate(TABLE_PROBE)
                 if table["hidden"] > 1:
-                    page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').locator("visible=true") \
-                        .nth(i).scroll_into_view_if_needed()
-                    page.wait_for_timeout(300)
-                    table.update(page.evaluate(TABLE_PROBE)[i])
                     table["drawn"] = _bar_drawn(page, table)
+                probes.append(table)
             tables[tab] = probes
         page.close()
     finally:
@@ -224,7 +220,7 @@ def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
             if t["hidden"] > 1 and not (t["bar"] > 0 and _alpha(t["thumb"]) > 0 and t.get("drawn")):
                 bad.append(f"{tab} table {i}: {t['hidden']} px cut, scrollbar {t['bar']} px, thumb {t['thumb']}, "
                            f"drawn {t.get('drawn')}")
-    assert bad == []
+    assert bad == [], "\n".join(bad)
     assert any(t["hidden"] > 1 for probes in tables.values() for t in probes)  # a wide table was checked
 
 
@@ -233,4 +229,5 @@ def test_no_conflicting_legend_warning_on_any_tab(every_tab):
     (their end labels declared no legend for the colour the lines' legend shows)."""
     console, tables = every_tab
     assert set(tables) == set(TABS)
-    assert [m for m in console if "Conflicting" in m or "WARN" in m] == []
+    warnings = [m for m in console if "Conflicting" in m or "WARN" in m]
+    assert warnings == [], "\n".join(warnings)
