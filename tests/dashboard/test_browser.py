@@ -135,8 +135,11 @@ def fastest(pred) -> str:
     return str(np.asarray(pred.best()).reshape(-1)[0])
 
 
+PER_CALL = "engine=none"  # these checks price the per-call answer; the default (vLLM's) is test_parity's and below
+
+
 def expected_best(batch: int) -> str:
-    inputs = Inputs()
+    inputs = Inputs(engine="none")
     return fastest(predict(inputs.spec.scenario(batch), load_profile(inputs.profile)))
 
 
@@ -147,7 +150,7 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     console_errors: list[str] = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("requestfailed", lambda req: console_errors.append(f"request failed: {req.url}"))
-    page.goto(server)
+    page.goto(f"{server}/?{PER_CALL}")
     page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
     settle(page)
     full_page_screenshot(page, ARTIFACTS / "dashboard.png")
@@ -177,7 +180,7 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     assert {"batch", "strategy", "time_per_draft_step_us", "saving_per_draft_step_us"} <= set(table.columns)
     assert table["batch"].min() == Inputs.batch_min and table["batch"].max() == Inputs.batch_max
     row = table[(table["batch"] == 256) & (table["strategy"] == FOCUS)].iloc[0]
-    inputs = Inputs()
+    inputs = Inputs(engine="none")
     pred = predict(inputs.spec.scenario(256.0), load_profile(inputs.profile))
     assert row["time_per_draft_step_us"] == pytest.approx(pred.total_us(FOCUS).item())
     page.screenshot(path=str(ARTIFACTS / "dashboard-batch-2.png"))
@@ -204,6 +207,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     chart decodes as a PNG of the size vl-convert gives that chart (2x its SVG)."""
     import re
 
+    from costmodel.answers.question import draft_arch
     from costmodel.answers.recommend import recommend
     from costmodel.answers.workload import load_workload
     from dashboard import charts, data, export, tables
@@ -212,13 +216,21 @@ def test_recommendation_panel_and_png_export(server, browser):
     console_errors: list[str] = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("requestfailed", lambda req: console_errors.append(f"request failed: {req.url}"))
-    page.goto(f"{server}/?tab=Recommendation&k=5")
-    inputs = Inputs(k=5, tab="Recommendation")
+    page.goto(f"{server}/?tab=Recommendation&k=5")  # the default question: vLLM's whole draft step
     name = sorted(p.name for p in (ROOT / "data/examples").iterdir())[0]
-    rec = recommend({"vocab": inputs.vocab, "draft_vocab": inputs.draft_vocab, "tp": inputs.tp,
-                     "num_spec_tokens": 5}, load_workload(ROOT / "data/examples" / name), load_profile(inputs.profile))
-    page.get_by_text(rec.headline.split(":")[0]).first.wait_for(timeout=60_000)
+    cli = subprocess.run([sys.executable, "-m", "costmodel", "recommend", "--workload",
+                          str(ROOT / "data/examples" / name), "--num-spec-tokens", "5"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    sentence = next(x for x in cli.splitlines() if x.startswith("RECOMMENDATION: ")).removeprefix("RECOMMENDATION: ")
+    page.get_by_text(sentence.split(":")[0]).first.wait_for(timeout=60_000)
     settle(page)
+    # the CLI's decision sentence, verbatim, in the tab's decision box (issue 35: one question, one answer)
+    assert sentence in shown_text(page, "stAlert").replace("\u2060", "")
+    inputs = Inputs(k=5, tab="Recommendation")
+    rec = recommend({"vocab": inputs.vocab, "draft_vocab": inputs.draft_vocab, "tp": inputs.tp,
+                     "num_spec_tokens": 5, "engine": "vllm"}, load_workload(ROOT / "data/examples" / name),
+                    load_profile(inputs.profile), arch=draft_arch(inputs.preset, inputs.draft_vocab)[0])
+    assert rec.headline == sentence
     vllm = next(c.text for c in rec.configs if c.engine == "vllm")
     page.locator('[data-testid="stCode"]').filter(has_text="use_local_argmax_reduction").first.wait_for(timeout=30_000)
     shown = page.locator('[data-testid="stCode"]').first.inner_text()
@@ -226,7 +238,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     full_page_screenshot(page, ARTIFACTS / "dashboard-recommendation.png")
 
     # the PNG export of the batch sweep chart (Batch sweep tab)
-    page.goto(server)
+    page.goto(f"{server}/?{PER_CALL}")
     page.get_by_text(f"Fastest at batch {Inputs.batch}: {expected_best(Inputs.batch)}").wait_for(timeout=60_000)
     settle(page)
     page.get_by_role("button", name="Export").click()
@@ -235,7 +247,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     download = info.value
     assert download.suggested_filename == "sweep_chart.png"
     png = Path(download.path()).read_bytes()
-    ev_inputs = Inputs()
+    ev_inputs = Inputs(engine="none")
     from dashboard.verdict import evaluate
 
     ev = evaluate(ev_inputs, {})
@@ -372,14 +384,14 @@ def hostile_profile_json() -> bytes:
 
 def test_hostile_uploaded_profile_forms_no_link_image_or_request(server, browser):
     """A profile whose name, title and provenance are Markdown links, images, URLs and an e-mail address: the
-    sidebar, the TP-above-gpus_per_node warning, the provenance badge, the Calibration and Heatmaps tabs show
+    sidebar, the provenance badge, the Calibration and Heatmaps tabs show
     it as text, and nothing is fetched from outside."""
     from playwright.sync_api import expect
 
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
     urls = watch_requests(page)
-    page.goto(f"{server}/?tab=Calibration&tp=16")
-    page.get_by_text("ranks on a node, but the profile").first.wait_for(timeout=60_000)
+    page.goto(f"{server}/?tab=Calibration")
+    page.get_by_text("Provenance", exact=True).first.wait_for(timeout=60_000)
     settle_run(page)
     page.locator('.st-key-upload input[type="file"]').set_input_files(
         files=[{"name": "evil.json", "mimeType": "application/json", "buffer": hostile_profile_json()}])
@@ -387,7 +399,6 @@ def test_hostile_uploaded_profile_forms_no_link_image_or_request(server, browser
     expect(page.locator('.st-key-profile input[role="combobox"]')).to_have_value(f"upload: {EVIL}", timeout=60_000)
     settle_run(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-hostile-profile.png"), full_page=True)
-    assert EVIL in shown_text(page, "stAlert")  # the name in the warning, as text
     markdown = shown_text(page, "stMarkdown")
     assert EVIL in markdown and f"GPU: {EVIL}" in markdown  # the badge, provenance source and fields
     assert_no_hostile_link_or_image(page)

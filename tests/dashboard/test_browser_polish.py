@@ -17,16 +17,10 @@ from dashboard.compare_panel import profile_label
 from dashboard.state import TABS
 from dashboard.tables import PROFILE_LABEL_CHARS
 
-from .test_browser import (  # noqa: F401  (pytest fixtures: browser, server)
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    browser,
-    server,
-    settle,
-    settle_run,
-    switch_on,
-)
+from . import test_browser as harness
+from .test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, settle, settle_run, switch_on
+
+server, browser = harness.server, harness.browser  # its fixtures: `streamlit run app.py`, Debian's Chromium
 
 pytestmark = pytest.mark.browser
 
@@ -39,8 +33,8 @@ TILE_PROBE = """() => {
   const textBox = e => { const r = document.createRange(); r.selectNodeContents(e); return r.getBoundingClientRect(); };
   const tiles = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMetric"]')].map(m => {
     const box = bordered(m).getBoundingClientRect();
-    const parts = ['stMetricLabel', 'stMetricValue', 'stMetricDelta'].map(id => m.querySelector(`[data-testid="${id}"]`))
-      .filter(Boolean).map(e => {
+    const parts = ['stMetricLabel', 'stMetricValue', 'stMetricDelta']
+      .map(id => m.querySelector(`[data-testid="${id}"]`)).filter(Boolean).map(e => {
         const t = textBox(e);
         const cut = [e, ...e.querySelectorAll('*')].some(c => c.scrollWidth > c.clientWidth + 1
           && getComputedStyle(c).overflowX !== 'visible');
@@ -143,6 +137,22 @@ TABLE_PROBE = """f => {
 }"""
 
 
+CHART_PROBE = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stVegaLiteChart"]')]
+  .filter(c => c.offsetParent !== null && c.querySelector('svg')).map(c => {
+    const svg = c.querySelector('svg').getBoundingClientRect();
+    return [...c.querySelectorAll('svg .role-axis-title text, svg .role-title text')].map(t => {
+      // along the text its whole box; across it the glyphs (font size about the middle), not the line box's gap
+      const r = t.getBoundingClientRect(), half = parseFloat(getComputedStyle(t).fontSize) / 2;
+      const [x0, x1, y0, y1] = r.height > r.width
+        ? [(r.left + r.right) / 2 - half, (r.left + r.right) / 2 + half, r.top, r.bottom]
+        : [r.left, r.right, (r.top + r.bottom) / 2 - half, (r.top + r.bottom) / 2 + half];
+      return {text: t.textContent, inside: y0 >= svg.top - 1 && y1 <= svg.bottom + 1
+              && x0 >= svg.left - 1 && x1 <= svg.right + 1, ellipsis: t.textContent.includes('\u2026'),
+              box: [r.left - svg.left, r.top - svg.top, r.width, r.height], svg: [svg.width, svg.height]};
+    });
+  })"""
+
+
 def _alpha(css_color: str) -> float:
     """The alpha of the first colour in a computed `scrollbar-color` ('rgba(0, 0, 0, 0) rgba(...)' -> 0.0)."""
     import re
@@ -170,13 +180,14 @@ def every_tab(server, browser):
     """One page at 1440 px in a Chromium that draws scrollbars (Playwright's headless default hides them: a hidden
     scrollbar could not be measured), the panels under the verdict open, walked through every tab: the console
     messages of the whole walk and, per tab, the probe of every visible table (TABLE_PROBE) and whether its
-    horizontal scrollbar is drawn."""
+    horizontal scrollbar is drawn, and the boxes of every visible chart's titles in its SVG (CHART_PROBE)."""
     b = browser.browser_type.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
                                     ignore_default_args=["--hide-scrollbars"])  # the same Playwright, bars drawn
     try:
         page = b.new_page(viewport={"width": 1440, "height": 1000})
         console: list[str] = []
-        page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+        where = ["first load"]  # the tab being drawn, named in each console line
+        page.on("console", lambda msg: console.append(f"{where[0]}: {msg.type}: {msg.text}"))
         page.goto(f"{server}/?itl=12.5&accept=3.2&topk=1&cmp_show=1")
         settle_run(page)
         page.locator('[data-testid="stVegaLiteChart"]').locator("visible=true").first.wait_for(timeout=60_000)
@@ -185,13 +196,17 @@ def every_tab(server, browser):
             settle_run(page)
         switch_on(page, ".st-key-placement_show")
         tables: dict[str, list[dict]] = {}
+        titles: dict[str, list[list[dict]]] = {}
         for tab in TABS:
+            where[0] = tab
             page.get_by_role("tab", name=tab).click()
             settle_run(page)
             page.wait_for_timeout(1500)  # the charts of the tab drawn (their warnings logged)
             probes = []
-            for frame in page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').locator("visible=true").all():
+            frames = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').locator("visible=true")
+            for frame in frames.all():
                 frame.scroll_into_view_if_needed()  # Streamlit mounts a table's grid when it scrolls into view
+                page.mouse.move(5, 500)  # over the sidebar: a hovered table shows its scrollbar anyway
                 frame.locator(".dvn-scroller").wait_for(timeout=30_000)
                 page.wait_for_timeout(300)
                 table = frame.evaluate(TABLE_PROBE)
@@ -199,10 +214,11 @@ def every_tab(server, browser):
                     table["drawn"] = _bar_drawn(page, table)
                 probes.append(table)
             tables[tab] = probes
+            titles[tab] = page.evaluate(CHART_PROBE)
         page.close()
     finally:
         b.close()
-    return console, tables
+    return console, tables, titles
 
 
 def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
@@ -210,7 +226,7 @@ def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
     description) and Streamlit's scrollbars are transparent until hovered: nothing showed there was more. Every table
     now fits the main area, and a table wider than its frame has a horizontal scrollbar that takes room and is drawn
     (non-transparent thumb, pixels in its strip)."""
-    _, tables = every_tab
+    _, tables, _ = every_tab
     assert sum(len(t) for t in tables.values()) >= 8, tables  # the panels' and the tabs' tables were probed
     bad = []
     for tab, probes in tables.items():
@@ -227,7 +243,21 @@ def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
 def test_no_conflicting_legend_warning_on_any_tab(every_tab):
     """Before: Vega logged 'Conflicting legend property "disable" (false and true)' for the two batch-sweep charts
     (their end labels declared no legend for the colour the lines' legend shows)."""
-    console, tables = every_tab
+    console, tables, _ = every_tab
     assert set(tables) == set(TABS)
     warnings = [m for m in console if "Conflicting" in m or "WARN" in m]
     assert warnings == [], "\n".join(warnings)
+
+
+# -- item 6: the top-k chart's y title ------------------------------------------------------------------------------
+def test_the_topk_chart_axis_titles_are_whole_inside_the_chart(every_tab):
+    """Before: the top-k panel's y title "crossover batch (sequences per decode step)" (~250 px) was centred on a
+    ~100 px plot (the chart's 300 px, axes and four legend entries included) and cut at the top of the SVG. Now every
+    axis title of that chart lies inside its SVG, uncut; so do the titles of every other chart drawn in the walk."""
+    _, _, titles = every_tab
+    charts = [chart for per_tab in titles.values() for chart in per_tab]
+    topk = [chart for chart in charts if any(t["text"].startswith("top-k") for t in chart)]
+    assert topk, charts
+    assert len(topk[0]) == 2 and all(t["inside"] and not t["ellipsis"] for t in topk[0]), topk[0]
+    cut = {t["text"]: t for chart in charts for t in chart if not t["inside"] or t["ellipsis"]}
+    assert cut == {}, cut

@@ -259,7 +259,7 @@ def test_oneshot_parameters_reproduce_the_cited_points():
 def test_done_when_command_prices_every_strategy_with_components(capsys, tmp_path):
     out = tmp_path / "m.csv"
     assert main(["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "5",
-                 "--top-k", "8", "--verify", "--collective", "oneshot", "--json", "--no-intervals",
+                 "--top-k", "8", "--verify", "--collective", "oneshot", "--engine", "none", "--json", "--no-intervals",
                  "--matrix-csv", str(out)]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["scenario"]["top_k"] == 8 and res["scenario"]["collective"] == "oneshot"
@@ -332,7 +332,7 @@ def test_verify_greedy_case_expects_a_spread_of_accepted_lengths():
 
 def test_predict_names_the_best_pair_by_default(capsys):
     args = ["predict", "--preset", "llama4-maverick", "--tp", "8", "--batch", "64", "--num-spec-tokens", "3",
-            "--no-intervals"]
+            "--no-intervals", "--engine", "none"]
     assert main([*args, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert "decode_step" not in res  # k = 1, nccl, no verify: the old output plus the best pair only

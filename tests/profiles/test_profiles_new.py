@@ -172,7 +172,7 @@ def test_cli_profiles_and_compare(tmp_path, capsys):
     assert "coreweave/nccl-tests PR #43" in capsys.readouterr().out
     csv = tmp_path / "cmp.csv"
     assert main(["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--preset", "llama4-maverick", "--tp", "8",
-                 "--batch", "64", "--csv", str(csv)]) == 0
+                 "--batch", "64", "--engine", "none", "--csv", str(csv)]) == 0
     text = capsys.readouterr().out
     assert "[2] b200-hgx-nvlink" in text and "us/step [2]" in text and "local_argmax_pairs" in text
     import pandas as pd
@@ -230,6 +230,7 @@ def test_dashboard_groups_the_picker_and_compares_two_profiles():
     from dashboard.compare_panel import profile_label
 
     at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=60)
+    at.query_params["engine"] = "none"  # the per-call compare table (under vLLM, the default, the whole step's)
     at.run()
     assert not at.exception, at.exception
     picker = at.selectbox(key="profile")
