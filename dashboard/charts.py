@@ -129,13 +129,18 @@ def _by_strategy(range_: list, legend: dict | None = None) -> dict:
 
 def _color_enc(legend: bool = True) -> dict:
     return _by_strategy([STRATEGY_COLORS[s] for s in STRATEGIES],
-                        {"orient": "bottom", "columns": 2, "title": None, "labelLimit": 400} if legend else None)
+                        {"orient": "bottom", "columns": 2, "title": None, "labelLimit": 400, "symbolType": "stroke"}
+                        if legend else None)  # a stroke: the dash of packed_allreduce_max shows in its entry
 
 
 def _line_encodings() -> dict:
-    return {"color": _color_enc(),
-            "strokeDash": _by_strategy([[1, 0] if s != "packed_allreduce_max" else [6, 3] for s in STRATEGIES]),
-            "strokeWidth": _by_strategy([STRATEGY_WIDTHS[s] for s in STRATEGIES])}
+    """Colour, dash and width by strategy. Vega-Lite merges the legends of scales with one domain into one legend, so
+    the dash and the width declare none of their own (a `legend: null` conflicted with the colour's legend, a console
+    warning): the one legend draws each strategy's line as the chart does."""
+    dash = _by_strategy([[1, 0] if s != "packed_allreduce_max" else [6, 3] for s in STRATEGIES])
+    width = _by_strategy([STRATEGY_WIDTHS[s] for s in STRATEGIES])
+    del dash["legend"], width["legend"]
+    return {"color": _color_enc(), "strokeDash": dash, "strokeWidth": width}
 
 
 def _crossover_layers(crossover_batch: float | None, band: tuple[float, float] | None) -> list[dict]:
@@ -197,10 +202,12 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
         last["label_y"] = inv(_spread(fwd(last[field].to_numpy(dtype=float)), gap_px * span / height_px))
     else:
         last["label_y"] = last[field]
+    color = _color_enc()
+    del color["legend"]  # the lines' legend stands: a `legend: null` here conflicted with it (Vega's console warning)
     return {"data": {"values": _records(last, ["batch", "label_y", "strategy"])},
             "mark": {"type": "text", "align": "left", "dx": 6, "fontSize": 11},
             "encoding": {"x": {"field": "batch", "type": _Q}, "y": {"field": "label_y", "type": _Q},
-                         "text": {"field": "strategy", "type": "nominal"}, "color": _color_enc(legend=False)}}
+                         "text": {"field": "strategy", "type": "nominal"}, "color": color}}
 
 
 # the sweep chart's (time, saving) columns and y title per quantity: `data.sweep_answer`'s two tables
@@ -379,6 +386,13 @@ def _op_color(ops) -> alt.Color:
                                                                              title=None))
 
 
+# the top-k chart's y title and height (axes and legend included: Streamlit fits the whole chart into it). Issue 35:
+# "crossover batch (sequences per decode step)" was longer than the ~100 px plot that 300 px left, cut at the top;
+# the caption above the chart says the rest
+TOPK_Y_TITLE = "crossover batch"
+TOPK_HEIGHT = 360
+
+
 def crossover_by_k_chart(curve: pd.DataFrame) -> dict:
     """local_argmax_pairs' crossover batch vs top-k per collective implementation (log-log, base-2 ticks at the
     k priced, decade ticks on the batch), one fixed colour per implementation (COLLECTIVE_COLORS); rows
@@ -388,17 +402,20 @@ def crossover_by_k_chart(curve: pd.DataFrame) -> dict:
     colors = [COLLECTIVE_COLORS.get(c, EXTRA_COMPONENT_COLORS[i % len(EXTRA_COMPONENT_COLORS)])
               for i, c in enumerate(impls)]
     ticks = log_ticks(data["crossover_batch"])
+    ks = sorted(set(curve["top_k"].astype(float)))
+    # explicit domains: Streamlit draws the chart before it inserts the data, and a log scale over no data logged
+    # "Infinite extent" / "Log scale domain includes zero" in the console
     enc = {"x": {"field": "top_k", "type": _Q, "title": "top-k (candidates per draft step)",
-                 "scale": {"type": "log", "base": 2}, "axis": {"values": sorted(set(curve["top_k"].astype(float))),
-                                                              "format": ",.0f"}},
-           "y": {"field": "crossover_batch", "type": _Q, "title": "crossover batch (sequences per decode step)",
+                 "scale": {"type": "log", "base": 2, "domain": [ks[0], ks[-1]] if ks else [1.0, 2.0]},
+                 "axis": {"values": ks, "format": ",.0f"}},
+           "y": {"field": "crossover_batch", "type": _Q, "title": TOPK_Y_TITLE,
                  "scale": {"type": "log", "domain": [ticks[0], ticks[-1]]}, "axis": {"values": ticks,
                                                                                   "format": ",.0f"}},
            "color": {"field": "collective", "type": "nominal", "scale": {"domain": impls, "range": colors},
                      "legend": {"orient": "bottom", "title": None, "values": impls}},
            "tooltip": [{"field": "top_k", "type": _Q, "title": "top-k"}, {"field": "collective", "type": "nominal"},
                        {"field": "crossover_batch", "type": _Q, "format": ",.3~r", "title": "crossover batch"}]}
-    return {"$schema": VEGA_LITE_SCHEMA, "height": 300, "data": {"values": _records(data, list(curve.columns))},
+    return {"$schema": VEGA_LITE_SCHEMA, "height": TOPK_HEIGHT, "data": {"values": _records(data, list(curve.columns))},
             "mark": {"type": "line", "point": True}, "encoding": enc}
 
 

@@ -20,6 +20,8 @@ from costmodel.io.plain import markdown_text as plain
 from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft
 
+from .tables import micro
+
 ARCH_FIELDS = (("layers", "Draft layers"), ("hidden", "Draft hidden"), ("heads", "Heads"),
                ("kv_heads", "KV heads"), ("head_dim", "Head dim"), ("intermediate", "Intermediate"))
 
@@ -74,7 +76,7 @@ def placement_panel(ev: Any) -> None:
                   for col, (k, label) in zip(cols, ARCH_FIELDS)}
         c1, c2 = st.columns(2)
         kv_len = int(c1.number_input("KV length (tokens)", min_value=1, value=2048, step=256, key="placement_kv"))
-        fwd = c2.number_input("Measured forward (us per draft call, optional)", min_value=0.0, value=None,
+        fwd = c2.number_input("Measured forward (µs per draft call, optional)", min_value=0.0, value=None,
                               key="placement_forward_us", placeholder="derived")
         key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
         try:
@@ -87,13 +89,17 @@ def placement_panel(ev: Any) -> None:
         except (InputError, ValueError) as exc:
             st.error(plain(str(exc)))
             return
-        st.caption(plain(f"Drafter forward (context, common to every strategy): {table['drafter_forward_us']:.1f} "
-                         f"us per draft call at the target's TP - {table['drafter_forward_source']}."))
-        st.dataframe(table_frame(table).round(2), width="stretch", hide_index=True)
+        st.caption(plain(micro(f"Drafter forward (context, common to every strategy): "
+                               f"{table['drafter_forward_us']:.1f} us per draft call at the target's TP - "
+                               f"{table['drafter_forward_source']}.")))
+        frame = table_frame(table).round(2)
+        st.dataframe(frame, width="stretch", hide_index=True,  # headers "draft step µs", ... (the page's unit)
+                     column_config={c: st.column_config.Column(micro(c)) for c in frame.columns if micro(c) != c})
         chart = alt.Chart(sweep).mark_line(point=True).encode(
             x=alt.X("batch:Q", scale=alt.Scale(type="log"), title="batch (sequences)"),
-            y=alt.Y("draft_step_us:Q", title="draft step, us per decode step (best strategy)"),
-            color="placement:N", tooltip=["placement", "batch", "draft_step_us", "best_strategy"])
+            y=alt.Y("draft_step_us:Q", title="draft step, µs per decode step (best strategy)"),
+            color="placement:N", tooltip=["placement", "batch", alt.Tooltip("draft_step_us:Q", title="draft step (µs)"),
+                                          "best_strategy"])
         st.altair_chart(chart, width="stretch")
         st.caption("Engines: vLLM runs the draft at the target's TP only (draft_tensor_parallel_size=1 is ignored "
                    "by the EAGLE proposer), SGLang and TensorRT-LLM likewise; see docs/placement.md.")

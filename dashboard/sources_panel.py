@@ -12,6 +12,7 @@ from costmodel.answers.provenance import gpu_mismatch, scenario_source_lines
 from costmodel.answers.table_quirks import scenario_quirks
 from costmodel.io.plain import markdown_text as plain
 
+from .tables import micro
 from .verdict import Evaluation, provenance_line
 
 
@@ -27,15 +28,15 @@ def provenance_badge(profile: Profile) -> None:
 def sources_caption(ev: Evaluation) -> None:
     """`predict`'s sources line as a caption and each of its warnings as a warning box, for this scenario."""
     lines = scenario_source_lines(ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
-    for line in lines:
+    for line in map(micro, lines):  # the CLI's words, in the page's "µs"
         if line.startswith("warning: "):
             st.warning(plain(line.removeprefix("warning: ")))
         else:
             st.caption(plain(line))
     quirks = scenario_quirks(ev.profile, ev.inputs.spec.scenario(float(ev.inputs.batch)))
     if quirks:
-        st.warning(plain(f"Priced from a non-monotone measured table at batch {ev.inputs.batch:,}: "
-                         + "; ".join(quirks) + "."))
+        st.warning(plain(micro(f"Priced from a non-monotone measured table at batch {ev.inputs.batch:,}: "
+                               + "; ".join(quirks) + ".")))
 
 
 def range_quirks_caption(ev: Evaluation) -> None:
@@ -43,5 +44,5 @@ def range_quirks_caption(ev: Evaluation) -> None:
     batches = np.arange(ev.inputs.batch_min, ev.inputs.batch_max + 1, dtype=float)
     quirks = scenario_quirks(ev.profile, ev.inputs.spec.scenario(batches))
     if quirks:
-        st.caption(plain(f"Curves that jump near a measured-table node: {len(quirks)} non-monotone measured "
-                         "table node(s) price batches in this range - " + "; ".join(quirks) + "."))
+        st.caption(plain(micro(f"Curves that jump near a measured-table node: {len(quirks)} non-monotone measured "
+                               "table node(s) price batches in this range - " + "; ".join(quirks) + ".")))

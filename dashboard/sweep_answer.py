@@ -11,6 +11,7 @@ from costmodel.answers.step_sweep_frame import StepSweep
 from costmodel.answers.whole_step import PER_CALL, QUANTITY
 
 from .data import sweep_answer
+from .tables import micro
 from .verdict import Evaluation, draft_arch
 
 BREAKDOWN_ONE_CALL = "one draft call's logits path (µs)"  # the breakdown's x axis where the verdict is the whole step
@@ -30,9 +31,9 @@ def sweep_quantity(step: StepSweep) -> tuple[str, str]:
     `whole_step.QUANTITY` / `PER_CALL`) and, per draft call, why (`step.why`: the `whole_step.applies_with` texts)."""
     if step.whole_step:
         return ("Time per decode step (whole draft step) vs batch",
-                f"Shown: the {QUANTITY} - the verdict's quantity; the crossover and its interval are the whole "
-                "step's.")
-    return "Time per draft call vs batch", f"Shown: {PER_CALL}. Not the whole draft step: {step.why}."
+                micro(f"Shown: the {QUANTITY} - the verdict's quantity; the crossover and its interval are the whole "
+                      "step's."))
+    return "Time per draft call vs batch", micro(f"Shown: {PER_CALL}. Not the whole draft step: {step.why}.")
 
 
 def crossover_band(ev: Evaluation) -> tuple[float, float] | None:

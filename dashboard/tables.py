@@ -6,6 +6,7 @@ offers exactly that frame as CSV, so what you see is what you download.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -18,6 +19,17 @@ from costmodel.io.safe_io import csv_text
 
 SCENARIO_COLUMNS = ("profile", "vocab", "draft_vocab", "d2t", "dtype", "tp", "nodes", "batch", "num_spec_tokens",
                     "drafting", "mode", "impl", "calls_per_decode_step")
+
+
+# "us" as a word (a unit in costmodel's and the CLI's text: "26.7 us", "(us per draft call)"), not inside a name
+# (`saving_us`, `status`) or a path
+_US_WORD = re.compile(r"(?<![\w\-/.])us(?![\w-])")
+
+
+def micro(text: str) -> str:
+    """`text` with the unit "us" spelled "µs", the dashboard's one spelling (issue 35): for costmodel's sentences
+    shown on the page (the CLI prints them with "us"; column names such as `saving_us` are kept)."""
+    return _US_WORD.sub("µs", text)
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:

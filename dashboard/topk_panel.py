@@ -16,6 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
+from costmodel.answers.answer import LOGITS_PATH_PAIR
+from costmodel.answers.point import add_engine_cannot
 from costmodel.io.formatting import format_us
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
@@ -70,11 +72,14 @@ def best_pair_caption(ev: Any) -> str | None:
         f" - the headline above ranks the strategies with NCCL collectives only; {best['collective']}'s parameters "
         f"are {provenance_text(ev.profile, (best['collective'],), int(sc0.tp), int(sc0.nodes))}")
     fallback = "" if best["native"] else ", some collectives fall back to NCCL"
+    add_engine_cannot(best, ev.inputs.engine, k)
+    cannot = f" Not runnable under this engine: {best['engine_cannot']}." if best.get("engine_cannot") else ""
+    quantity = f" - {LOGITS_PATH_PAIR}, not the whole draft step of the tiles" if ev.whole_step else ""
     return (f"Best (strategy, collective) over every collective implementation, per decode step at batch "
             f"{ev.inputs.batch}, top-k {k}{' with greedy verification' if verify else ''}: "
             f"({best['strategy']}, {best['collective']}) {format_us(best['decode_step_us'])}, "
             f"{format_us(best['saving_vs_nccl_baseline_us'], sign=True)} vs (full_all_gather, nccl)"
-            f"{fallback}{derived}.")
+            f"{quantity}{fallback}{derived}.{cannot}")
 
 
 def topk_panel(ev: Any) -> None:

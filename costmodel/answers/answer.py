@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from ..io.errors import InputError
 from ..model.predict import Prediction, predict
 from ..model.verification import best_pair, matrix_rows
+from .engine_config import engine_cannot
 from .explain import explain
 from .placement import PlacementChoice, chosen_placement, placement_table, recommend_placement
-from .point import FLAG_STRATEGY, add_decode_step, add_intervals, apply_whole_step, prediction_dict
+from .point import FLAG_STRATEGY, add_decode_step, add_engine_cannot, add_intervals, apply_whole_step, prediction_dict
 from .question import Question
 from .whole_step import PER_CALL, applies, whole_step_answer
 
@@ -53,9 +54,11 @@ class WorkloadAnswer:
     recommendation: Recommendation
     placement: PlacementChoice | None
     placement_unavailable: str = ""
+    placement_engine_cannot: str = ""  # where the engine cannot run the chosen (strategy, collective)
 
     def to_dict(self) -> dict[str, Any]:
-        extra = ({"placement": self.placement.to_dict()} if self.placement is not None
+        extra = ({"placement": {**self.placement.to_dict(), "engine_cannot": self.placement_engine_cannot}}
+                 if self.placement is not None
                  else {"placement": {"unavailable": self.placement_unavailable}} if self.placement_unavailable
                  else {})
         return {**self.recommendation.to_dict(), **extra}
@@ -85,7 +88,8 @@ class Answer:
                 result, pred, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype,
                 max_batch=q.max_batch, crossovers=o.matrix_crossovers)
         else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
-            result["best_pair"] = best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch, crossovers=False))
+            result["best_pair"] = add_engine_cannot(best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch,
+                                                                          crossovers=False)), q.engine)
         if o.intervals:
             add_intervals(result, pred, max_batch=q.max_batch)
             if "decode_step" in result:  # the verification group's intervals, from the same ensemble
@@ -174,7 +178,8 @@ class Answer:
                                          kv_len=q.kv_len, forward_us=q.forward_us, free_bytes=q.free_bytes)
         except InputError as exc:  # a draft that cannot shard at the TP: the logits answer still stands
             return WorkloadAnswer(rec, None, str(exc))
-        return WorkloadAnswer(rec, choice)
+        return WorkloadAnswer(rec, choice, placement_engine_cannot=engine_cannot(
+            q.engine, choice.strategy, choice.collective, int(q.scenario.top_k)))
 
     # -- the headline numbers every face shows (parity tests compare these) --------------------------------
     def headline(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 `vllm_speculative_config` builds the JSON for `--speculative-config` with `use_local_argmax_reduction` on or off;
 `config_notes` states what the tool assumed (top-k, collective implementation, verification) that the config does
-not set; `_configs` gives every engine's entry for a decision.
+not set; `_configs` gives every engine's entry for a decision; `engine_cannot` says, next to a number, where the
+engine cannot run what was priced (a strategy it does not ship or switch on, a collective its recipe does not use).
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from ..model.components import BASELINE
+from ..model.engines import PLANS
+from ..model.recipes import RECIPES
 
 ENGINE_NOTES = {
     "vllm": "vllm/config/speculative.py SpeculativeConfig.use_local_argmax_reduction (default False); "
@@ -77,3 +82,39 @@ def _configs(decision: str, k: int, method: str, parallel: bool, top_k: int = 1,
     trt = EngineConfig("trtllm", False, "", ENGINE_NOTES["trtllm"] + (
         "; the model says it is slower here, and TensorRT-LLM offers no way back" if decision == "keep off" else ""))
     return (vllm, sglang, trt)
+
+
+VLLM_ENGINES = ("vllm", "vllm-v2")
+
+
+def engine_collectives(engine: str) -> tuple[str, ...]:
+    """The collective implementations an engine's recipe runs for the logits path (`costmodel.model.recipes`: NCCL,
+    and the baseline's own where it has one - tokenspeed's multimem all-gather); every one under engine none."""
+    if engine == "none":
+        return ("nccl", "oneshot", "multimem", "nccl-symm")
+    return tuple(dict.fromkeys(("nccl", RECIPES[engine].baseline_collective)))
+
+
+def engine_cannot(engine: str, strategy: str, collective: str = "nccl", top_k: int = 1) -> str:
+    """"" where `engine` can run `strategy` over `collective` at `top_k`, else why not, in one phrase (shown next to
+    the number): vLLM switches between its default (full_all_gather) and local_argmax_pairs
+    (use_local_argmax_reduction, greedy top-k 1 only: ENGINE_NOTES); every engine runs its own default
+    (`engines.PLANS[engine].default_strategy`); no engine selects a collective its recipe does not use."""
+    if engine == "none":
+        return ""
+    reasons = []
+    if engine in VLLM_ENGINES:
+        if strategy == "local_argmax_pairs" and top_k > 1:
+            reasons.append(f"vLLM's use_local_argmax_reduction covers greedy (top-k 1) drafting only, not "
+                           f"top-k {top_k}")
+        elif strategy not in (BASELINE, "local_argmax_pairs"):
+            reasons.append("vLLM does not ship this strategy (modelled only)")
+    elif engine == "trtllm" and strategy == BASELINE:
+        reasons.append("TensorRT-LLM always gathers (id, value) pairs at TP > 1 without attention DP: no way back "
+                       "to the full gather (modelled only)")
+    elif strategy not in (BASELINE, PLANS[engine].default_strategy):
+        reasons.append(f"{engine} has no switch for this strategy (modelled only)")
+    if collective not in engine_collectives(engine):
+        reasons.append(f"{engine} runs its logits collectives as {' / '.join(engine_collectives(engine))}; no "
+                       f"setting selects {collective} (modelled only)")
+    return "; ".join(reasons)

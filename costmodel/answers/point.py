@@ -27,6 +27,7 @@ from ..model.recipes import describe as describe_recipe
 from ..model.serving import SERVING_CALL_US, SERVING_SOURCE
 from ..model.sources import sources_dict
 from ..model.verification import best_pair, decode_step, matrix_rows, verification_dict
+from .engine_config import engine_cannot
 from .impact import impact_change
 from .table_quirks import scenario_quirks
 
@@ -51,6 +52,9 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
             "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
             "saving_pct": float(pred.saving_pct(name)),
         }
+        cannot = engine_cannot(str(sc.engine), name, str(sc.collective), int(sc.top_k))
+        if cannot:
+            entry["engine_cannot"] = cannot
         if name != BASELINE:
             cross = crossover(sc, name, prof, batch_range=(1.0, max_batch))
             entry["crossover_batch"] = cross.batch
@@ -124,6 +128,7 @@ def add_decode_step(result: dict[str, Any], pred: Prediction, *, verify: bool, g
     rows = matrix_rows(sc, pred.profile, verify=verify, greedy_fraction=greedy_fraction, target_dtype=target_dtype,
                        max_batch=max_batch, crossovers=crossovers)
     result["best_pair"] = best_pair(rows)
+    add_engine_cannot(result["best_pair"], str(sc.item(0).engine), int(sc.item(0).top_k))
     bp_impl, bp_sc = str(result["best_pair"]["collective"]), pred.scenario.item(0)
     if bp_impl != "nccl":  # measured where the profile has the implementation's curves (collective_impls.provenance)
         result["best_pair"]["collective_provenance"] = {
@@ -210,3 +215,11 @@ def impact_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                      "output_throughput_gain_low_pct": float(gain.get("low", np.nan)),
                      "output_throughput_gain_high_pct": float(gain.get("high", np.nan))})
     return rows
+
+
+def add_engine_cannot(pair: dict[str, Any], engine: str, top_k: int = 1) -> dict[str, Any]:
+    """A best (strategy, collective) pair with `engine_cannot` where the engine cannot run it (`engine_cannot`)."""
+    cannot = engine_cannot(engine, str(pair["strategy"]), str(pair["collective"]), top_k)
+    if cannot:
+        pair["engine_cannot"] = cannot
+    return pair

@@ -32,16 +32,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(terminal_text(format_recommendation(rec), keep_newlines=True))
     if answer.placement is not None:
-        print(terminal_text(placement_text(answer.placement), keep_newlines=True))
+        print(terminal_text(placement_text(answer.placement, answer.placement_engine_cannot), keep_newlines=True))
     elif answer.placement_unavailable:
         print(terminal_text(f"\nplacement: not priced: {answer.placement_unavailable}"))
     return 0
 
 
-def placement_text(c) -> str:
-    """The (placement, strategy, collective) triple in words (costmodel.answers.placement.PlacementChoice)."""
+def placement_text(c, cannot: str = "") -> str:
+    """The (placement, strategy, collective) triple in words (costmodel.answers.placement.PlacementChoice), and
+    where the engine cannot run it (`engine_config.engine_cannot`), why, next to it."""
     lines = [f"\nplacement: run the draft at {c.placement} with {c.strategy} over {c.collective}: "
              f"{c.expected_us:.1f} us per decode step expected (target + full_all_gather + nccl: {c.baseline_us:.1f})",
+             *([f"  not runnable under this engine: {cannot}"] if cannot else []),
              f"  engine: {c.engine}"]
     lines.append(f"  placement config: {c.config}" if c.config
                  else "  placement config: nothing to set (the engine's default)")

@@ -38,6 +38,7 @@ def _format_table(result: dict[str, Any]) -> str:
         if "interval" in s:
             lines.append(_interval_line(s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"],
                                         s["verdict"]))
+        lines += _cannot_lines(s, result)
         lines += _component_lines(s, result)
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
@@ -80,6 +81,12 @@ def _component_lines(s: dict[str, Any], result: dict[str, Any]) -> list[str]:
     if result.get("engine", {}).get("name", "none") != "none" and "reference" not in s.get("recipe", "reference"):
         lines.append(f"{'':30s}   " + terminal_text(s["recipe"].rsplit(" [", 1)[0]))
     return lines
+
+
+def _cannot_lines(s: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """Where the engine cannot run a strategy (`engine_config.engine_cannot`), the reason next to its number."""
+    note = s.get("engine_cannot")
+    return [f"{'':30s}   not runnable under {result['engine']['name']}: {note}"] if note else []
 
 
 def _interval_line(saving: dict[str, Any], cross: dict[str, Any] | None, verdict: str) -> str:
@@ -128,7 +135,8 @@ def _best_pair_line(bp: dict[str, Any], whole: bool = False) -> str:
     return (f"best (strategy, collective){label}: ({bp['strategy']}, {bp['collective']}) "
             f"{bp['decode_step_us']:.1f} us per decode step, saving {bp['saving_vs_nccl_baseline_us']:.1f} us "
             f"vs (full_all_gather, nccl){'' if bp['native'] else ' [NCCL fallback for some collectives]'}"
-            + ("" if bp["collective"] == "nccl" else _impl_provenance_note(bp)))
+            + ("" if bp["collective"] == "nccl" else _impl_provenance_note(bp))
+            + (f"  [not runnable under this engine: {bp['engine_cannot']}]" if bp.get("engine_cannot") else ""))
 
 
 def _impl_provenance_note(bp: dict[str, Any]) -> str:
@@ -191,6 +199,7 @@ def whole_step_lines(result: dict[str, Any]) -> list[str]:
         if "interval" in w:
             lines.append(_interval_line(w["interval"]["saving_per_decode_step_us"], w["interval"]["crossover_batch"],
                                         s["verdict"]))
+        lines += _cannot_lines(s, result)
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]
             gain_iv = im.get("output_throughput_gain_pct_interval")

@@ -1069,7 +1069,7 @@ def test_a_non_monotone_measured_table_is_a_warning_in_the_header():
     vocab 32,000 (the saving jumped there with no flag); the sweep tab names it for the charts' range."""
     at = run_app({"preset": "custom", "vocab": "32000", "draft_vocab": "32000", "tp": "4", "batch": "16"})
     warning = [unescape(w.value) for w in at.warning if "non-monotone measured table" in unescape(w.value)]
-    assert len(warning) == 1 and "local_max bf16 graph is non-monotone: 32 x 8,000 = 28.0 us" in warning[0]
+    assert len(warning) == 1 and "local_max bf16 graph is non-monotone: 32 x 8,000 = 28.0 µs" in warning[0]
     assert any("non-monotone measured table node(s) price batches in this range" in c for c in captions(at))
     default = run_app()
     assert not [w for w in default.warning if "non-monotone" in unescape(w.value)]

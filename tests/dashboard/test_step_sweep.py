@@ -147,7 +147,8 @@ def test_engine_none_keeps_the_per_call_chart_and_says_why():
     assert "per draft call" in caption and "engine none" in caption
     ev = evaluate(inputs, {})
     table, step, _ = sweep_answer_of(ev)
-    assert f"Shown: {PER_CALL}" in views.sweep_quantity(step)[1] and step.why in views.sweep_quantity(step)[1]
+    shown = views.sweep_quantity(step)[1]  # predict's quantity text, in the page's "µs"
+    assert f"Shown: {tables.micro(PER_CALL)}" in shown and tables.micro(step.why) in shown
     out = pd.read_csv(io.BytesIO(tables.csv_bytes(views.download_frame(table, ev))))
     assert {"time_per_draft_step_us", "saving_per_draft_step_us", "answer", "why_not_whole_draft_step",
             "provenance"} <= set(out.columns)
