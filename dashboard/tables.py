@@ -144,8 +144,8 @@ COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)"
                   "time_per_decode_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
 # says which: per draft call (the logits path alone) or per decode step (the whole draft step, under an engine)
 # compare_table's columns shown where the whole draft step is every profile's answer (an engine runs the step)
-STEP_COLUMNS = {"step_us": "time_per_decode_step_us", "step_saving_us": "saving_per_decode_step_us",
-                "step_crossover_batch": "crossover_batch"}
+STEP_COLUMNS = {"step_us": "time_per_decode_step_us", "saving_per_decode_step_us": "saving_per_decode_step_us",
+                "crossover_batch": "crossover_batch"}
 
 
 def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -3,8 +3,9 @@ versus full_all_gather and the crossover batch (`crossover.crossover`). Used by 
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
 Where an engine runs the step (`whole_step.applies`), each profile's answer is the WHOLE draft step as `predict`
-prices it (`whole_step.whole_step_answer`, issue 17): `step_us`, `step_saving_us` (us per decode step) and
-`step_crossover_batch` / `step_crossover` next to the per-call columns (the logits path alone, per draft call), and
+prices it (`whole_step.whole_step_answer`, issue 17): `step_us` (us per decode step) and the answer's saving and
+crossover under predict's names (`saving_per_decode_step_us`, `crossover_batch`, ...), the logits path alone per
+draft call next to them (`total_us`, `logits_path_saving_per_call_us`, `logits_path_crossover_batch`), and
 `quantity` says which is the answer (predict's JSON wording); `compare_wide` shows the whole step where every
 profile has it.
 
@@ -61,17 +62,18 @@ def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
 
 def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0,
                   arch: DraftArch | None = None, kv_len: int = 2048, forward_us: float | None = None) -> pd.DataFrame:
-    """Long table, one row per (profile, strategy): total_us, saving_per_draft_step_us (vs full_all_gather),
-    saving_per_decode_step_us (x calls per decode step: K serial, 1 parallel), crossover_batch (first sign change
-    of the saving in 1..max_batch, NaN: none), crossover (the same in words, `Crossover.text`: "wins at every
-    batch in range" / "never wins in range" / the roots) - all per draft call, the logits path alone -; the whole
-    draft step's step_us, step_saving_us (us per decode step), step_crossover_batch and step_crossover where it is
-    the answer (`_whole_step`: an engine, TP > 1, `arch` given; NaN / "-" elsewhere) with the drafter's
-    draft_kv_len and draft_forward_us (`kv_len`, `forward_us`: NaN where not the answer / not given), quantity (the
-    answer's, as predict's JSON) and why_not_whole_draft_step; provenance (`answers.provenance.provenance_cell`:
-    where each component of the profile's numbers comes from)
-    for a single scenario, `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an
-    InputError naming the fix."""
+    """Long table, one row per (profile, strategy), for a single scenario: total_us (the logits path alone, per draft
+    call), the answer's saving_per_draft_step_us and saving_per_decode_step_us (vs full_all_gather), crossover_batch
+    (first sign change of the saving in 1..max_batch, NaN: none) and crossover (the same in words, `Crossover.text`:
+    "wins at every batch in range" / "never wins in range" / the roots) - the whole draft step's where it is the
+    answer (`_whole_step`: an engine, TP > 1, `arch` given; then also step_us, its time per decode step), else per
+    draft call (x calls per decode step) -; the logits path's own saving per call and crossover
+    (logits_path_saving_per_call_us, logits_path_crossover_batch: one name per quantity, as predict and sweep);
+    the drafter's draft_kv_len and draft_forward_us (`kv_len`, `forward_us`: NaN where not the answer / not given),
+    quantity (the answer's, as predict's JSON) and why_not_whole_draft_step; provenance
+    (`answers.provenance.provenance_cell`: where each component of the profile's numbers comes from);
+    `profile` labelled by `column_labels`. A TP size a profile's nodes cannot hold is an InputError naming the
+    fix."""
     rows = []
     labels = column_labels([p.name for p in profiles])
     for prof, label in zip(profiles, labels, strict=True):
@@ -81,19 +83,23 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
         ws, why = _whole_step(scenario, prof, arch, kv_len=kv_len, forward_us=forward_us, max_batch=max_batch)
         for name, result in pred.strategies.items():
             saving = float(pred.saving_us(name))
-            per_decode = float(pred.saving_per_decode_step_us(name))
             cross = None if name == BASELINE else crossover(scenario, name, prof, batch_range=(1.0, max_batch))
-            w = ws["strategies"][name] if ws else {}
-            step_cross = (w.get("crossover") or {}).get("text", "-")
-            rows.append({"profile": label, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
-                         "family": gpu_family(prof.provenance.gpu), "strategy": name,
-                         "total_us": float(result.total_us), "saving_per_draft_step_us": saving,
-                         "saving_per_decode_step_us": per_decode,
-                         "crossover_batch": float("nan") if cross is None or cross.batch is None else cross.batch,
-                         "crossover": "-" if cross is None else cross.text,
-                         "step_us": w.get("total_us", float("nan")), "step_saving_us": w.get("saving_us", float("nan")),
-                         "step_crossover_batch": _nan_if_none(w.get("crossover_batch")), "step_crossover": step_cross,
-                         "draft_kv_len": float(kv_len) if ws else float("nan"),
+            cross_batch = float("nan") if cross is None or cross.batch is None else cross.batch
+            cross_words = "-" if cross is None else cross.text
+            row = {"profile": label, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
+                   "family": gpu_family(prof.provenance.gpu), "strategy": name, "total_us": float(result.total_us),
+                   "saving_per_draft_step_us": saving,
+                   "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
+                   "crossover_batch": cross_batch, "crossover": cross_words,
+                   "logits_path_saving_per_call_us": saving, "logits_path_crossover_batch": cross_batch,
+                   "step_us": float("nan")}
+            if ws:  # the whole draft step is the answer: its saving and crossover under the answer's names
+                w = ws["strategies"][name]
+                row.update(step_us=w["total_us"], saving_per_draft_step_us=w["saving_per_call_us"],
+                           saving_per_decode_step_us=w["saving_us"],
+                           crossover_batch=_nan_if_none(w.get("crossover_batch")),
+                           crossover=(w.get("crossover") or {}).get("text", "-"))
+            rows.append({**row, "draft_kv_len": float(kv_len) if ws else float("nan"),
                          "draft_forward_us": _nan_if_none(forward_us if ws else None),
                          "quantity": QUANTITY if ws else PER_CALL, "why_not_whole_draft_step": why,
                          "provenance": cell})
@@ -127,7 +133,7 @@ def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
     were given (the first argument first): the whole draft step's columns where it is every profile's answer
     (`whole_step_is_the_answer`), else the per-call ones."""
     order = list(dict.fromkeys(table["profile"]))
-    values = (["step_us", "step_saving_us", "step_crossover_batch"] if whole_step_is_the_answer(table)
+    values = (["step_us", "saving_per_decode_step_us", "crossover_batch"] if whole_step_is_the_answer(table)
               else ["total_us", "saving_per_draft_step_us", "crossover_batch"])
     wide = table.pivot(index="strategy", columns="profile", values=values)
     wide = wide.reindex(columns=[(v, p) for v in values for p in order])

@@ -17,8 +17,9 @@ def format_recommendation(rec: Recommendation) -> str:
     lines = [
         terminal_text(f"profile {rec.profile['name']} ({rec.profile['kind']}: {rec.profile['gpu']})"),
         f"vocab {sc['vocab']} draft {sc['draft_vocab']} d2t {'on' if sc['d2t'] else 'off'}  tp {sc['tp']} "
-        f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} {sc['mode']} "
-        f"impl {sc['impl']}" + (f" engine {sc['engine']}" if sc.get("engine", "none") != "none" else "")
+        f"nodes {sc['nodes']}  K {sc['num_spec_tokens']} {sc['drafting']}  {sc['dtype']} "
+        f"impl {sc['impl']}" + (f"  engine {sc['engine']}" if sc.get("engine", "none") != "none"
+                                else f"  engine none, mode {sc['mode']}")
         + f"  top-k {sc.get('top_k', 1)}  collective {sc.get('collective', 'nccl')}"
         + ("" if not rec.verification.get("enabled") else
            f"  + greedy verification ({rec.verification['rows_per_batch_row']} target rows per batch row, "

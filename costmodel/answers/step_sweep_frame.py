@@ -9,7 +9,7 @@ whole batch vector):
     saving_pct(B, s)                = 100 * saving_per_decode_step_us / T_step(B, full_all_gather)
 
 - the numbers `predict --engine E --json` gives as `whole_draft_step_us` and `saving_per_decode_step_us` at the
-same batch, and the CLI sweep's `step_us` / `step_saving_us` (`costmodel.answers.sweep_step`).
+same batch, and the CLI sweep's `step_us` / `saving_per_decode_step_us` (`costmodel.answers.sweep_step`).
 
 `step_sweep` says which quantity is the answer: where the whole step does not apply (`whole_step.applies_with`:
 engine none, TP 1, no drafter forward or draft architecture to price) or cannot be priced (a TP that does not

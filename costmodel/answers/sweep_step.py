@@ -2,7 +2,8 @@
 the whole draft step as `predict` prices it (`costmodel.answers.whole_step`).
 
 Per valid row, per strategy s: step_us = `whole_step_totals(...)[0][s]` (us per decode step, target placement)
-and step_saving_us = step_us(full_all_gather) - step_us(s) - the numbers `predict --engine E --json` gives as
+and its saving step_us(full_all_gather) - step_us(s) (`StepColumns.saving_us`; the sweep's `saving_per_decode_step_us`
+on those rows) - the numbers `predict --engine E --json` gives as
 `whole_draft_step_us` and `saving_per_decode_step_us` at the same batch. `whole_step_totals` is vectorized over
 the batch only (one --num-spec-tokens, one TP, one engine per call), so the rows are grouped by every other field
 (the model and each swept value but the batch) and each group is priced in one call: len(batches) rows per call.

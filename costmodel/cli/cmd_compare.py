@@ -60,7 +60,7 @@ LETTERS = "12"  # the profiles in the order given
 # the text table's headers (the CSV keeps compare_table's field names): quantity -> short header, as predict's
 TEXT_HEADERS = {"total_us": "us/step", "saving_per_draft_step_us": "saving/step", "crossover_batch": "crossover B"}
 # the same for the whole draft step (us per decode step, as predict's whole-step table)
-STEP_HEADERS = {"step_us": "us/decode step", "step_saving_us": "saving", "step_crossover_batch": "crossover B"}
+STEP_HEADERS = {"step_us": "us/decode step", "saving_per_decode_step_us": "saving", "crossover_batch": "crossover B"}
 
 
 def _answer_line(table, labels: list[str]) -> str:
@@ -83,6 +83,6 @@ def _narrow(wide, table, labels: list[str]):
               for letter, label in zip(LETTERS, labels, strict=False)}
     out = wide.rename(columns=rename)
     for letter, label in zip(LETTERS, labels, strict=False):  # the crossover's words (predict's), not a bare NaN
-        words = table[table["profile"] == label].set_index("strategy")["step_crossover" if whole else "crossover"]
+        words = table[table["profile"] == label].set_index("strategy")["crossover"]
         out[f"crossover B [{letter}]"] = out["strategy"].map(words)
     return out

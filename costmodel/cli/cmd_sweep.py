@@ -1,7 +1,8 @@
 """`sweep`: price a grid of scenarios (models x flag lists) to a tidy CSV or Parquet table.
 
-With --engine, each row's answer is the whole draft step (`step_us`, `step_saving_us`: costmodel.answers.sweep_step),
-priced with each --preset's own draft architecture (the default preset's without --preset, as `predict`)."""
+Under an engine (vLLM's by default), each row's answer is the whole draft step (`step_us`,
+`saving_per_decode_step_us`: costmodel.answers.sweep_step), priced with each --preset's own draft architecture
+(the default preset's without --preset, as `predict`)."""
 
 from __future__ import annotations
 

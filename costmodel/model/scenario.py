@@ -243,7 +243,7 @@ class Scenario:
         return Scenario(**out)
 
     def describe(self) -> dict[str, Any]:
-        """Plain-Python dict of a scalar scenario (for JSON)."""
+        """Plain-Python dict of a scalar scenario (for JSON); `mode` reads "engine" where an engine's plan runs it."""
         if self.size != 1:
             raise InputError("describe() needs a single scenario")
         s = self.item(0)
@@ -251,6 +251,8 @@ class Scenario:
                for f in fields(s)}
         if float(out["batch"]).is_integer():
             out["batch"] = int(out["batch"])
+        if out["engine"] != "none":  # the engine's plan sets each component's execution: no one mode (issue 35)
+            out["mode"] = "engine"
         out.update(padded_draft_vocab=int(s.padded_draft_vocab), shard=int(s.shard),
                    rows_per_call=float(s.rows), calls_per_decode_step=int(s.calls_per_decode_step))
         return out

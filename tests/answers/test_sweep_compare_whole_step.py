@@ -124,14 +124,16 @@ def test_compare_under_an_engine_is_predicts_whole_draft_step_per_profile(capsys
         assert set(got["quantity"]) == {QUANTITY}
         for s, entry in want["strategies"].items():
             assert got.loc[s, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
-            assert got.loc[s, "step_saving_us"] == pytest.approx(entry["saving_per_decode_step_us"], rel=1e-9,
-                                                                 abs=1e-9)
+            for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):  # predict's names, its numbers
+                assert got.loc[s, key] == pytest.approx(entry[key], rel=1e-9, abs=1e-9)
             assert got.loc[s, "total_us"] == pytest.approx(entry["total_us"], rel=1e-9)  # per call, as before
+            assert got.loc[s, "logits_path_saving_per_call_us"] == pytest.approx(
+                entry["per_call"]["logits_path_saving_per_call_us"], rel=1e-9, abs=1e-9)
             if s != BASELINE:
                 cross = entry["crossover_batch"]
-                assert (math.isnan(got.loc[s, "step_crossover_batch"]) if cross is None
-                        else got.loc[s, "step_crossover_batch"] == pytest.approx(cross, rel=1e-9))
-                assert got.loc[s, "step_crossover"] == entry["crossover"]["text"]
+                assert (math.isnan(got.loc[s, "crossover_batch"]) if cross is None
+                        else got.loc[s, "crossover_batch"] == pytest.approx(cross, rel=1e-9))
+                assert got.loc[s, "crossover"] == entry["crossover"]["text"]
 
 
 def test_compare_engine_none_is_per_call():
@@ -157,7 +159,7 @@ def test_the_dashboard_compare_table_shows_the_whole_step_under_an_engine():
     for _, row in long.iterrows():
         src = table[(table.profile == row["profile"]) & (table.strategy == row["strategy"])].iloc[0]
         assert row["time_per_decode_step_us"] == src["step_us"] and row["saving_per_decode_step_us"] == src[
-            "step_saving_us"]
+            "saving_per_decode_step_us"]
     assert max(len(label) for label in COMPARE_LABELS.values()) <= 15
     per_call = compare_long_table(compare_table(sc.with_(engine="none"), [load_profile("h200-sxm-nvlink")]))
     assert "time_per_draft_step_us" in per_call.columns

@@ -201,8 +201,7 @@ def test_predict_defaults_equal_the_dashboards_and_help_shows_them(capsys):
     sc = json.loads(capsys.readouterr().out)["scenario"]
     assert (sc["vocab"], sc["draft_vocab"], sc["d2t"], sc["tp"], sc["nodes"], sc["batch"], sc["num_spec_tokens"],
             sc["drafting"], sc["dtype"], sc["engine"], sc["mode"], sc["impl"]) == (
-        d.vocab, d.draft_vocab, d.d2t, d.tp, d.nodes, d.batch, d.k, d.drafting, d.dtype, d.engine,
-        str(d.spec.scenario(d.batch).mode), d.impl)
+        d.vocab, d.draft_vocab, d.d2t, d.tp, d.nodes, d.batch, d.k, d.drafting, d.dtype, d.engine, "engine", d.impl)
     assert d.engine == "vllm"  # the switch is vLLM's: both faces answer in its terms by default (issue 35)
     proc = run_cli("predict", "--help")
     text = " ".join(proc.stdout.split())
