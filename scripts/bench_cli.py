@@ -1,17 +1,20 @@
 """Wall time of the CLI commands (issue 21 item 3, "Instant CLI"): fresh `python -m costmodel` processes.
 
-    python scripts/bench_cli.py [--repeat 5] [--only predict,recommend] [--dashboard] [--model]
+    python scripts/bench_cli.py [--repeat 5] [--only predict,recommend] [--dashboard] [--model] [--browser]
 
 Runs each command --repeat times as a subprocess from the repository root and prints a markdown table: the median
 and min wall time, the median CPU time (user + system: the fairer figure on a shared machine), the target and
 pass / fail (on the median wall time), with the load average before and after (the machine is shared:
 quote it next to every figure). --dashboard adds the dashboard's first render (a fresh process per run timing
 streamlit's AppTest cold `run()` of app.py, imports included); --model adds `scripts/bench_costmodel.py --n
-1000000` (best of 3 inside one process). The on-disk interval caches (COSTMODEL_CACHE_DIR: the residual pool and,
-with --dashboard, the dashboard's interval table of the default view) are warmed once first, as a user's second
-run would find them. Bytecode caches are not: where PYTHONDONTWRITEBYTECODE is set (this project's sandbox sets it)
-and no .pyc exists, every fresh process compiles its imports from source, and the script says so. Not a test:
-report the figures.
+1000000` (best of 3 inside one process); --browser the dashboard page in Chromium (`streamlit run` + Playwright, as
+tests/dashboard/test_browser.py): each page from navigation until the script run is idle and its charts are drawn,
+with an engine (vLLM, the default) and with none, on the Batch sweep and the Sensitivity tab, alternated in one run,
+and the engine / none ratio (issue 35's target: <= 1.2x; Sensitivity <= 2 s). The on-disk interval caches
+(COSTMODEL_CACHE_DIR: the residual pool and, with --dashboard, the dashboard's interval table of the default view)
+are warmed once first, as a user's second run would find them. Bytecode caches are not: where
+PYTHONDONTWRITEBYTECODE is set (this project's sandbox sets it) and no .pyc exists, every fresh process compiles
+its imports from source, and the script says so. Not a test: report the figures.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +54,74 @@ FIRST_RENDER = (
     "logging.disable(logging.WARNING); at = AppTest.from_file({app!r}, default_timeout=120); at.run(); "
     "assert not at.exception, at.exception; print(time.perf_counter() - t0, time.process_time())"
 )
+
+
+# (label, query, tab): a page load (tab None: navigation to idle) or, after the load, a switch to `tab` (click to
+# idle); the Sensitivity switches at a batch no earlier round asked for ({batch}), so each prices the elasticities
+# cold (st.cache_data keeps them per scenario and batch afterwards)
+PAGES = (("page load, engine vllm", "engine=vllm", None), ("page load, engine none", "engine=none", None),
+         ("Sensitivity tab (cold), engine vllm", "engine=vllm&batch={batch}", "Sensitivity"),
+         ("Sensitivity tab (cold), engine none", "engine=none&batch={batch}", "Sensitivity"))
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _streamlit(python: str) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free loopback port, once /_stcore/health answers ok (90 s at most)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([python, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.25)
+    proc.kill()
+    raise SystemExit("streamlit did not answer /_stcore/health within 90 s")
+
+
+def browser_rows(python: str, repeat: int) -> list[str]:
+    """Each of PAGES loaded `repeat` times in turn (alternated, after one warm-up load each) in a fresh page:
+    navigation to idle (no status widget, the first chart drawn); rows and the engine / none ratios."""
+    from playwright.sync_api import sync_playwright
+
+    proc, url = _streamlit(python)
+    times: dict[str, list[float]] = {label: [] for label, _, _ in PAGES}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=["--headless", "--no-sandbox", "--disable-gpu"])
+            for round_ in range(repeat + 1):
+                for label, query, tab in PAGES:
+                    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+                    start = time.perf_counter()
+                    page.goto(f"{url}/?{query.format(batch=40 + round_)}")
+                    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=120_000)
+                    page.wait_for_function(IDLE, timeout=120_000)
+                    if tab is not None:
+                        start = time.perf_counter()
+                        page.get_by_role("tab", name=tab).click()
+                        page.get_by_text("What moves the").first.wait_for(timeout=120_000)
+                        page.wait_for_function(IDLE, timeout=120_000)
+                    if round_:  # round 0 warms the server's caches for every page
+                        times[label].append(time.perf_counter() - start)
+                    page.close()
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    out = [row(f"dashboard in Chromium, {label}", t, 2.0 if label.startswith("Sensitivity") else None)
+           for label, t in times.items()]
+    a, b = (label for label, _, _ in PAGES[:2])  # the page with an engine vs the same page with none
+    ratio = statistics.median(times[a]) / statistics.median(times[b])
+    out.append(f"| ratio {a} / {b} (medians) | {ratio:.2f} | | | <= 1.2 | {'pass' if ratio <= 1.2 else 'MISS'} |")
+    return out
 
 
 def load() -> str:
@@ -91,6 +164,8 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma list of labels (prefix match) to run")
     ap.add_argument("--dashboard", action="store_true", help="add the dashboard's first render (AppTest cold run)")
     ap.add_argument("--model", action="store_true", help="add scripts/bench_costmodel.py --n 1000000")
+    ap.add_argument("--browser", action="store_true",
+                    help="add the dashboard page in Chromium, engine vllm vs none (Batch sweep and Sensitivity)")
     args = ap.parse_args()
     python = sys.executable
     chosen = [c for c in COMMANDS if args.only is None or any(c[0].startswith(p) for p in args.only.split(","))]
@@ -126,6 +201,8 @@ def main() -> None:
         wall, cpu = model_row(out)
         lines.append(f"| `scripts/bench_costmodel.py --n 1000000` (best of 3, in-process) | {wall:.2f} | {wall:.2f} | "
                      f"{cpu:.2f} | <= 0.5 | {'pass' if wall <= 0.5 else 'MISS'} |")
+    if args.browser:
+        lines += browser_rows(python, args.repeat)
     print("\n".join(lines))
     print(f"\n{len(os.sched_getaffinity(0))} CPUs; load average (1, 5, 15 min) at start {start_load}, at end {load()}; "
           f"median of {args.repeat} fresh processes; Python {sys.version.split()[0]}")
