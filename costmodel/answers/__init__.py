@@ -1,5 +1,8 @@
 """What users ask, built on the model and its evidence: sweeps, comparisons, recommendations, explanations.
 
+`question` builds and validates one user question (every face's: CLI flags, dashboard widgets and URL state);
+`answer` prices it once into the `Answer` every face renders (`point`: the point answer's dict).
+
 `sweep` prices grids to Arrow / CSV / Parquet; `compare` one scenario on several profiles; `workload` reads a
 batch mix; `recommend`, `engine_config` and `recommend_text` turn a workload into a decision with the config to
 paste, `impact` a saving into ITL / TPOT / throughput; `placement` says where the draft should run (placement table, the
