@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
-from costmodel.answers.whole_step import applies, verdict_inputs
+from costmodel.answers.whole_step import verdict_rows
 from costmodel.cli.options import DEFAULT_PRESET
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
@@ -23,8 +22,8 @@ from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
-from .question import question_of
-from .state import Inputs, ScenarioSpec
+from .question import answer_of, question_of
+from .state import Inputs
 from .tables import step_verdict_table, verdict_table
 
 NO_CROSSOVER = "none"  # the crossover tile's value where no batch in range flips the answer (its delta says why)
@@ -233,23 +232,19 @@ def draft_arch(preset_name: str, draft_vocab: int) -> DraftArch:
 
 def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:
     """Where an engine runs the step (costmodel.answers.whole_step.applies), the verdict of the WHOLE draft step
-    (the decode step's K draft calls as the engine composes them, with its interval) - priced by the answers layer,
-    shown here; None where the per-call verdict stands (engine none, TP 1, no drafter forward to price). Cached on
-    what it reads (the scenario, the batch, the preset), so a tab, range or ITL edit under an engine reuses it."""
-    return _whole_step_verdict(text, inputs.spec, float(inputs.batch), inputs.preset)
+    (the decode step's K draft calls as the engine composes them, with its interval): the question's Answer
+    (`question.answer_of`, the object `predict` renders; kept per question, so a tab, range or ITL edit under an
+    engine reuses it) shown as tiles - priced by the answers layer, shown here; None where the per-call verdict
+    stands (engine none, TP 1, no drafter forward to price, a draft that cannot shard at this TP)."""
+    ws, _ = answer_of(text, inputs).whole_step
+    return None if ws is None else verdict_of_whole_step(ws)
 
 
-@lru_cache(maxsize=64)  # one bench_dashboard pass makes ~21 (scenario, batch, preset) keys; a Verdict is small
-def _whole_step_verdict(text: str, spec: ScenarioSpec, batch: float, preset: str) -> Verdict | None:
-    profile = profile_from_text(text)
-    try:
-        sc = spec.scenario(batch)
-        if applies(sc, profile):
-            return None
-        arch = draft_arch(preset, int(sc.draft_vocab))
-        point, cross, iv = verdict_inputs(sc, profile, arch, FOCUS)
-    except InputError:  # a draft that cannot shard at this TP: the per-call verdict stands
-        return None
+def verdict_of_whole_step(ws: dict) -> Verdict:
+    """`verdict_from` of a `whole_step_answer` (`whole_step.verdict_rows`) with its FOCUS interval."""
+    point, cross = verdict_rows(ws)
+    iv = ws["strategies"][FOCUS].get("interval")
+    interval = None if iv is None else StrategyUncertainty.from_dict(FOCUS, iv)
     point_rows, cross_rows = pd.DataFrame(point), pd.DataFrame(cross)
-    return replace(verdict_from(point_rows, cross_rows, iv), quantity="whole draft step", step_rows=point_rows,
+    return replace(verdict_from(point_rows, cross_rows, interval), quantity="whole draft step", step_rows=point_rows,
                    step_crossovers=cross_rows)

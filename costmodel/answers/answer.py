@@ -77,12 +77,29 @@ class Answer:
         return predict(self.question.scenario, self.question.profile)
 
     @cached_property
+    def whole_step(self) -> tuple[dict[str, Any] | None, str]:
+        """(`whole_step.whole_step_answer`, "") where an engine runs the step and it prices, else (None, why the
+        per-call answer stands)."""
+        q = self.question
+        why = applies(q.scenario, q.profile, q.forward_us)
+        if why:
+            return None, why
+        try:
+            return whole_step_answer(q.scenario, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us,
+                                     max_batch=q.max_batch, intervals=self.options.intervals), ""
+        except InputError as exc:  # e.g. a TP that does not divide the draft's heads
+            return None, f"the whole draft step cannot be priced: {exc}"
+
+    @cached_property
     def point(self) -> dict[str, Any]:
-        """The point answer as one JSON-ready dict (module doc)."""
+        """The point answer as one JSON-ready dict (module doc). One crossover and one interval per strategy: the
+        per-call ones are priced only where the per-call answer stands (under an engine the logits path per call
+        is context: its times, components and saving)."""
         q, o, pred = self.question, self.options, self.prediction
         sc = pred.scenario
+        ws, why = self.whole_step
         result = prediction_dict(pred, max_batch=q.max_batch, itl_ms=q.itl_ms,
-                                 acceptance_length=q.acceptance_length)
+                                 acceptance_length=q.acceptance_length, crossovers=ws is None)
         if q.verify or o.matrix_crossovers or int(sc.top_k) > 1 or str(sc.collective) != "nccl":
             add_decode_step(
                 result, pred, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype,
@@ -91,7 +108,8 @@ class Answer:
             result["best_pair"] = add_engine_cannot(best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch,
                                                                           crossovers=False)), q.engine)
         if o.intervals:
-            add_intervals(result, pred, max_batch=q.max_batch)
+            if ws is None:
+                add_intervals(result, pred, max_batch=q.max_batch)
             if "decode_step" in result:  # the verification group's intervals, from the same ensemble
                 from ..evidence.decode_intervals import decode_step_intervals  # pandas: only here (module doc)
 
@@ -99,33 +117,19 @@ class Answer:
                     sc, q.profile, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype)
         if o.explain:
             result["explain"] = [e.__dict__ for e in explain(pred)]
-        whole = self._add_whole_step(result)
+        if ws is not None:  # the whole draft step is the answer (`point.apply_whole_step`)
+            apply_whole_step(result, ws)
+            if "best_pair" in result:  # priced per call (verification.matrix_rows), not as the headline
+                result["best_pair"]["quantity"] = LOGITS_PATH_PAIR
+        else:
+            result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}
         if o.placements or q.placement:
-            self._add_placements(result, whole)
+            self._add_placements(result, ws is not None)
         if o.sensitivity:
-            result["sensitivity"] = self._sensitivity(whole)
+            result["sensitivity"] = self._sensitivity(ws is not None)
         result["question"] = {"quantity": q.quantity_line(), "draft_arch": q.arch_source,
                               "engine": q.engine, "method": q.method}
         return result
-
-    def _add_whole_step(self, result: dict[str, Any]) -> bool:
-        """Where an engine runs the step, the whole draft step becomes the answer (`point.apply_whole_step`);
-        elsewhere result["answer"] says the per-call answer stands, and why. True where it is the answer."""
-        q = self.question
-        why = applies(q.scenario, q.profile, q.forward_us)
-        if not why:
-            try:
-                ws = whole_step_answer(q.scenario, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us,
-                                       max_batch=q.max_batch, intervals=self.options.intervals)
-            except InputError as exc:  # e.g. a TP that does not divide the draft's heads
-                why = f"the whole draft step cannot be priced: {exc}"
-            else:
-                apply_whole_step(result, ws)
-                if "best_pair" in result:  # priced per call (verification.matrix_rows), not as the headline
-                    result["best_pair"]["quantity"] = LOGITS_PATH_PAIR
-                return True
-        result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}
-        return False
 
     def _add_placements(self, result: dict[str, Any], whole: bool) -> None:
         """result["placement"]: the placement table and the asked-for placement's row; skipped (without an

@@ -35,8 +35,9 @@ FLAG_STRATEGY = "local_argmax_pairs"  # the strategy vLLM's use_local_argmax_red
 
 
 def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: float | None = None,
-                    acceptance_length: float | None = None) -> dict[str, Any]:
-    """The `predict --json` object for a single scenario."""
+                    acceptance_length: float | None = None, crossovers: bool = True) -> dict[str, Any]:
+    """The `predict --json` object for a single scenario; with `crossovers` each strategy's crossover batch (left
+    out where the whole draft step is the answer: its crossovers are the answer's)."""
     sc, prof = pred.scenario, pred.profile
     strategies = {}
     for name, r in pred.strategies.items():
@@ -55,7 +56,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
         cannot = engine_cannot(str(sc.engine), name, str(sc.collective), int(sc.top_k))
         if cannot:
             entry["engine_cannot"] = cannot
-        if name != BASELINE:
+        if name != BASELINE and crossovers:
             cross = crossover(sc, name, prof, batch_range=(1.0, max_batch))
             entry["crossover_batch"] = cross.batch
             entry["crossover"] = cross.to_dict()
@@ -175,6 +176,8 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
     for name, entry in result["strategies"].items():
         w = ws["strategies"][name]
         entry["per_call"] = {k: entry.pop(k) for k in PER_CALL_KEYS if k in entry}
+        if entry["per_call"].get("crossover_batch", 0) is None:  # not priced per call (the answer's is below)
+            del entry["per_call"]["crossover_batch"]
         entry["per_call"]["logits_path_saving_per_call_us"] = entry.pop("saving_per_draft_step_us")
         entry["saving_per_draft_step_us"] = w["saving_per_call_us"]  # the whole step's, per draft call (mean)
         entry["saving_per_decode_step_us"] = w["saving_us"]

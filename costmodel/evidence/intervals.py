@@ -49,6 +49,15 @@ class StrategyUncertainty:
     crossover_found_fraction: float  # share of replicates with a crossover in range
     verdict: str  # "faster" | "slower" | "uncertain" | "identical" (saving_verdict)
 
+    @classmethod
+    def from_dict(cls, strategy: str, d: dict[str, Any]) -> StrategyUncertainty:
+        """The inverse of `to_dict` (an answer's JSON interval back as the object the dashboard's tiles read)."""
+        def interval(x: dict[str, float] | None) -> Interval | None:
+            return None if x is None else Interval(float(x["low"]), float(x["high"]), float(x["level"]))
+
+        return cls(strategy, interval(d["saving_per_draft_step_us"]), interval(d["saving_per_decode_step_us"]),
+                   interval(d.get("crossover_batch")), float(d["crossover_found_fraction"]), str(d["verdict"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {"saving_per_draft_step_us": self.saving_us.to_dict(),
                 "saving_per_decode_step_us": self.saving_per_decode_step_us.to_dict(),
