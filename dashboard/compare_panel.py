@@ -35,7 +35,7 @@ def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: floa
     """compare_table of the sidebar scenario (the whole draft step where an engine runs it, priced with the
     preset's draft as the verdict)."""
     sc = spec.scenario(batch)
-    return compare_table(sc, [_profile, load_profile(other)], arch=draft_arch(preset, int(sc.draft_vocab)))
+    return compare_table(sc, [_profile, load_profile(other)], arch=draft_arch(preset, int(sc.draft_vocab), spec.hidden))
 
 
 def compare_panel(ev: Any) -> None:

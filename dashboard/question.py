@@ -8,8 +8,9 @@ from dataclasses import asdict
 from functools import lru_cache
 
 from costmodel.answers.answer import Answer, WorkloadAnswer, price
-from costmodel.answers.question import Question, build_question
+from costmodel.answers.question import Question, build_question, draft_arch
 from costmodel.answers.workload import parse_workload
+from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft, preset_names
 
 from .data import profile_from_text
@@ -22,6 +23,14 @@ def arch_overrides(preset: str | None, hidden: int | None) -> dict[str, int]:
     if hidden is None or (name is not None and int(preset_draft(name)["hidden"]) == int(hidden)):
         return {}
     return {"hidden": int(hidden)}
+
+
+def sidebar_arch(preset: str, draft_vocab: int, hidden: int | None) -> DraftArch:
+    """The draft architecture the sidebar's question prices (`costmodel.answers.question.draft_arch`: the preset's
+    draft, the default preset's for a custom model, with the sidebar's hidden size as `arch_overrides` gives it) -
+    the verdict's, and so the batch sweep's, heatmaps', sensitivity's and compare panel's."""
+    name = None if preset == CUSTOM else preset
+    return draft_arch(name, int(draft_vocab), arch_overrides(name, hidden))[0]
 
 
 def question_of(text: str, inputs: Inputs, workload: tuple[str, str] | None = None) -> Question:

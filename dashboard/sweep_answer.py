@@ -21,7 +21,7 @@ def sweep_answer_of(ev: Evaluation) -> tuple[pd.DataFrame, StepSweep, tuple]:
     """(table, step, key) of the batch-sweep charts (`data.sweep_answer` with the verdict's draft, `draft_arch`);
     key: what `table` is priced from (the charts' spec cache key)."""
     inputs = ev.inputs
-    arch = draft_arch(inputs.preset, int(inputs.draft_vocab))
+    arch = draft_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden)
     table, step = sweep_answer(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max, arch)
     return table, step, (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max, arch)
 

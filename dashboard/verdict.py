@@ -14,15 +14,13 @@ import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
 from costmodel.answers.whole_step import verdict_rows
-from costmodel.cli.options import DEFAULT_PRESET
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
 from costmodel.model.crossover import crossover_words
 from costmodel.model.drafter import DraftArch
-from costmodel.profiles.presets import preset_draft, presets
 
 from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
-from .question import answer_of, question_of
+from .question import answer_of, question_of, sidebar_arch
 from .state import Inputs
 from .tables import step_verdict_table, verdict_table
 
@@ -223,11 +221,10 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     return Evaluation(inputs, profile, text, point, crossovers, verdict, note)
 
 
-def draft_arch(preset_name: str, draft_vocab: int) -> DraftArch:
-    """The sidebar preset's draft architecture (the default preset's for a custom model), lm_head vocabulary
-    `draft_vocab`: what prices the whole draft step in the verdict and the compare panel."""
-    name = preset_name if preset_name in presets().index else DEFAULT_PRESET
-    return DraftArch.from_fields({**preset_draft(name), "vocab": int(draft_vocab)})
+def draft_arch(preset_name: str, draft_vocab: int, hidden: int | None = None) -> DraftArch:
+    """The sidebar's draft architecture, lm_head vocabulary `draft_vocab` (`question.sidebar_arch`: the question's):
+    what prices the whole draft step in the verdict, the batch sweep, the heatmaps and the compare panel."""
+    return sidebar_arch(preset_name, draft_vocab, hidden)
 
 
 def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:

@@ -268,8 +268,8 @@ def sensitivity_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
     try:
         with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
-            table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch), FOCUS,
-                                      draft_arch(inputs.preset, inputs.draft_vocab) if ev.whole_step else None)
+            arch = draft_arch(inputs.preset, inputs.draft_vocab, inputs.hidden) if ev.whole_step else None
+            table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch), FOCUS, arch)
     except InputError as exc:
         table, error = None, exc
     else:
@@ -324,7 +324,7 @@ def heatmaps_tab(ev: Evaluation) -> None:
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
     # the verdict's quantity: the whole draft step where an engine runs it (priced with the verdict's draft)
     whole = ev.whole_step
-    arch = draft_arch(inputs.preset, int(inputs.draft_vocab)) if whole else None
+    arch = draft_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden) if whole else None
     quantity = ("the whole draft step: the K draft calls as the engine composes them" if whole
                 else "the logits path alone, x calls per decode step")
     st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)** ({quantity}): blue = {FOCUS} faster, "

@@ -7,10 +7,12 @@
     Answer.workload  with a workload: `recommend` over its batch mix (decision, expected saving and interval, win
                      shares, impact, configs to paste) and the (placement, strategy, collective) triple
 
-Both are priced on first use and kept (an Answer is immutable). No face prices a number of its own: the CLI's
-text, JSON and CSV, and every dashboard tile, table and export read these. The parts that need pandas / scipy
-(the workload, the elasticities, the verification intervals) import them when first priced, so `predict
---no-intervals` starts on numpy alone (tests/cli/test_lazy_imports.py).
+Both are priced on first use and kept (an Answer is immutable). `predict` and `recommend` (text, JSON, CSV) render
+them, and so do the dashboard's verdict under an engine (`Answer.whole_step`), its Impact and Recommendation tabs;
+the dashboard's batch-range views (sweep, heatmaps) call the same answers-layer functions over many batches, and
+tests/dashboard/test_parity.py checks that every face gives the same decision, saving and crossover. The parts that
+need pandas / scipy (the workload, the elasticities, the verification intervals) import them when first priced, so
+`predict --no-intervals` starts on numpy alone (tests/cli/test_lazy_imports.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..model.verification import best_pair, matrix_rows
 from .engine_config import engine_cannot
 from .explain import explain
 from .placement import PlacementChoice, chosen_placement, placement_table, recommend_placement
-from .point import FLAG_STRATEGY, add_decode_step, add_engine_cannot, add_intervals, apply_whole_step, prediction_dict
+from .point import add_decode_step, add_engine_cannot, add_intervals, apply_whole_step, prediction_dict
 from .question import Question
 from .whole_step import PER_CALL, applies, whole_step_answer
 
@@ -184,18 +186,6 @@ class Answer:
             return WorkloadAnswer(rec, None, str(exc))
         return WorkloadAnswer(rec, choice, placement_engine_cannot=engine_cannot(
             q.engine, choice.strategy, choice.collective, int(q.scenario.top_k)))
-
-    # -- the headline numbers every face shows (parity tests compare these) --------------------------------
-    def headline(self) -> dict[str, Any]:
-        """The focus strategy's answer at the question's batch: quantity, saving per decode step and its interval,
-        crossover batch, verdict, fastest strategy."""
-        r = self.point
-        s = r["strategies"][FLAG_STRATEGY]
-        iv = (s.get("interval") or {}).get("saving_per_decode_step_us")
-        return {"quantity": r["question"]["quantity"], "fastest": r["best"],
-                "saving_per_decode_step_us": float(s["saving_per_decode_step_us"]),
-                "interval_us": None if iv is None else (float(iv["low"]), float(iv["high"])),
-                "crossover_batch": s.get("crossover_batch"), "verdict": s.get("verdict")}
 
 
 def price(question: Question, options: Options | None = None) -> Answer:

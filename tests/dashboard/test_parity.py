@@ -103,3 +103,14 @@ def test_an_impossible_url_is_one_line_not_a_traceback():
     vocabulary was first checked deep in the sweep); the question is validated where it is built."""
     at = run_app({"preset": "custom", "vocab": "2147483647", "draft_vocab": "2147483647", "tp": "1"})
     assert not at.exception
+
+
+def test_a_custom_hidden_size_is_the_clis_hidden(capsys):
+    """The sidebar's hidden size prices the draft as `--hidden` does (`question.sidebar_arch`): the verdict and the
+    CLI agree, and the answer names the overridden draft."""
+    cli = cli_json(capsys, "predict", "--preset", "llama4-maverick", "--hidden", "8192", "--tp", "8", "--batch", "64",
+                   "--num-spec-tokens", "3", "--no-placements")
+    ev = evaluate(inputs_for("h200-sxm-nvlink", "llama4-maverick", "vllm", hidden=8192), {})
+    assert ev.verdict.focus_saving_decode_us == pytest.approx(
+        cli["strategies"][FOCUS]["saving_per_decode_step_us"], abs=0.1)
+    assert cli["question"]["draft_arch"].endswith("overridden: hidden=8192")
