@@ -173,12 +173,18 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
     result["whole_draft_step"] = ws
     result["answer"] = {"quantity": ws["quantity"], "per_call_best": result["best"]}
     result["best"] = ws["best"]
+    base_step_us = ws["strategies"][BASELINE]["total_us"]
     for name, entry in result["strategies"].items():
         w = ws["strategies"][name]
         entry["per_call"] = {k: entry.pop(k) for k in PER_CALL_KEYS if k in entry}
         if entry["per_call"].get("crossover_batch", 0) is None:  # not priced per call (the answer's is below)
             del entry["per_call"]["crossover_batch"]
         entry["per_call"]["logits_path_saving_per_call_us"] = entry.pop("saving_per_draft_step_us")
+        entry["per_call"]["logits_path_saving_pct"] = entry.pop("saving_pct")
+        if "saving_per_decode_step_us" in entry["per_call"]:  # the logits path x calls: its own name
+            entry["per_call"]["logits_path_saving_per_decode_step_us"] = entry["per_call"].pop(
+                "saving_per_decode_step_us")
+        entry["saving_pct"] = 100.0 * w["saving_us"] / base_step_us  # of the baseline's whole draft step
         entry["saving_per_draft_step_us"] = w["saving_per_call_us"]  # the whole step's, per draft call (mean)
         entry["saving_per_decode_step_us"] = w["saving_us"]
         entry["whole_draft_step_us"] = w["total_us"]
@@ -187,7 +193,7 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
                 entry[key] = w[key]
         if name == BASELINE:
             entry["crossover_batch"] = None  # as under engine none: no crossover against itself
-        im = entry["per_call"].get("impact")
+        im = entry["per_call"].pop("impact", None)  # one ITL per strategy: the answer's (recomputed below)
         if im is not None and name == BASELINE:
             entry["impact"] = im  # no saving against itself, in either view
         elif im is not None:

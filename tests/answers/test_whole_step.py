@@ -122,7 +122,7 @@ def test_predict_json_headline_uses_the_whole_step(capsys):
     local = out["strategies"]["local_argmax_pairs"]
     assert local["saving_per_decode_step_us"] == ws["strategies"]["local_argmax_pairs"]["saving_us"]
     assert local["interval"] == ws["strategies"]["local_argmax_pairs"]["interval"]
-    assert local["per_call"]["saving_per_decode_step_us"] == pytest.approx(
+    assert local["per_call"]["logits_path_saving_per_decode_step_us"] == pytest.approx(
         5 * local["per_call"]["logits_path_saving_per_call_us"])
     assert local["saving_per_decode_step_us"] == pytest.approx(5 * local["saving_per_draft_step_us"])
     assert out["crossover_batch"] == local["crossover_batch"]
