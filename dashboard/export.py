@@ -16,7 +16,7 @@ from functools import lru_cache
 import pandas as pd
 
 from costmodel import BASELINE
-from costmodel.answers.impact import impact_change
+from costmodel.answers.point import impact_rows
 from costmodel.answers.provenance import scenario_source_lines
 from costmodel.answers.report import ReportTable, html_report
 from costmodel.answers.table_quirks import scenario_quirks
@@ -24,6 +24,7 @@ from costmodel.io.formatting import MISSING, column_formatter, format_batch, for
 
 from . import charts
 from .data import FOCUS
+from .question import answer_of
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
 from .tables import breakdown_table
 from .verdict import Evaluation, bootstrap_method, provenance_line
@@ -101,17 +102,14 @@ def report_html(ev: Evaluation) -> str:
     if intervals is not None:
         lines.append(f"{FOCUS} intervals (saving / draft step, / decode step, crossover): " + "; ".join(intervals)
                      + f" - {bootstrap_method(profile)}.")
-    if inputs.itl_ms is not None and inputs.acceptance_length is not None:
-        iv = None if v.interval is None else (float(v.interval.saving_per_decode_step_us.low),
-                                              float(v.interval.saving_per_decode_step_us.high))
-        im = impact_change(v.focus_saving_decode_us, inputs.itl_ms, inputs.acceptance_length, FOCUS, iv)
-        gain = im.output_throughput_gain_pct_interval
+    if inputs.itl_ms is not None and inputs.acceptance_length is not None:  # the Answer's impact (the Impact tab's)
+        im = next(r for r in impact_rows(answer_of(ev.profile_text, inputs).point) if r["strategy"] == FOCUS)
+        low, high = im["output_throughput_gain_low_pct"], im["output_throughput_gain_high_pct"]
         lines.append(f"Impact of {FOCUS} (baseline ITL {inputs.itl_ms:g} ms, acceptance length "
-                     f"{inputs.acceptance_length:g}): ITL {im.itl_before_ms:.3f} -> {im.itl_after_ms:.3f} ms "
-                     f"({format_pct(im.itl_reduction_pct)} ITL reduction), TPOT {im.tpot_before_ms:.3f} -> "
-                     f"{im.tpot_after_ms:.3f} ms, output throughput {format_pct(im.output_throughput_gain_pct)}"
-                     + ("" if gain is None else f" (90% interval {format_pct(gain[0])} to {format_pct(gain[1])})")
-                     + ".")
+                     f"{inputs.acceptance_length:g}): ITL {im['itl_before_ms']:.3f} -> {im['itl_after_ms']:.3f} ms "
+                     f"({format_pct(im['itl_reduction_pct'])} ITL reduction), TPOT {im['tpot_before_ms']:.3f} -> "
+                     f"{im['tpot_after_ms']:.3f} ms, output throughput {format_pct(im['output_throughput_gain_pct'])}"
+                     + ("" if low != low else f" (90% interval {format_pct(low)} to {format_pct(high)})") + ".")
     else:
         lines.append("Impact: not computed (needs a baseline ITL and the mean acceptance length).")
     lines.append(f"Savings are {BASELINE} time minus the strategy's time, per rank: positive = faster.")
