@@ -141,6 +141,9 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
     if not verify and (greedy_fraction is not None or target_dtype is not None):
         flag = "--greedy-fraction" if greedy_fraction is not None else "--target-dtype"
         raise InputError(f"{flag}: prices the target's verification logits, so it needs --verify")
+    if workload is not None and placement:
+        raise InputError("--placement: recommend chooses the placement over the workload itself (its placement "
+                         "line); --placement prices one placement with predict")
     arch, arch_source = draft_arch(preset, int(sc.draft_vocab), arch_overrides)
     return Question(scenario=sc, profile=profile, arch=arch, arch_source=arch_source, preset=preset, kv_len=kv_len,
                     forward_us=forward_us, free_bytes=free_bytes, placement=placement, itl_ms=itl_ms,

@@ -55,3 +55,10 @@ def test_predict_and_recommend_say_it_next_to_the_number(capsys):
     assert "over multimem" in lines[at]
     assert lines[at + 1] == ("  not runnable under this engine: vllm runs its logits collectives as nccl; no setting "
                              "selects multimem (modelled only)")
+
+
+def test_recommend_refuses_a_placement_it_would_ignore(capsys):
+    """`recommend --placement` was accepted and never used: recommend picks the placement over the workload."""
+    code = main(["recommend", "--workload", str(ROOT / "data/examples/chat-diurnal.csv"), "--placement", "tp1"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: --placement: recommend chooses the placement")
