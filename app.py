@@ -116,6 +116,9 @@ with st.sidebar:
     left, right = st.columns(2)
     left.selectbox("TP size", TP_CHOICES, key="tp", accept_new_options=True, help="type another size if needed")
     right.number_input("Nodes", min_value=1, max_value=1024, step=1, key="nodes")
+    st.selectbox("Fabric between nodes", state.FABRICS, key="fabric", disabled=int(ss.get("nodes") or 1) <= 1,
+                 help="what joins the nodes (data/presets/fabrics.csv, docs/fabrics.md); the profile's own: "
+                      "priced as built (HGX: ib, NVL72: mnnvl). Re-prices the multi-node collectives, as --fabric")
     left.selectbox("Logits dtype", tuple(DTYPES), key="dtype")
     right.number_input("K (draft tokens)", min_value=1, max_value=64, step=1, key="k")
     st.radio("Drafting", DRAFTING, key="drafting", horizontal=True,

@@ -14,9 +14,11 @@ from costmodel import InputError
 from costmodel.answers.compare import bundled_family, compare_table, profiles_by_family, whole_step_is_the_answer
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
+from costmodel.model.fabrics import profile_on_fabric
 from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
 
+from .data import text_fabric
 from .tables import COMPARE_LABELS, compare_long_table, display
 from .verdict import draft_arch
 
@@ -31,11 +33,13 @@ def profile_label(name: str) -> str:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: float, preset: str) -> pd.DataFrame:
+def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: float, preset: str,
+           fabric: str | None = None) -> pd.DataFrame:
     """compare_table of the sidebar scenario (the whole draft step where an engine runs it, priced with the
-    preset's draft as the verdict)."""
+    preset's draft as the verdict), both profiles over the sidebar's fabric."""
     sc = spec.scenario(batch)
-    return compare_table(sc, [_profile, load_profile(other)], arch=draft_arch(preset, int(sc.draft_vocab), spec.hidden))
+    second = load_profile(other) if fabric is None else profile_on_fabric(load_profile(other), fabric)
+    return compare_table(sc, [_profile, second], arch=draft_arch(preset, int(sc.draft_vocab), spec.hidden))
 
 
 def compare_panel(ev: Any) -> None:
@@ -52,9 +56,10 @@ def compare_panel(ev: Any) -> None:
                        "versus full_all_gather and crossover batch per strategy (the whole draft step per decode "
                        "step where an engine runs it, else per draft call).")
             return
-        key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
+        fabric = text_fabric(ev.profile_text)
+        key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text), fabric)
         try:
-            table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch), ev.inputs.preset)
+            table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch), ev.inputs.preset, fabric)
         except (InputError, ValueError) as exc:
             st.error(plain(str(exc)))
             return

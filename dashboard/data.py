@@ -40,11 +40,12 @@ from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagat
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
 from costmodel.model.crossover import crossovers
 from costmodel.model.drafter import DraftArch
+from costmodel.model.fabrics import profile_on_fabric
 from costmodel.model.points import predict_points
 from costmodel.profiles.store import DATA_DIR, PROFILE_DIR, tp_placement_problem
 
 from . import REPO_ROOT
-from .state import BATCH_STEPS, IMPLS, ScenarioSpec
+from .state import BATCH_STEPS, IMPLS, OWN_FABRIC, ScenarioSpec
 from .tables import sweep_table
 from .uploads import read_measurement_csv
 
@@ -102,9 +103,43 @@ def bundled_profile_text(name: str) -> ProfileText:
 
 
 @lru_cache(maxsize=16)
-def profile_from_text(text: str) -> Profile:
-    """Validated profile (immutable, so sharing one object between reruns is safe)."""
+def parsed_profile(text: str) -> Profile:
+    """Validated profile as its text builds it, without the sidebar's fabric (immutable, so sharing one object
+    between reruns is safe)."""
     return parse_profile(text, source="profile")
+
+
+def text_fabric(text: str) -> str | None:
+    """The fabric `fabric_text` keyed this text for, or None (the profile's own)."""
+    return getattr(text, "__dict__", {}).get("fabric")
+
+
+@lru_cache(maxsize=32)
+def fabric_text(text: ProfileText, fabric: str | None) -> ProfileText:
+    """The profile text keyed apart for the sidebar's fabric (None / state.OWN_FABRIC: the text itself): the same
+    JSON, a digest (st.cache_data's key) and a `fabric` that `profile_from_text` re-prices it with."""
+    if fabric is None or fabric == OWN_FABRIC:
+        return text
+    out = ProfileText(str(text))
+    out.__dict__["_digest"] = f"{text.digest}|fabric={fabric}"
+    out.__dict__["fabric"] = fabric
+    return out
+
+
+_FABRIC_PROFILES: dict[tuple[int, str], tuple[Profile, Profile]] = {}
+
+
+def profile_from_text(text: str) -> Profile:
+    """Validated profile, priced over the fabric its text was keyed for (`fabric_text`; costmodel.model.fabrics)."""
+    profile, fabric = parsed_profile(text), text_fabric(text)
+    if fabric is None:
+        return profile
+    hit = _FABRIC_PROFILES.get((id(profile), fabric))
+    if hit is None or hit[0] is not profile:
+        if len(_FABRIC_PROFILES) >= 16:
+            _FABRIC_PROFILES.pop(next(iter(_FABRIC_PROFILES)))
+        hit = _FABRIC_PROFILES[(id(profile), fabric)] = (profile, profile_on_fabric(profile, fabric))
+    return hit[1]
 
 
 # -- verdict and breakdown at one batch ---------------------------------------------------------------

@@ -24,6 +24,7 @@ from costmodel.answers.question import DEFAULT_ENGINE
 from costmodel.io.measurements import DTYPES
 from costmodel.model.collective_impls import IMPLS as COLLECTIVE_IMPLS
 from costmodel.model.engines import ENGINES
+from costmodel.profiles.fabrics import fabric_names
 from costmodel.profiles.presets import preset
 
 CUSTOM = "custom"
@@ -40,6 +41,8 @@ DEFAULT_PRESET = "llama4-maverick"
 BEST_COLLECTIVE = "best available"
 TOPK_COLLECTIVES = (BEST_COLLECTIVE, *COLLECTIVE_IMPLS)  # the matrix panel's collective choice
 TOPK_LIMIT = 4096
+OWN_FABRIC = "profile's own"  # the fabric choice that prices the profile as built (no --fabric)
+FABRICS = (OWN_FABRIC, *fabric_names())
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Inputs:
     compare_with: str | None = None  # None: the panel's default second profile
     compare_show: bool = False
     workload: str | None = None  # None: the tab's first workload
+    fabric: str = OWN_FABRIC  # --fabric (data/presets/fabrics.csv); OWN_FABRIC: the profile's own, priced as built
 
     @property
     def spec(self) -> ScenarioSpec:
@@ -186,8 +190,10 @@ _PARAMS: dict[str, tuple[str, Parser]] = {
     "verify": ("topk_verify", _bool),
     "greedy": ("topk_fraction", _fraction),
     "cmp_show": ("compare_show", _bool),
+    "fabric": ("fabric", _choice(FABRICS)),
 }
-_PANEL_PARAMS = ("topk", "topk_k", "coll", "verify", "greedy", "cmp_show", "cmp", "workload")  # only when not default
+# only when not default
+_PANEL_PARAMS = ("topk", "topk_k", "coll", "verify", "greedy", "cmp_show", "cmp", "workload", "fabric")
 
 
 def _last(value: str | Sequence[str]) -> str:

@@ -19,7 +19,7 @@ from costmodel.io.formatting import format_batch, format_interval_us, format_pct
 from costmodel.model.crossover import crossover_words
 from costmodel.model.drafter import DraftArch
 
-from .data import FOCUS, crossover_frame, point_frame, profile_from_text, profile_text, saving_interval
+from .data import FOCUS, crossover_frame, fabric_text, point_frame, profile_from_text, profile_text, saving_interval
 from .question import answer_of, question_of, sidebar_arch
 from .state import Inputs
 from .tables import step_verdict_table, verdict_table
@@ -202,7 +202,7 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     step is the verdict (`whole_step_verdict`, with its own interval), the per-call interval is not priced: the
     page shows only the verdict's interval (`interval_note` is shown only where the verdict has none). The question
     is validated first, where the CLI's is (`question.question_of`: InputError, one line, for an impossible one)."""
-    text = profile_text(inputs.profile, uploaded)
+    text = fabric_text(profile_text(inputs.profile, uploaded), inputs.fabric)
     question_of(text, inputs)
     point = point_frame(text, inputs.spec, float(inputs.batch))
     crossovers = crossover_frame(text, inputs.spec)

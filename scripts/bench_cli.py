@@ -48,6 +48,10 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
      1.5),
     ("validate --summary-only", ("validate", "--summary-only"), 5.0),
     ("predict --sensitivity", ("predict", "--sensitivity"), 2.0),
+    # issue 38: replay a 1000-request run (concurrency 16) per strategy, 6 point + 12 member seeds, with intervals
+    ("simulate 1000 requests", ("simulate", "--num-prompts", "1000", "--input-len", "1024", "--output-len", "180",
+                                "--max-concurrency", "16", "--itl-ms", "26", "--acceptance-length", "2.6",
+                                "--preset", "llama4-maverick", "--tp", "8"), 2.0),
 )
 FIRST_RENDER = (
     "import logging, time; t0 = time.perf_counter(); from streamlit.testing.v1 import AppTest; "

@@ -6,7 +6,8 @@ from its sidebar and URL state (`dashboard/question.py`) - and prices it with `c
 one question gets one answer whatever asks it. `build_question` is the only place the inputs are checked together:
 
 * the scenario (`Scenario.__post_init__`: vocab, TP dividing the padded vocab, dtype, K, ...),
-* the TP group fitting the profile's nodes (`check_tp_placement`),
+* the TP group fitting the profile's nodes (`check_tp_placement`), and the scale-out fabric (--fabric,
+  --nics-per-node, --nic-gbps: `costmodel.model.fabrics.profile_on_fabric` re-prices the profile's multi-node curves),
 * the draft architecture the whole draft step prices (`DraftArch.__post_init__`: its vocab, heads, ...), and where
   it came from (`arch_source`: the preset's draft, or the default preset's for a custom vocabulary),
 * the impact inputs: ITL and acceptance length go together, the acceptance length lies in 1..K+1,
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..io.errors import InputError
 from ..model.drafter import DraftArch
+from ..model.fabrics import profile_on_fabric
 from ..model.scenario import Scenario
 from ..profiles.presets import preset_draft, preset_draft_kind, preset_names
 from ..profiles.store import check_tp_placement
@@ -55,6 +57,7 @@ class Question:
     greedy_fraction: float = 1.0
     target_dtype: str | None = None
     max_batch: float = MAX_BATCH
+    fabric: str | None = None  # --fabric as asked (`profile` is already priced over it: costmodel.model.fabrics)
 
     @property
     def engine(self) -> str:
@@ -123,7 +126,8 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
                    free_bytes: float | None = None, placement: str | None = None, itl_ms: float | None = None,
                    acceptance_length: float | None = None, method: str | None = None, verify: bool = False,
                    greedy_fraction: float | None = None, target_dtype: str | None = None,
-                   max_batch: float = MAX_BATCH) -> Question:
+                   max_batch: float = MAX_BATCH, fabric: str | None = None, nics_per_node=None,
+                   nic_gbit=None) -> Question:
     """The validated `Question` (module doc): `scenario_fields` are Scenario's fields (one value each, `batch`
     among them or given as `batch`; with a workload and no batch, its first batch)."""
     fields = dict(scenario_fields)
@@ -137,6 +141,7 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
     if sc.size != 1:
         raise InputError("a question prices one scenario (use sweep for lists)")
     check_tp_placement(profile, int(sc.tp), int(sc.nodes))
+    profile = profile_on_fabric(profile, fabric, nics_per_node, nic_gbit)
     check_impact(itl_ms, acceptance_length, int(sc.num_spec_tokens))
     if not verify and (greedy_fraction is not None or target_dtype is not None):
         flag = "--greedy-fraction" if greedy_fraction is not None else "--target-dtype"
@@ -150,4 +155,4 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
                     acceptance_length=acceptance_length, workload=workload,
                     method=method or speculative_method(preset, bool(sc.d2t)), verify=verify,
                     greedy_fraction=1.0 if greedy_fraction is None else greedy_fraction, target_dtype=target_dtype,
-                    max_batch=max_batch)
+                    max_batch=max_batch, fabric=(profile.raw.get("fabric") or {}).get("name"))

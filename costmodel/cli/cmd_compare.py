@@ -13,9 +13,11 @@ from ..answers.provenance import scenario_source_lines
 from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
+from ..model.fabrics import profile_on_fabric
 from ..profiles.paths import DEFAULT_PROFILE
 from ..profiles.store import load_profile
 from .placement_args import arch_from_args
+from .question_args import fabric_kwargs
 from .render import wrap_lines
 from .scenario_args import scenario_from_args
 
@@ -26,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     if args.profile != DEFAULT_PROFILE:
         raise InputError("compare: --profile is not used; give the two profiles as arguments "
                          "(compare PROFILE_A PROFILE_B)")
-    profiles = [load_profile(args.profile_a), load_profile(args.profile_b)]
+    profiles = [profile_on_fabric(load_profile(name), **fabric_kwargs(args))
+                for name in (args.profile_a, args.profile_b)]
     scenario = scenario_from_args(args)
     arch = None
     if str(scenario.engine) != "none":  # the whole draft step is the answer: the preset's draft (as predict)

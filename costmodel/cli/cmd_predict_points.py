@@ -10,17 +10,19 @@ from ..evidence.point_intervals import point_intervals
 from ..io.errors import InputError
 from ..io.measurements import read_measurements
 from ..model.engines import ENGINES
+from ..model.fabrics import profile_on_fabric
 from ..model.points import engine_points, predict_points
 from ..profiles.store import load_profile
 from .options import parse_one_choice
 from .output import write_table
+from .question_args import fabric_kwargs
 
 
 def run(args: argparse.Namespace) -> int:
     engine = getattr(args, "engine", None)
     if engine is not None:  # one engine ('' and 'vllm,sglang' refused, not read as none / the first)
         engine = parse_one_choice(engine, "engine", ENGINES[1:], "predict-points")
-    profile = load_profile(args.profile)
+    profile = profile_on_fabric(load_profile(args.profile), **fabric_kwargs(args))
     frame = read_measurements(args.input, require_times=False)
     if engine is not None:
         out = engine_points(frame, profile, engine)

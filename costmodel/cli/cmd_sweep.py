@@ -13,14 +13,16 @@ import sys
 from ..answers.sweep import sweep_table, write_sweep
 from ..io.errors import InputError
 from ..model.drafter import DraftArch
+from ..model.fabrics import profile_on_fabric
 from ..profiles.store import load_profile
 from .options import DEFAULT_PRESET, MAX_SWEEP_SCENARIOS
 from .placement_args import preset_arch
+from .question_args import fabric_kwargs
 from .scenario_args import _grid, _model_fields
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile(args.profile)
+    profile = profile_on_fabric(load_profile(args.profile), **fabric_kwargs(args))
     models, grid = _model_fields(args), _grid(args)
     n = len(models) * math.prod(len(v) for v in grid.values())
     if n > MAX_SWEEP_SCENARIOS:

@@ -29,10 +29,12 @@ from .options import (
     Formatter,
     _add_scenario_args,
     add_draft_args,
+    add_fabric_args,
     add_placement_args,
     bounded_float,
 )
 from .output import check_command_outputs
+from .simulate_args import add_args as add_simulate_args
 from .streamlit_args import check_streamlit_args
 
 
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each row as that engine runs the op "
                          "(captured: graph price; vllm: host launches + GPU through the step model); sets the mode "
                          "column")
+    add_fabric_args(pp)
     pp.add_argument("--intervals", action="store_true",
                     help="add predicted_p05_us and predicted_p95_us: the 90%% prediction interval (replicates + "
                          "per-op model discrepancy; costmodel/evidence/discrepancy.py)")
@@ -132,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price the in-engine figures (data/reference/engine-figures: eager / graph all_reduce loop, "
                         "engine pull requests) with the engine recipes: error, 90%% coverage and target per figure, "
                         "then exit (non-zero when a figure misses its target)")
+
+    sm = sub.add_parser("simulate", formatter_class=Formatter,
+                        help="replay a vllm bench serve run per strategy: the A/B table, 90%% intervals, detectability")
+    _add_scenario_args(sm, lists=False, batch=False)
+    add_draft_args(sm)
+    add_simulate_args(sm)
 
     pr = sub.add_parser("profiles", help="list bundled profiles with their provenance")
     pr.add_argument("--json", action="store_true", help="print a JSON list")

@@ -114,6 +114,18 @@ def bounded_int(lo: int, hi: int = 2**63 - 1) -> Any:
 TEXT = nonempty_text  # every scenario text flag: `if args.vocab:` must never read '' as "not given"
 
 
+def add_fabric_args(p: argparse.ArgumentParser) -> None:
+    """--fabric / --nics-per-node / --nic-gbps (data/presets/fabrics.csv; costmodel.model.fabrics)."""
+    p.add_argument("--fabric", type=TEXT, default=None,
+                   help="what joins the nodes: ib | roce | efa | tcpx | tcpxo | gib | socket | mnnvl "
+                        "(data/presets/fabrics.csv; default: the profile's own - mnnvl on NVL72 racks, else ib); "
+                        "re-prices the multi-node collectives, a fitted profile's measured ones excepted")
+    p.add_argument("--nics-per-node", type=TEXT, default=None,
+                   help="scale-out NICs per node (default: the fabric's, else the profile's)")
+    p.add_argument("--nic-gbps", type=TEXT, default=None,
+                   help="line rate of one NIC, Gb/s (default: the fabric's, else the profile's)")
+
+
 def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool = True) -> None:
     many = " (comma list or range)" if lists else ""
     p.add_argument("--profile", type=TEXT, default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
@@ -129,6 +141,7 @@ def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool =
                         "architecture's hidden size (unless --draft-hidden), so it moves the whole draft step's saving")
     p.add_argument("--tp", type=TEXT, default="8", help="TP size p (ranks sharing the vocab)" + many)
     p.add_argument("--nodes", type=TEXT, default="1", help="nodes the TP group spans" + many)
+    add_fabric_args(p)
     if batch:
         p.add_argument("--batch", type=TEXT, default=DEFAULT_BATCH,
                        help="decode batch B: rows (running requests) per draft call" + many)

@@ -25,4 +25,10 @@ def question_from_args(args: argparse.Namespace, workload: Workload | None = Non
                           placement=getattr(args, "placement", None), itl_ms=args.itl_ms,
                           acceptance_length=args.acceptance_length, method=getattr(args, "method", None),
                           verify=args.verify, greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype,
-                          max_batch=getattr(args, "max_batch", 65536.0))
+                          max_batch=getattr(args, "max_batch", 65536.0), **fabric_kwargs(args))
+
+
+def fabric_kwargs(args: argparse.Namespace) -> dict:
+    """--fabric / --nics-per-node / --nic-gbps as `build_question` / `profile_on_fabric` keywords."""
+    return {"fabric": getattr(args, "fabric", None), "nics_per_node": getattr(args, "nics_per_node", None),
+            "nic_gbit": getattr(args, "nic_gbps", None)}

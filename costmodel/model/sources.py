@@ -17,6 +17,7 @@ from ..io.errors import InputError
 from ..io.schema_names import COLLECTIVE_OPS
 from ..profiles.types import CollectiveCurve, Profile
 from .engines import captured_mask
+from .fabrics import fabric_line
 
 MAX_FILES_SHOWN = 2
 
@@ -120,7 +121,8 @@ def source_warnings(profile: Profile, scenario) -> list[str]:
         if parts:
             out.append(f"measured on {gpu}, but {', '.join(parts)} come from base profile {profile.provenance.base} "
                        f"({base_gpu})")
-    return out
+    fabric = fabric_line(profile, int(s.nodes))  # --fabric on a multi-node scenario: name it, say how to calibrate
+    return out + ([fabric] if fabric else [])
 
 
 def sources_dict(profile: Profile, scenario) -> dict[str, Any]:

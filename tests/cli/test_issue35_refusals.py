@@ -312,7 +312,7 @@ def test_no_command_is_one_error_line_and_exit_2(capsys):
     code, out, err = cli(capsys)
     assert (code, out) == (2, "")
     assert err == ("error: no command given (try `argmax-tp --help`; commands: predict, recommend, sweep, "
-                   "predict-points, validate, profiles, compare, presets, dashboard, calibrate-collectives, "
+                   "predict-points, validate, simulate, profiles, compare, presets, dashboard, calibrate-collectives, "
                    "calibrate-kernels, verify, fit, import-nccl-tests, kernel-report)\n")
     proc = subprocess.run([sys.executable, "-m", "costmodel"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", err)

@@ -1,0 +1,243 @@
+"""`simulate`'s answer: a serving run's A/B table per strategy, with 90% intervals and detectability.
+
+1. Calibrate: the baseline step (`costmodel.answers.serving_fit.fit_step`, target + baseline draft step) from the
+   run's gaps; without a timeline (a run described by flags) a constant step of `--itl-ms`.
+2. Draft step per strategy s at every decode batch n = 1..slots: `whole_step_totals` (the one-answer pipeline's
+   whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole step
+   does not apply (`whole_step.applies`: engine none, TP 1) the per-call logits path `predict(...).total_us(s)`
+   x calls per decode step (point only). delta_s(n) = T_s(n) - T_full_all_gather(n), delta(0) = 0.
+3. TTFT overhead: overhead_s += mean_ttft(run) - mean_ttft(baseline replay at overhead_s), from 0, twice, >= 0.
+4. Replay (`costmodel.answers.serving_sim.simulate_runs`) every strategy under seeds // 2 point seeds (delta from
+   the point model) and `seeds` member seeds (delta of one ensemble member drawn per seed): value = the mean over
+   point seeds; 90% interval = the 5th..95th percentile over member seeds (the saving's uncertainty and the
+   simulation's randomness together). The same seeds for every strategy (common random numbers), so the change
+   against the baseline (`changes_pct`) is also given seed by seed, with its own 90% interval. Seeds are
+   lowered for a large run so replicas x requests <= MAX_CELLS (the per-request arrays stay under ~32 MB each) and
+   replicas x slots x estimated steps <= MAX_WORK (steps ~ sum(output) / (L x slots) + sum(input) / token budget);
+   a run that exceeds them with 2 seeds is refused.
+5. Detectability (`detectability`): per metric, one run's relative noise sigma = sqrt(sigma_boot^2 +
+   sigma_accept^2), sigma_boot = the bootstrap (BOOT resamples of the requests) relative SD of the metric from
+   the run's per-request data (for a run from flags: the SD over the baseline's point seeds), sigma_accept =
+   `acceptance_drift` (run-to-run spread of the acceptance length, default 0.7%) for the metrics proportional to
+   1 / acceptance length (throughputs, TPOT, E2EL), 0 for ITL and TTFT. A one-run-each A/B resolves
+   |change| > X = 1.96 * sqrt(2) * sigma; repeats needed = ceil((X / |Y|)^2) for a predicted change Y; requests
+   needed in one run = N * sigma_boot^2 / ((Y / (1.96 sqrt 2))^2 - sigma_accept^2) when positive.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..evidence.ensemble import ensemble
+from ..io.errors import InputError
+from ..model.components import BASELINE, STRATEGIES
+from ..model.draft_step import parse_placement
+from ..model.members import draft_step_members
+from ..model.predict import predict
+from .bench_run import METRICS, BenchRun
+from .question import Question
+from .serving_fit import StepFit, fit_step, timeline
+from .serving_sim import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
+from .whole_step import applies, whole_step_totals
+
+Z = 1.96 * math.sqrt(2.0)
+BOOT = 200
+BOOT_CELLS = 2_000_000
+MAX_CELLS = 4_000_000  # replicas x requests: seeds are lowered (to 2 at least) to stay under it
+MAX_WORK = 400_000_000  # replicas x slots x estimated engine steps (~30 s on 2 cores): seeds lowered, else refused
+ACCEPT_SCALED = ("output_throughput", "total_token_throughput", "request_throughput", "mean_tpot_ms",
+                 "mean_e2el_ms", "median_tpot_ms", "p99_tpot_ms", "median_e2el_ms", "p99_e2el_ms")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Engine and simulation settings: vLLM's max_num_seqs / max_num_batched_tokens (EngineArgs defaults for
+    the API server on a >= 70 GiB GPU: 1024 / 8192), seeds per strategy, RNG seed, acceptance drift."""
+
+    max_num_seqs: int = 1024
+    max_batched_tokens: int = 8192
+    seeds: int = 12
+    rng_seed: int = 0
+    acceptance_drift: float = 0.007
+
+
+def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]:
+    """({s: delta_s(n), n = 0..n_max}, {s: (M, n_max + 1) per member}, how): step 2 of the module doc."""
+    batch = np.arange(1, n_max + 1, dtype=float)
+    sc = q.scenario.with_(batch=batch)
+    why = applies(q.scenario, q.profile, q.forward_us)
+    pad = lambda a: np.concatenate([np.zeros(a.shape[:-1] + (1,)), a], axis=-1)  # noqa: E731 - delta(0) = 0
+    if why:
+        pred = predict(sc, q.profile)
+        calls = np.asarray(sc.calls_per_decode_step, dtype=float)
+        tot = {s: np.asarray(pred.total_us(s), dtype=float) * calls for s in STRATEGIES}
+        point = {s: pad(tot[s] - tot[BASELINE]) for s in tot}
+        return point, {s: v[None] for s, v in point.items()}, f"per-call logits path x calls ({why}); no members"
+    tot, valid, _ = whole_step_totals(sc, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us)
+    names = [s for s in tot if bool(np.all(valid[s]))]
+    point = {s: pad(tot[s] - tot[BASELINE]) for s in names}
+    reps, factors, _ = ensemble(q.profile, nodes=int(np.asarray(sc.nodes).flat[0]))
+    priced = draft_step_members(sc, reps, parse_placement("target", int(np.max(sc.tp))), q.arch, tuple(names),
+                                factors, kv_len=q.kv_len, forward_us=q.forward_us)
+    members = {s: pad(priced.total_us[s] - priced.total_us[BASELINE]) for s in names}
+    return point, members, f"whole draft step under {q.engine} (engine-composed), {len(reps)} ensemble members"
+
+
+def measured(run: BenchRun) -> dict[str, float]:
+    """The run's own metrics: the file's reported values, else computed from its per-request arrays."""
+    got = dict(run.reported)
+    if run.has_timeline:
+        e2el = run.ttfts_s + run.itl_sum_s
+        multi = run.output_lens > 1
+        comp = {"mean_ttft_ms": run.ttfts_s.mean() * 1e3, "mean_e2el_ms": e2el.mean() * 1e3,
+                "mean_itl_ms": run.itl_sum_s.sum() / max(run.itl_count.sum(), 1) * 1e3,
+                "mean_tpot_ms": (run.itl_sum_s[multi] / (run.output_lens[multi] - 1)).mean() * 1e3,
+                "output_throughput": run.output_lens.sum() / run.duration_s,
+                "total_token_throughput": (run.output_lens.sum() + run.input_lens.sum()) / run.duration_s,
+                "request_throughput": run.n / run.duration_s}
+        got = {**comp, **got}
+    return {k: float(got[k]) for k in METRICS if k in got} | {k: v for k, v in got.items() if k not in METRICS}
+
+
+def _bootstrap_sd(run: BenchRun, rng: np.random.Generator) -> dict[str, float]:
+    """Relative SD of each metric over BOOT resamples of the run's requests (per-request data)."""
+    per = max(1, BOOT_CELLS // run.n)  # resamples per chunk: (chunk, N) arrays of at most BOOT_CELLS entries
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample of zero latency: inf, dropped by _rel_sd
+        parts = [_boot_stats(run, rng.integers(0, run.n, size=(min(per, BOOT - i), run.n)))
+                 for i in range(0, BOOT, per)]
+    stats = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return {k: _rel_sd(v) for k, v in stats.items()}
+
+
+def _rel_sd(v: np.ndarray) -> float:
+    """SD / |mean| over the finite entries (0 when there are none or the mean is 0)."""
+    v = v[np.isfinite(v)]
+    return float(np.std(v) / abs(np.mean(v))) if v.size and np.mean(v) else 0.0
+
+
+def _boot_stats(run: BenchRun, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Each metric over the resamples idx (rows: resamples of the request indices)."""
+    out, inp, ttft = run.output_lens[idx], run.input_lens[idx], run.ttfts_s[idx]
+    e2el = ttft + run.itl_sum_s[idx]
+    tpot = np.where(out > 1, run.itl_sum_s[idx] / np.maximum(out - 1, 1), np.nan)
+    stats = {"output_throughput": out.sum(1) / e2el.sum(1), "total_token_throughput": (out + inp).sum(1) / e2el.sum(1),
+             "request_throughput": 1.0 / e2el.sum(1),
+             "mean_itl_ms": run.itl_sum_s[idx].sum(1) / np.maximum(run.itl_count[idx].sum(1), 1),
+             "mean_ttft_ms": ttft.mean(1), "mean_e2el_ms": e2el.mean(1)}
+    with warnings.catch_warnings():  # a resample of only 1-token outputs has no TPOT: NaN, dropped by the SD
+        warnings.simplefilter("ignore", RuntimeWarning)
+        stats["mean_tpot_ms"] = np.nanmean(tpot, 1)
+        for key, arr in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
+            stats[f"median_{key}_ms"] = np.nanpercentile(arr, 50, axis=1)
+            stats[f"p99_{key}_ms"] = np.nanpercentile(arr, 99, axis=1)
+    return stats
+
+
+def _change(member: np.ndarray, base: np.ndarray, point: np.ndarray, base_point: np.ndarray) -> dict[str, float]:
+    """The change in %, seed by seed against the baseline's same seed: value from the point seeds, 90% interval
+    (5th..95th percentile) from the member seeds."""
+    rel = 100 * (member - base) / np.where(base != 0, base, 1.0)
+    value = 100 * (point.mean() - base_point.mean()) / base_point.mean() if base_point.mean() else 0.0
+    return {"value": float(value), "low": float(np.percentile(rel, 5)), "high": float(np.percentile(rel, 95))}
+
+
+def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, float]], n: int, drift: float
+                  ) -> dict[str, Any]:
+    """Per metric the resolvable change X% and, per strategy, visible / repeats / requests (module doc, step 5)."""
+    out: dict[str, Any] = {"requests": n, "acceptance_drift_pct": 100 * drift, "noise": {}, "strategies": {}}
+    sig_a = {m: (drift if m in ACCEPT_SCALED else 0.0) for m in sigma_boot}
+    for m, sb in sigma_boot.items():
+        sigma = math.hypot(sb, sig_a[m])
+        out["noise"][m] = {"sd_pct": 100 * sigma, "resolves_above_pct": 100 * Z * sigma}
+    for name, ch in changes.items():
+        rows = {}
+        for m, y_pct in ch.items():
+            if m not in out["noise"]:
+                continue
+            x_pct, y = out["noise"][m]["resolves_above_pct"], abs(y_pct) / 100
+            room = (y / Z) ** 2 - sig_a[m] ** 2
+            rows[m] = {"change_pct": y_pct, "resolves_above_pct": x_pct, "visible": abs(y_pct) > x_pct,
+                       "repeats_needed": math.ceil((x_pct / abs(y_pct)) ** 2) if y_pct else None,
+                       "requests_needed": (math.ceil(n * sigma_boot[m] ** 2 / room) if room > 0 else None)}
+        out["strategies"][name] = rows
+    return out
+
+
+def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dict[str, Any]:
+    """The A/B table (module doc) as one JSON-ready dict."""
+    k = int(np.asarray(q.scenario.num_spec_tokens).item())
+    acc = run.acceptance_length if run.acceptance_length is not None else q.acceptance_length
+    if acc is None:
+        raise InputError("simulate: no acceptance length in the bench file: give --acceptance-length")
+    acc = float(min(max(acc, 1.0), k + 1.0))
+    fit: StepFit | None = fit_step(run) if run.has_timeline else None
+    if fit is None:
+        if q.itl_ms is None:
+            raise InputError("simulate: a run without per-request timelines needs --itl-ms (the baseline ITL)")
+        step = StepModel(q.itl_ms * 1e3)
+    else:
+        step = fit.step
+    slots = int(min(cfg.max_num_seqs, run.max_concurrency or run.n, run.n))
+    capped = run.max_concurrency is not None and run.max_concurrency <= cfg.max_num_seqs
+    if max(run.output_lens.sum() / ((k + 1) * slots), run.output_lens.max() / (k + 1)) > MAX_STEPS:
+        raise InputError(f"simulate: the run needs more than {MAX_STEPS} engine steps to replay (fewer requests "
+                         "or shorter outputs)")
+    point, members, how = draft_deltas(q, slots)
+    names = list(point)
+    steps = run.output_lens.sum() / (acc * slots) + run.input_lens.sum() / cfg.max_batched_tokens
+    seeds = int(min(cfg.seeds, MAX_CELLS // (2 * len(names) * run.n), MAX_WORK // (2 * len(names) * slots * steps)))
+    if seeds < 2:
+        raise InputError(f"simulate: {run.n} requests over {slots} slots (~{steps:.0f} engine steps) is more work than "
+                         "the replay's bound (docs/limits.md): fewer requests or shorter outputs")
+    cfg = replace(cfg, seeds=seeds)
+    rng = np.random.default_rng(cfg.rng_seed)
+    send = arrivals(run.n, run.request_rate, cfg.seeds, rng)
+    kw = dict(k=k, acceptance_length=acc, slots=slots, client_capped=capped,
+              max_batched_tokens=cfg.max_batched_tokens, rng_seed=cfg.rng_seed)
+    seed_ids = np.arange(cfg.seeds)
+    overhead = 0.0
+    for _ in range(2 if run.ttfts_s is not None else 0):  # the overhead shifts the schedule: correct it twice
+        base = simulate_runs(run.input_lens, run.output_lens, send, seed_ids, step,
+                             np.zeros((cfg.seeds, slots + 1)), overhead_s=overhead, **kw)
+        overhead = max(0.0, overhead + float(run.ttfts_s.mean() - base.ttft_s.mean()))
+    pick = rng.integers(0, next(iter(members.values())).shape[0], size=cfg.seeds)
+    ps, ms, n_s = max(2, cfg.seeds // 2), cfg.seeds, len(names)  # point seeds (a mean) and member seeds (the interval)
+    deltas = [np.broadcast_to(point[s], (ps, slots + 1)) for s in names] + [members[s][pick] for s in names]
+    seed_of = np.concatenate([np.arange(ps)] * n_s + [seed_ids] * n_s)
+    want_itl = any(x in run.reported for x in ("median_itl_ms", "p99_itl_ms"))
+    res = simulate_runs(run.input_lens, run.output_lens, send, seed_of, step, np.concatenate(deltas),
+                        overhead_s=overhead, itl_hist=want_itl, **kw)
+    m = metrics(res, run.input_lens, run.output_lens)
+    shown = [x for x in METRICS] + [x for x in m if x not in METRICS and x in run.reported]
+    pt = {s: slice(i * ps, (i + 1) * ps) for i, s in enumerate(names)}
+    mb = {s: slice(n_s * ps + i * ms, n_s * ps + (i + 1) * ms) for i, s in enumerate(names)}
+    strategies: dict[str, Any] = {
+        s: {x: {"value": float(m[x][pt[s]].mean()), "low": float(np.percentile(m[x][mb[s]], 5)),
+                "high": float(np.percentile(m[x][mb[s]], 95))} for x in shown} for s in names}
+    base_sim = strategies[BASELINE]
+    # the baseline's member replicas have delta 0: they are the baseline at every member seed (CRN pairs)
+    change_ci = {s: {x: _change(m[x][mb[s]], m[x][mb[BASELINE]], m[x][pt[s]], m[x][pt[BASELINE]]) for x in shown}
+                 for s in names if s != BASELINE}
+    meas = measured(run)
+    repro = {x: 100 * (base_sim[x]["value"] - meas[x]) / meas[x] for x in shown if meas.get(x)}
+    changes = {s: {x: 100 * (v[x]["value"] - base_sim[x]["value"]) / base_sim[x]["value"] for x in shown}
+               for s, v in strategies.items() if s != BASELINE}
+    sig_b = {x: _rel_sd(m[x][mb[BASELINE]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
+    if run.has_timeline:
+        boot = _bootstrap_sd(run, np.random.default_rng(cfg.rng_seed + 1))
+        sig_b = {x: max(v, boot.get(x, 0.0)) for x, v in sig_b.items()}
+    return {"bench": run.name, "requests": run.n,
+            "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
+            run.max_concurrency, "slots": slots, "acceptance_length": acc, "num_spec_tokens": k,
+            "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
+            "ttft_overhead_ms": 1e3 * overhead, "draft_step": how, "seeds": cfg.seeds, "point_seeds": ps,
+            "metrics": shown,
+            "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,
+            "strategies": strategies, "changes_pct": change_ci,
+            "detectable": detectability(sig_b, changes, run.n, cfg.acceptance_drift),
+            "timeline_end_s": float(timeline(run)[1].max()) if run.has_timeline else None}

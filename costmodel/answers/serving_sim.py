@@ -1,0 +1,279 @@
+"""A discrete-event model of vLLM's scheduler replaying a serving run: `simulate_runs`.
+
+Why a vectorized loop and not SimPy: the engine is one clocked loop - every event happens at a step boundary
+(admission, prefill chunks, token emission, completion) - so an "event" is one engine step, and `simulate` needs
+R = strategies x seeds replicas of the same run. Here the R replicas advance together, one engine step each per
+iteration, as numpy operations over an (R, slots) state: the Python overhead is paid once per step for all
+replicas (1000 requests x 5 strategies x 32 seeds: ~1 s on 2 cores, scripts/bench_cli.py), where SimPy would pay a
+generator switch per request and step per replica (~100x more interpreter work). Each replica keeps its own clock.
+
+Per replica and engine step starting at time t (vLLM v1 `Scheduler.schedule`, FCFS, chunked prefill):
+
+* admission: while a slot is free (slots = min(max_num_seqs, max_concurrency)), the next request whose send time
+  a_i <= t takes it. When the client caps concurrency (max_concurrency <= max_num_seqs) a request is sent when a
+  slot frees, so its clock starts at max(a_i, the slot's free time); otherwise it starts at a_i and the wait for
+  a slot is queueing inside TTFT. The engine sees it at ready = start + overhead_s (tokenization, HTTP: the part
+  of TTFT that does not hold up other requests, fitted by `costmodel.answers.serving_fit`).
+* token budget max_num_batched_tokens: each decoding request schedules 1 + K tokens; what is left goes to ready
+  prefills, slot by slot, chunk = min(left, remaining prompt) (slot order approximates FCFS).
+* step time, us:  T = alpha + beta * n_decode + gamma * prefill_tokens + delta[r, n_draft]
+  (alpha, beta, gamma: the target step calibrated from the baseline run; delta: the strategy's whole draft step
+  minus the baseline's at n_draft = requests drafting this step, decode + prefills completing).
+* a prefill that completes emits the first token at the step's end (TTFT = end - start); a decoding request emits
+  min(1 + a, remaining) tokens as one streamed chunk, a = accepted drafts ~ min(K, Geometric) with
+  P(a >= j) = p^j (`acceptance_rate` inverts the mean acceptance length L = sum_{j=0..K} p^j); ITL = the gap
+  between its chunks. a is drawn per (seed, request, decode step), so every strategy of a seed sees the same
+  acceptances and arrivals (common random numbers: the A/B's difference is the step time's alone).
+
+ITL percentiles (`median_itl_ms`, `p99_itl_ms`, only when asked: `itl_hist`) come from a per-replica histogram of
+every gap in ITL_BINS log-spaced bins (within 0.4%), not from a list of the gaps, so memory stays O(R x bins).
+
+Bounds: at most MAX_STEPS engine steps per call (InputError beyond: the run is too long to replay); memory is
+O(R x requests) plus the acceptance table (MAX_TABLE entries, beyond it one shared stream per replica).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..io.errors import InputError
+
+MAX_STEPS = 400_000
+MAX_TABLE = 40_000_000  # uint8 acceptance draws, seeds x requests x max output
+ITL_BINS = 2000  # log-spaced 1 us .. 10 s: each bin spans 0.8%, so an ITL percentile is within 0.4%
+ITL_EDGES_US = np.logspace(0, 7, ITL_BINS + 1)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Target step time, us = alpha_us + beta_us * n_decode + gamma_us * prefill_tokens."""
+
+    alpha_us: float
+    beta_us: float = 0.0
+    gamma_us: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Per replica r and request i: ttft_s, e2el_s, itl_sum_s, itl_count (R, N); duration_s (R,)."""
+
+    ttft_s: np.ndarray
+    e2el_s: np.ndarray
+    itl_sum_s: np.ndarray
+    itl_count: np.ndarray
+    duration_s: np.ndarray
+    itl_hist: np.ndarray | None = None  # (R, ITL_BINS) counts of inter-chunk gaps per ITL_EDGES_US bin, when asked
+
+
+def acceptance_rate(length: float, k: int) -> float:
+    """p with sum_{j=0..k} p^j = length (1 <= length <= k + 1), by bisection (the mean is increasing in p)."""
+    if k == 0 or length <= 1.0:
+        return 0.0
+    if length >= k + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid ** j for j in range(k + 1)) < length else (lo, mid)
+    return (lo + hi) / 2
+
+
+def arrivals(n: int, rate: float, seeds: int, rng: np.random.Generator) -> np.ndarray:
+    """(seeds, n) send times, s: all 0 for rate inf, else a Poisson process (exponential gaps of mean 1/rate)."""
+    if math.isinf(rate):
+        return np.zeros((seeds, n))
+    gaps = rng.exponential(1.0 / rate, size=(seeds, n))
+    gaps[:, 0] = 0.0  # the first request is sent at once (vllm bench serve's get_request)
+    return np.cumsum(gaps, axis=1)
+
+
+def _draws(rng: np.random.Generator, shape: tuple[int, ...], p: float, k: int) -> np.ndarray:
+    """Accepted drafts min(k, floor(log u / log p)), P(a >= j) = p^j."""
+    if k == 0 or p <= 0:
+        return np.zeros(shape, dtype=np.uint8)
+    if p >= 1:
+        return np.full(shape, k, dtype=np.uint8)
+    u = rng.random(shape)
+    return np.minimum(k, np.floor(np.log(u) / math.log(p))).astype(np.uint8)
+
+
+def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.ndarray, seed_of: np.ndarray,
+                  step: StepModel, delta_us: np.ndarray, *, k: int, acceptance_length: float, slots: int,
+                  client_capped: bool, max_batched_tokens: int, overhead_s: float = 0.0, rng_seed: int = 0,
+                  itl_hist: bool = False) -> SimResult:
+    """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) send times
+    per seed, ascending; seed_of: (R,) each replica's seed; delta_us: (R, slots + 1) the draft-step difference at
+    n_draft = 0..slots."""
+    inp = np.maximum(np.asarray(input_lens, dtype=np.int64), 1)  # every request prefills at least one token
+    out = np.asarray(output_lens, dtype=np.int64)
+    n, r_count = out.size, seed_of.size
+    seeds = send_s.shape[0]
+    rng = np.random.default_rng(rng_seed)
+    p = acceptance_rate(acceptance_length, k)
+    jmax = int(out.max())
+    table = _draws(rng, (seeds, n, jmax), p, k).reshape(-1) if seeds * n * jmax <= MAX_TABLE else None
+    seed_base = (seed_of * n * jmax)[:, None]  # flat index of (seed, request, decode step) in the table
+    rows = np.arange(r_count)[:, None]
+    send = send_s[seed_of]  # (R, N)
+    slot_req = np.full((r_count, slots), -1, dtype=np.int64)
+    start = np.zeros((r_count, slots))
+    ready = np.zeros((r_count, slots))
+    freed = np.zeros((r_count, slots))
+    pre_left = np.zeros((r_count, slots), dtype=np.int64)
+    out_left = np.zeros((r_count, slots), dtype=np.int64)
+    last_tok = np.zeros((r_count, slots))
+    dsteps = np.zeros((r_count, slots), dtype=np.int64)
+    slot_isum = np.zeros((r_count, slots))
+    slot_icnt = np.zeros((r_count, slots), dtype=np.int64)
+    ttft = np.zeros((r_count, n))
+    e2el = np.zeros((r_count, n))
+    itl_sum = np.zeros((r_count, n))
+    itl_cnt = np.zeros((r_count, n), dtype=np.int64)
+    t = send[:, 0].copy()
+    nxt = np.zeros(r_count, dtype=np.int64)
+    done = np.zeros(r_count, dtype=np.int64)
+    finish = np.zeros(r_count)
+    budget_dec = 1 + k
+    ar = np.arange(r_count)
+    zeros_slots, zeros_r = np.zeros((r_count, slots), dtype=np.int64), np.zeros(r_count, dtype=np.int64)
+    hist = np.zeros(r_count * ITL_BINS, dtype=np.int64) if itl_hist else None
+    pending_bins: list[np.ndarray] = []
+    for _ in range(MAX_STEPS):
+        live = done < n
+        if not live.any():
+            break
+        # admission: the next arrived requests into free slots, in order
+        free = slot_req < 0
+        nfree = free.sum(axis=1)
+        due = (nfree > 0) & (nxt < n) & (send[ar, np.minimum(nxt, n - 1)] <= t)
+        width = int(nfree[due].max()) if due.any() else 0
+        if width:
+            j = np.arange(width)
+            idx = nxt[:, None] + j
+            arrived = (idx < n) & (send[rows, np.minimum(idx, n - 1)] <= t[:, None]) & (j < nfree[:, None])
+            take = arrived.sum(axis=1)
+            rank = np.cumsum(free, axis=1) - 1
+            admit = free & (rank < take[:, None]) & live[:, None]
+            req = nxt[:, None] + rank
+            if admit.any():
+                a = send[rows, np.minimum(req, n - 1)]
+                s0 = np.maximum(a, freed) if client_capped else a
+                slot_req = np.where(admit, req, slot_req)
+                start = np.where(admit, s0, start)
+                ready = np.where(admit, s0 + overhead_s, ready)
+                pre_left = np.where(admit, inp[np.minimum(req, n - 1)], pre_left)
+                out_left = np.where(admit, out[np.minimum(req, n - 1)], out_left)
+                dsteps = np.where(admit, 0, dsteps)
+                slot_isum = np.where(admit, 0.0, slot_isum)
+                slot_icnt = np.where(admit, 0, slot_icnt)
+                nxt = nxt + np.where(live, take, 0)
+        busy = slot_req >= 0
+        pending = pre_left > 0  # only a busy slot has prompt tokens left
+        dec = busy & ~pending
+        n_dec = dec.sum(axis=1)
+        cand = pending & (ready <= t[:, None]) if pending.any() else pending
+        if cand.any():
+            left = np.maximum(max_batched_tokens - n_dec * budget_dec, 0)
+            need = np.where(cand, pre_left, 0)
+            before = np.cumsum(need, axis=1) - need
+            chunk = np.clip(left[:, None] - before, 0, need)
+            completes = cand & (chunk == pre_left)
+            prefill_tokens = chunk.sum(axis=1)
+        else:
+            chunk, completes, prefill_tokens = zeros_slots, cand, zeros_r
+        work = live & ((n_dec > 0) | (prefill_tokens > 0))
+        # replicas with nothing to run jump to their next event (a ready prefill or an arrival into a free slot)
+        idle = live & ~work
+        if idle.any():
+            waiting = np.where(busy & (pre_left > 0), ready, np.inf).min(axis=1)
+            has_free = (~busy).any(axis=1) & (nxt < n)
+            arrival = np.where(has_free, send[np.arange(r_count), np.minimum(nxt, n - 1)], np.inf)
+            t = np.where(idle, np.maximum(t, np.minimum(waiting, arrival)), t)
+        if not work.any():
+            continue
+        n_draft = n_dec + completes.sum(axis=1)
+        dt_us = (step.alpha_us + step.beta_us * n_dec + step.gamma_us * prefill_tokens
+                 + delta_us[np.arange(r_count), n_draft])
+        end = t + np.maximum(dt_us, 0.0) * 1e-6
+        act = work[:, None]
+        endc = end[:, None]
+        # decode: one chunk of min(1 + accepted, remaining) tokens
+        step_dec = dec & act
+        reqc = np.minimum(slot_req, n - 1)
+        # dsteps < output_len <= jmax for every busy slot (a request decodes at most output_len - 1 times)
+        acc = (np.take(table, seed_base + reqc * jmax + dsteps) if table is not None
+               else _draws(rng, slot_req.shape, p, k))
+        emitted = np.where(step_dec, np.minimum(1 + acc.astype(np.int64), out_left), 0)
+        slot_isum += np.where(step_dec, endc - last_tok, 0.0)  # per slot; written per request when it finishes
+        slot_icnt += step_dec
+        if hist is not None:  # every gap's bin, counted in batches (bounded memory)
+            rr, cc = np.nonzero(step_dec)
+            gap_us = (end[rr] - last_tok[rr, cc]) * 1e6
+            pending_bins.append(rr * ITL_BINS + np.clip(np.searchsorted(ITL_EDGES_US, gap_us) - 1, 0, ITL_BINS - 1))
+            if len(pending_bins) >= 256:
+                hist += np.bincount(np.concatenate(pending_bins), minlength=hist.size)
+                pending_bins.clear()
+        out_left = out_left - emitted
+        dsteps = dsteps + step_dec
+        last_tok = np.where(step_dec, endc, last_tok)
+        # prefill chunks; a completed prefill emits the first token
+        first = completes & act
+        if first.any() or prefill_tokens.any():
+            pre_left = pre_left - np.where(act, chunk, 0)
+            rr, cc = np.nonzero(first)
+            ttft[rr, reqc[rr, cc]] = end[rr] - start[rr, cc]
+            out_left = out_left - first
+            last_tok = np.where(first, endc, last_tok)
+        fin = busy & act & (pre_left == 0) & (out_left <= 0)
+        if fin.any():
+            rr, cc = np.nonzero(fin)  # a request holds one slot: no (replica, request) pair twice
+            e2el[rr, reqc[rr, cc]] = end[rr] - start[rr, cc]
+            itl_sum[rr, reqc[rr, cc]] = slot_isum[rr, cc]
+            itl_cnt[rr, reqc[rr, cc]] = slot_icnt[rr, cc]
+            done = done + fin.sum(axis=1)
+            finish = np.where(fin.any(axis=1), end, finish)
+            freed = np.where(fin, endc, freed)
+            slot_req = np.where(fin, -1, slot_req)
+        t = np.where(work, end, t)
+    else:
+        raise InputError(f"simulate: the run needs more than {MAX_STEPS} engine steps to replay (fewer requests "
+                         "or shorter outputs)")
+    if hist is not None and pending_bins:
+        hist += np.bincount(np.concatenate(pending_bins), minlength=hist.size)
+    return SimResult(ttft, e2el, itl_sum, itl_cnt, finish - send[:, 0],
+                     None if hist is None else hist.reshape(r_count, ITL_BINS))
+
+
+def metrics(res: SimResult, input_lens: np.ndarray, output_lens: np.ndarray) -> dict[str, np.ndarray]:
+    """vllm bench serve's metrics per replica (R,), as `vllm/benchmarks/serve.py calculate_metrics` defines them:
+    throughputs over the run's duration; TPOT = (e2el - ttft) / (output_len - 1) over requests with output > 1;
+    mean ITL = the mean of every inter-chunk gap."""
+    out = np.asarray(output_lens, dtype=float)
+    inp = np.asarray(input_lens, dtype=float)
+    dur = res.duration_s
+    multi = out > 1
+    tpot = (res.e2el_s[:, multi] - res.ttft_s[:, multi]) / (out[multi] - 1) if multi.any() else np.zeros((dur.size, 1))
+    cnt = res.itl_count.sum(axis=1)
+    m = {"output_throughput": out.sum() / dur, "total_token_throughput": (inp.sum() + out.sum()) / dur,
+         "request_throughput": out.size / dur, "mean_tpot_ms": tpot.mean(axis=1) * 1e3,
+         "mean_itl_ms": np.where(cnt > 0, res.itl_sum_s.sum(axis=1) / np.maximum(cnt, 1), 0.0) * 1e3,
+         "mean_ttft_ms": res.ttft_s.mean(axis=1) * 1e3, "mean_e2el_ms": res.e2el_s.mean(axis=1) * 1e3}
+    for key, arr in (("ttft", res.ttft_s), ("tpot", tpot), ("e2el", res.e2el_s)):
+        m[f"median_{key}_ms"] = np.percentile(arr, 50, axis=1) * 1e3
+        m[f"p99_{key}_ms"] = np.percentile(arr, 99, axis=1) * 1e3
+    if res.itl_hist is not None:
+        m["median_itl_ms"], m["p99_itl_ms"] = (hist_percentile(res.itl_hist, q) / 1e3 for q in (50, 99))
+    return m
+
+
+def hist_percentile(hist: np.ndarray, q: float) -> np.ndarray:
+    """Per row of an (R, ITL_BINS) histogram, the q-th percentile (us): the geometric centre of the first bin
+    whose cumulative count reaches q% of the row's (0 for an empty row)."""
+    cum = np.cumsum(hist, axis=1)
+    target = cum[:, -1:] * q / 100.0
+    idx = np.minimum((cum < target).sum(axis=1), ITL_BINS - 1)
+    centre = np.sqrt(ITL_EDGES_US[:-1] * ITL_EDGES_US[1:])
+    return np.where(cum[:, -1] > 0, centre[idx], 0.0)

@@ -1,0 +1,127 @@
+"""`simulate`: replay a `vllm bench serve` run per strategy - the A/B table with 90% intervals and whether an A/B
+of this size can see each change (`costmodel.answers.serving_ab`)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..answers.bench_run import load_bench_run, load_sharegpt, synthetic_run
+from ..answers.serving_ab import SimConfig, simulate_ab
+from ..io.errors import InputError
+from ..io.plain import terminal_text
+from ..model.components import BASELINE
+from .question_args import question_from_args
+
+
+def _check(args: argparse.Namespace) -> None:
+    bounds = {"--num-prompts": (args.num_prompts, 1, 100_000), "--input-len": (args.input_len, 1, 10**6),
+              "--output-len": (args.output_len, 1, 10**5), "--max-num-seqs": (args.max_num_seqs, 1, 4096),
+              "--max-num-batched-tokens": (args.max_num_batched_tokens, 1, 10**7), "--seeds": (args.seeds, 2, 200),
+              "--max-concurrency": (args.max_concurrency, 1, 100_000)}
+    for flag, (value, lo, hi) in bounds.items():
+        if value is not None and not lo <= value <= hi:
+            raise InputError(f"{flag}: {value} is outside {lo}..{hi}")
+    for flag, value in (("--itl-ms", args.itl_ms), ("--acceptance-length", args.acceptance_length)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"{flag}: must be a finite number > 0")
+    if not (args.request_rate > 0) or math.isnan(args.request_rate):
+        raise InputError("--request-rate: must be > 0 (inf: all at once)")
+    if not (0 <= args.acceptance_drift <= 1):
+        raise InputError("--acceptance-drift: must be in 0..1")
+    if args.bench is None and args.num_prompts is None and args.prompts is None:
+        raise InputError("simulate: give --bench RUN.json, or --num-prompts / --prompts with --itl-ms")
+    if args.bench is not None and args.prompts is not None:
+        raise InputError("--prompts: the lengths come from --bench already (give one of them)")
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    qargs = copy.copy(args)
+    qargs.itl_ms = qargs.acceptance_length = None  # simulate checks its own (the question pairs them)
+    qargs.verify, qargs.greedy_fraction, qargs.target_dtype = False, None, None
+    question = question_from_args(qargs)
+    k = int(question.scenario.num_spec_tokens)
+    if args.acceptance_length is not None and not 1 <= args.acceptance_length <= k + 1:
+        raise InputError(f"--acceptance-length: {args.acceptance_length:g} is outside 1..K+1 = 1..{k + 1}")
+    if args.bench is not None:
+        bench = load_bench_run(args.bench, args.acceptance_length)
+    else:
+        lengths = load_sharegpt(args.prompts) if args.prompts else None
+        n = args.num_prompts or int(lengths[1].size)
+        bench = synthetic_run(n, args.input_len, args.output_len, args.request_rate, args.max_concurrency,
+                              args.acceptance_length, "flags" if lengths is None else Path(args.prompts).name, lengths)
+    if args.itl_ms is not None:
+        question = replace(question, itl_ms=args.itl_ms)
+    cfg = SimConfig(args.max_num_seqs, args.max_num_batched_tokens, args.seeds, 0, args.acceptance_drift)
+    ab = simulate_ab(bench, question, cfg)
+    if args.csv:
+        _write_csv(ab, args.csv)
+        print(f"wrote the A/B table to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(_finite(ab), indent=2, allow_nan=False))
+        return 0
+    print(terminal_text(format_ab(ab), keep_newlines=True))
+    return 0
+
+
+def _finite(value: Any) -> Any:
+    """The dict with every non-finite float as null (strict JSON has no NaN / Infinity)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _write_csv(ab: dict[str, Any], path: str) -> None:
+    import pandas as pd  # noqa: PLC0415 - kept out of the CLI's startup (tests/cli/test_lazy_imports.py)
+
+    from ..io.safe_io import write_csv
+
+    rows = [{"strategy": "measured", "metric": m, "value": v, "low": None, "high": None}
+            for m, v in ab["baseline"].items()]
+    rows += [{"strategy": s, "metric": m, **cell} for s, table in ab["strategies"].items() for m, cell in table.items()]
+    write_csv(pd.DataFrame(rows), path)
+
+
+def format_ab(ab: dict[str, Any]) -> str:
+    """The A/B table in words: one block per metric, the measured run, each strategy's value [90%] and change."""
+    rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
+    lines = [f"bench {ab['bench']}: {ab['requests']} requests, request_rate {rate}, max_concurrency "
+             f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f}, "
+             f"K {ab['num_spec_tokens']}",
+             f"step fit: {ab['step_fit']}", f"TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms",
+             f"draft step: {ab['draft_step']}; {ab['point_seeds']} seeds per strategy (point) + {ab['seeds']} "
+             "(members)",
+             "", f"{'metric':<24}{'measured':>11}  {'strategy':<28}{'value':>11}  {'90% interval':>23}"
+             f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]
+    det = ab["detectable"]
+    for m in ab["metrics"]:
+        base = ab["strategies"][BASELINE][m]["value"]
+        meas = ab["baseline"].get(m)
+        first = True
+        for s, table in ab["strategies"].items():
+            c = table[m]
+            change = 100 * (c["value"] - base) / base if base else 0.0
+            cell = det["strategies"].get(s, {}).get(m)
+            err = ab["baseline_reproduction_error_pct"].get(m)
+            verdict = ((f"(baseline replay, error {err:+.1f}%)" if err is not None else "(baseline replay)")
+                       if s == BASELINE else
+                       f"{'visible' if cell['visible'] else 'not visible'} (resolves > "
+                       f"{cell['resolves_above_pct']:.2f}%, repeats {cell['repeats_needed']})" if cell else "")
+            lead = f"{m:<24}{meas:>11.3f}" if first and meas is not None else f"{m if first else '':<24}{'':>11}"
+            ci = ab["changes_pct"].get(s, {}).get(m)
+            span = f" [{ci['low']:+.2f}..{ci['high']:+.2f}]" if ci else ""
+            lines.append(f"{lead}  {s:<28}{c['value']:>11.3f}  {c['low']:>11.3f}..{c['high']:<11.3f}"
+                         f"{change:>+8.2f}%{span}  {verdict}")
+            first = False
+    lines.append(f"\nnoise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
+                 f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
+    return "\n".join(lines)

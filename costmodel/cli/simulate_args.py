@@ -1,0 +1,31 @@
+"""`simulate`'s own flags (argparse only: imported by costmodel.cli.main at startup; the scenario flags come from
+`_add_scenario_args`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    """simulate's own flags (the scenario flags come from `_add_scenario_args`)."""
+    p.add_argument("--bench", default=None, help="a `vllm bench serve --save-result` JSON (the baseline run)")
+    p.add_argument("--num-prompts", type=int, default=None, help="without --bench: requests in the run")
+    p.add_argument("--prompts", default=None,
+                   help="without --bench: a ShareGPT-format JSON whose conversations give the requests' lengths "
+                        "(characters / 4; the first --num-prompts, default all)")
+    p.add_argument("--input-len", type=int, default=1024, help="without --bench: prompt tokens per request")
+    p.add_argument("--output-len", type=int, default=128, help="without --bench: output tokens per request")
+    p.add_argument("--request-rate", type=float, default=math.inf, help="without --bench: requests/s (inf: at once)")
+    p.add_argument("--max-concurrency", type=int, default=None, help="without --bench: the client's cap")
+    p.add_argument("--itl-ms", type=float, default=None,
+                   help="without --bench: the baseline ITL, ms per decode step, at the run's concurrency")
+    p.add_argument("--acceptance-length", type=float, default=None,
+                   help="mean tokens per decode step, 1..K+1 (default: the bench file's tokens per chunk)")
+    p.add_argument("--max-num-seqs", type=int, default=1024, help="vLLM's max_num_seqs (server batch cap)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="vLLM's token budget per step")
+    p.add_argument("--seeds", type=int, default=12, help="simulation seeds per strategy (2..200)")
+    p.add_argument("--acceptance-drift", type=float, default=0.007,
+                   help="run-to-run relative spread of the acceptance length (detectability)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--csv", default=None, help="write the long table (strategy, metric, value, low, high) as CSV")

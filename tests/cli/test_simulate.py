@@ -1,0 +1,181 @@
+"""`simulate` (costmodel/answers/serving_fit.py, serving_ab.py, costmodel/cli/cmd_simulate.py): the step fit by
+hand, the example run's A/B table through the CLI, its baseline reproduction, detectability, and refusals."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.answers.bench_run import parse_bench_run
+from costmodel.answers.serving_ab import SimConfig, detectability, draft_deltas, simulate_ab
+from costmodel.answers.serving_fit import fit_step, timeline
+from costmodel.cli.main import build_parser, main
+from costmodel.cli.question_args import question_from_args
+from costmodel.io.errors import InputError
+
+EXAMPLE = "data/examples/vllm-bench-serve-c16.json"
+SCENARIO = ("--preset", "llama4-maverick", "--tp", "8")
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_step_fit_by_hand():
+    """Two requests sent together (cap 2): while both decode the gap is alpha + 2 beta = 14 ms, after A ends
+    alpha + beta = 12 ms, so the fit is alpha = 10 ms, beta = 2 ms exactly (no prefill inside any gap)."""
+    run = parse_bench_run({"duration": 0.152, "max_concurrency": 2, "input_lens": [8, 8], "output_lens": [3, 5],
+                           "ttfts": [0.1, 0.1], "itls": [[0.014, 0.014], [0.014, 0.014, 0.012, 0.012]]})
+    start, end = timeline(run)
+    assert start.tolist() == [0.0, 0.0] and end.tolist() == pytest.approx([0.128, 0.152])
+    fit = fit_step(run)
+    assert fit.step.alpha_us == pytest.approx(10_000.0) and fit.step.beta_us == pytest.approx(2_000.0)
+    assert fit.step.gamma_us == 0.0 and fit.r2 == pytest.approx(1.0) and fit.rms_rel < 1e-9
+
+
+def test_detectability_by_hand():
+    """sigma = hypot(1%, 0.7%) for throughput, X = 1.96 sqrt 2 sigma = 3.383%; a 1% change needs
+    ceil(3.383^2) = 12 repeats and no number of requests (the drift alone leaves room < 0)."""
+    d = detectability({"output_throughput": 0.01, "mean_itl_ms": 0.001}, {"s": {"output_throughput": 1.0,
+                                                                                "mean_itl_ms": -0.5}}, 1000, 0.007)
+    x = 1.96 * np.sqrt(2) * np.hypot(0.01, 0.007) * 100
+    row = d["strategies"]["s"]["output_throughput"]
+    assert row["resolves_above_pct"] == pytest.approx(x) and not row["visible"]
+    assert row["repeats_needed"] == int(np.ceil((x / 1.0) ** 2)) and row["requests_needed"] is None
+    itl = d["strategies"]["s"]["mean_itl_ms"]  # no drift term: X = 0.277%, visible; requests to see it in one run
+    assert itl["visible"] and itl["requests_needed"] == int(np.ceil(1000 * 0.001 ** 2 / (0.005 / (1.96 * np.sqrt(2)))
+                                                                    ** 2))
+
+
+def test_example_ab_table_json(capsys, tmp_path):
+    out_csv = tmp_path / "ab.csv"
+    code, out, err = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--json", "--csv", str(out_csv))
+    assert code == 0, err
+    ab = json.loads(out)
+    assert set(ab["baseline"]) >= {"output_throughput", "mean_itl_ms", "mean_ttft_ms", "mean_tpot_ms"}
+    assert "local_argmax_pairs" in ab["strategies"] and "full_all_gather" in ab["strategies"]
+    for table in ab["strategies"].values():
+        for cell in table.values():
+            assert cell["low"] <= cell["high"] and set(cell) == {"value", "low", "high"}
+    err_pct = ab["baseline_reproduction_error_pct"]
+    # ITL is what the step is fitted on; TPOT and E2EL follow from it and the acceptance draw; TTFT from the
+    # fitted overhead; the throughputs carry the example file's own inconsistency (its duration is shorter than
+    # its 48 latencies at concurrency 16 allow: timeline_end_s)
+    assert abs(err_pct["mean_itl_ms"]) < 0.5 and abs(err_pct["mean_tpot_ms"]) < 3 and abs(err_pct["mean_e2el_ms"]) < 3
+    assert abs(err_pct["mean_ttft_ms"]) < 10
+    assert ab["timeline_end_s"] > 5.781 * 1.2 and err_pct["output_throughput"] < -15
+    assert set(ab["detectable"]["strategies"]["local_argmax_pairs"]) == set(ab["metrics"])
+    rows = list(csv.DictReader(out_csv.open()))
+    assert {r["strategy"] for r in rows} >= {"measured", "local_argmax_pairs"}
+
+
+def test_text_table_and_flags_run(capsys):
+    code, out, err = cli(capsys, "simulate", "--num-prompts", "60", "--output-len", "40", "--max-concurrency", "8",
+                         "--itl-ms", "20", "--acceptance-length", "2", *SCENARIO, "--seeds", "3")
+    assert code == 0, err
+    assert "A/B of 60 sees it?" in out and "local_argmax_pairs" in out and "constant step 20000.0 us" in out
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (("--num-prompts", "10", "--acceptance-length", "2"), "needs --itl-ms"),
+    ((), "give --bench"),
+    (("--bench", "nope.json"), "no such file"),
+    (("--num-prompts", "0", "--itl-ms", "5"), "--num-prompts"),
+    (("--bench", EXAMPLE, "--acceptance-length", "9"), "outside 1..K+1"),
+    (("--num-prompts", "10", "--itl-ms", "5"), "acceptance length"),
+    (("--num-prompts", "100000", "--output-len", "1000", "--max-concurrency", "1024", "--itl-ms", "30",
+      "--acceptance-length", "2"), "more work than the replay's bound"),
+    (("--num-prompts", "10", "--output-len", "100000", "--max-concurrency", "1", "--itl-ms", "30",
+      "--acceptance-length", "2", "--num-spec-tokens", "1"), "more than 400000 engine steps"),
+])
+def test_refusals_are_one_line(capsys, argv, words):
+    code, out, err = cli(capsys, "simulate", *SCENARIO, *argv)
+    assert code == 2 and err.startswith("error: ") and words in err and err.count("\n") == 1
+
+
+def test_bench_without_arrays_refused(capsys, tmp_path):
+    path = Path(tmp_path / "b.json")
+    path.write_text(json.dumps({"duration": 3.0, "completed": 4}))
+    code, _, err = cli(capsys, "simulate", "--bench", str(path), *SCENARIO)
+    assert code == 2 and "needs per-request input_lens and output_lens" in err
+
+
+def test_itl_change_is_the_pipelines_draft_step_saving(capsys):
+    """A constant target step (the example's fit has beta = 0): every ITL gap is alpha + delta(n), so the mean ITL's
+    change lies between the pipeline's smallest and largest whole-draft-step difference over the 16 slots
+    (costmodel.answers.whole_step.whole_step_totals through serving_ab.draft_deltas)."""
+    code, out, _ = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--json")
+    ab = json.loads(out)
+    args = build_parser().parse_args(["simulate", *SCENARIO])
+    args.verify, args.greedy_fraction, args.target_dtype, args.itl_ms, args.acceptance_length = (False, None, None,
+                                                                                                 None, None)
+    point, _, how = draft_deltas(question_from_args(args), 16)
+    assert "whole draft step under vllm" in how
+    base = ab["strategies"]["full_all_gather"]["mean_itl_ms"]["value"] * 1e3
+    for name, delta in point.items():
+        change_us = ab["strategies"][name]["mean_itl_ms"]["value"] * 1e3 - base
+        assert delta[1:].min() - 1e-6 <= change_us <= delta[1:].max() + 1e-6, name
+    assert ab["changes_pct"]["local_argmax_pairs"]["mean_itl_ms"]["high"] < 0  # faster at every member and seed
+
+
+def test_percentiles_shown_where_the_run_has_them(capsys, tmp_path):
+    """A run reporting median / p99 TTFT gets those rows simulated too; one without them does not."""
+    data = json.loads(Path(EXAMPLE).read_text())
+    data.update(median_ttft_ms=180.0, p99_ttft_ms=180.0, median_itl_ms=26.5, p99_itl_ms=30.0)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    code, out, err = cli(capsys, "simulate", "--bench", str(path), *SCENARIO, "--json", "--seeds", "2")
+    ab = json.loads(out)
+    assert code == 0 and {"median_ttft_ms", "p99_ttft_ms"} <= set(ab["metrics"]), err
+    assert "p99_e2el_ms" not in ab["metrics"] and {"median_itl_ms", "p99_itl_ms"} <= set(ab["metrics"])
+    itl = ab["strategies"]["full_all_gather"]
+    # a constant fitted step: every baseline gap is alpha = the mean ITL, so its median is too (within a bin)
+    assert itl["median_itl_ms"]["value"] == pytest.approx(itl["mean_itl_ms"]["value"], rel=0.005)
+    assert ab["strategies"]["local_argmax_pairs"]["p99_ttft_ms"]["low"] > 0
+
+
+def test_sharegpt_prompts_run(capsys, tmp_path):
+    path = tmp_path / "sg.json"
+    path.write_text(json.dumps([{"conversations": [{"value": "q" * 400}, {"value": "a" * 120}]}] * 30))
+    code, out, err = cli(capsys, "simulate", "--prompts", str(path), "--itl-ms", "20", "--acceptance-length", "2",
+                         "--max-concurrency", "4", *SCENARIO, "--json", "--seeds", "2")
+    ab = json.loads(out)
+    assert code == 0 and ab["requests"] == 30 and ab["bench"] == "sg.json", err
+    code, _, err = cli(capsys, "simulate", "--prompts", str(path), "--bench", EXAMPLE, *SCENARIO)
+    assert code == 2 and "give one of them" in err
+
+
+@functools.cache
+def question():
+    args = build_parser().parse_args(["simulate", *SCENARIO])
+    args.verify, args.greedy_fraction, args.target_dtype, args.itl_ms, args.acceptance_length = (False, None, None,
+                                                                                                 None, None)
+    return question_from_args(args)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 30), st.floats(0, 2.0),
+                          st.lists(st.floats(0, 0.2), max_size=8)), min_size=1, max_size=12),
+       st.one_of(st.none(), st.integers(1, 6)), st.one_of(st.just("inf"), st.floats(0.1, 100)), st.floats(0.01, 50))
+def test_fuzz_any_small_run_is_replayed_or_refused(reqs, cap, rate, duration):
+    """Any small, well-formed-looking run: the A/B table with finite numbers, or one InputError line."""
+    data = {"duration": duration, "request_rate": rate, "input_lens": [r[0] for r in reqs],
+            "output_lens": [r[1] for r in reqs], "ttfts": [r[2] for r in reqs],
+            "itls": [r[3][: max(r[1] - 1, 0)] for r in reqs], **({"max_concurrency": cap} if cap else {})}
+    try:
+        ab = simulate_ab(parse_bench_run(data), question(), SimConfig(seeds=2))
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return
+    for table in ab["strategies"].values():
+        for cell in table.values():
+            assert all(np.isfinite(v) for v in cell.values())
