@@ -15,10 +15,17 @@ from costmodel.model.engines import ENGINES
 from costmodel.profiles.presets import preset, presets
 from dashboard import state, views
 from dashboard.compare_panel import compare_panel, profile_label
-from dashboard.data import bundled_profile_text, example_workloads, freeze_long_lived, profile_from_text
+from dashboard.data import (
+    bundled_profile_text,
+    example_benches,
+    example_workloads,
+    freeze_long_lived,
+    profile_from_text,
+)
 from dashboard.layout import apply_layout
 from dashboard.multi_upload import base_parameters, parse_uploads
 from dashboard.placement import placement_panel
+from dashboard.serving_tab import serving_tab
 from dashboard.state import BATCH_LIMIT, BATCH_STEPS, CUSTOM, DRAFTING, IMPLS, MODES, TABS, TP_CHOICES, Inputs
 from dashboard.tables import PROFILE_LABEL_CHARS, preset_labels
 from dashboard.topk_panel import topk_panel
@@ -37,7 +44,8 @@ ENGINE_LABELS = {"none": "none (set Mode)", "vllm": "vLLM (V1 runner)", "vllm-v2
 
 if "_init" not in ss:  # first run of this session: restore the state from the URL
     restored, warnings = state.parse_query_params(st.query_params.to_dict(), profiles=PROFILES,
-                                                  presets=list(PRESETS.index), workloads=list(example_workloads()))
+                                                  presets=list(PRESETS.index), workloads=list(example_workloads()),
+                                                  benches=list(example_benches()))
     widgets = state.session_values(restored)
     # a range slider is a range only when created with a (min, max) value, so it is seeded through `value`
     ss["_batch_range0"] = widgets.pop("batch_range")
@@ -175,6 +183,7 @@ renderers = {
     "Calibration": lambda: views.calibration_tab(ev, ss["_measurements"].get(ev.inputs.profile)),
     "Impact": lambda: views.impact_tab(ev),
     "Recommendation": lambda: views.recommendation_tab(ev),
+    "Serving A/B": lambda: serving_tab(ev),
 }
 for name, tab in zip(TABS, tabs):
     if tab.open:  # only the open tab is computed

@@ -386,6 +386,12 @@ def example_workloads(directory: Path = EXAMPLE_DIR) -> dict[str, str]:
             if p.suffix.lower() in (".csv", ".json", ".txt")}
 
 
+def example_benches(directory: Path = EXAMPLE_DIR) -> dict[str, str]:
+    """{file name: text} of the example `vllm bench serve --save-result` runs in data/examples/ (the Serving A/B
+    tab's examples): the JSON files."""
+    return {name: text for name, text in example_workloads(directory).items() if name.lower().endswith(".json")}
+
+
 def recommendation_table(rec: Recommendation) -> pd.DataFrame:
     """One row per strategy of a Recommendation (the CSV of the panel; positive saving = faster)."""
     rows = []

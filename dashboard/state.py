@@ -8,7 +8,8 @@ One frozen `Inputs` holds every choice the sidebar offers. It maps to
 
 A copied link therefore restores the same view - the sidebar, the open tab and the panels under the verdict:
 the top-k / collective / verification matrix (shown or not, top-k, collective, greedy verification and its
-fraction), the compare selection (the second profile, shown or not) and the Recommendation tab's workload.
+fraction), the compare selection (the second profile, shown or not), the Recommendation tab's workload and the
+Serving A/B tab's bench run.
 Panel parameters appear in the URL only when they differ from the panel's default. Uploaded profiles and
 workloads live only in the session, so a link that names one falls back to the default with a warning.
 """
@@ -33,7 +34,7 @@ TP_CHOICES: tuple[int, ...] = (1, 2, 4, 8, 16)
 BATCH_STEPS: tuple[int, ...] = tuple(2**i for i in range(17))  # 1 .. 65536 for the chart range
 BATCH_LIMIT = BATCH_STEPS[-1]
 TABS: tuple[str, ...] = ("Batch sweep", "Breakdown", "Sensitivity", "Heatmaps", "Calibration", "Impact",
-                         "Recommendation")
+                         "Recommendation", "Serving A/B")
 DRAFTING = ("serial", "parallel")
 MODES = ("graph", "eager")
 IMPLS = ("torch", "fused")
@@ -103,6 +104,7 @@ class Inputs:
     compare_with: str | None = None  # None: the panel's default second profile
     compare_show: bool = False
     workload: str | None = None  # None: the tab's first workload
+    bench: str | None = None  # the Serving A/B tab's bench run; None: the tab's first
     fabric: str = OWN_FABRIC  # --fabric (data/presets/fabrics.csv); OWN_FABRIC: the profile's own, priced as built
 
     @property
@@ -193,7 +195,7 @@ _PARAMS: dict[str, tuple[str, Parser]] = {
     "fabric": ("fabric", _choice(FABRICS)),
 }
 # only when not default
-_PANEL_PARAMS = ("topk", "topk_k", "coll", "verify", "greedy", "cmp_show", "cmp", "workload", "fabric")
+_PANEL_PARAMS = ("topk", "topk_k", "coll", "verify", "greedy", "cmp_show", "cmp", "workload", "bench", "fabric")
 
 
 def _last(value: str | Sequence[str]) -> str:
@@ -203,9 +205,11 @@ def _last(value: str | Sequence[str]) -> str:
 
 
 def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: Sequence[str],
-                       presets: Sequence[str], workloads: Sequence[str] = ()) -> tuple[Inputs, list[str]]:
+                       presets: Sequence[str], workloads: Sequence[str] = (),
+                       benches: Sequence[str] = ()) -> tuple[Inputs, list[str]]:
     """Inputs from URL parameters; every unknown or invalid parameter is skipped with a one-line warning.
-    `profiles`: the bundled profile names (also the compare panel's choices); `workloads`: the example workloads."""
+    `profiles`: the bundled profile names (also the compare panel's choices); `workloads`: the example workloads;
+    `benches`: the example bench runs (the Serving A/B tab)."""
     raw = {key: _last(value).strip() for key, value in params.items()}
     warnings: list[str] = []
     inputs = Inputs()
@@ -233,13 +237,15 @@ def parse_query_params(params: Mapping[str, str | Sequence[str]], *, profiles: S
             changes["compare_with"] = other
         else:
             warnings.append(f"ignored query parameter cmp={other!r}: not a bundled profile")
-    workload = raw.pop("workload", None)
-    if workload is not None:
-        if workload in workloads:
-            changes["workload"] = workload
+    for key, known, what in (("workload", workloads, "example workload"), ("bench", benches, "example bench run")):
+        value = raw.pop(key, None)
+        if value is None:
+            continue
+        if value in known:
+            changes[key] = value
         else:
-            warnings.append(f"ignored query parameter workload={workload!r}: not an example workload (uploaded "
-                            "workloads live only in the session that uploaded them; upload it again)")
+            warnings.append(f"ignored query parameter {key}={value!r}: not an {what} (uploaded files live only in "
+                            "the session that uploaded them; upload it again)")
     for key, text in raw.items():
         if key not in _PARAMS:
             warnings.append(f"ignored unknown query parameter {key!r}")
@@ -266,7 +272,8 @@ def to_query_params(inputs: Inputs) -> dict[str, str]:
     """URL parameters that restore `inputs` (custom-model fields only for preset=custom)."""
     out = {"profile": inputs.profile, "preset": inputs.preset}
     default = Inputs()
-    for key, (field_name, _) in {**_PARAMS, "cmp": ("compare_with", None), "workload": ("workload", None)}.items():
+    for key, (field_name, _) in {**_PARAMS, "cmp": ("compare_with", None), "workload": ("workload", None),
+                                   "bench": ("bench", None)}.items():
         if key in _CUSTOM_PARAMS and inputs.preset != CUSTOM:
             continue
         value = getattr(inputs, field_name)
@@ -291,7 +298,7 @@ def session_values(inputs: Inputs) -> dict[str, Any]:
     """{widget key: value} that makes the sidebar and the panels show `inputs` (a None panel choice is left to
     the widget's own default)."""
     out = {f.name: getattr(inputs, f.name) for f in fields(Inputs) if f.name not in ("batch_min", "batch_max")
-           and not (f.name in ("compare_with", "workload") and getattr(inputs, f.name) is None)}
+           and not (f.name in ("compare_with", "workload", "bench") and getattr(inputs, f.name) is None)}
     out["batch_range"] = (inputs.batch_min, inputs.batch_max)
     return out
 

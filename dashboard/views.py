@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -476,45 +478,79 @@ WORKLOAD_TYPES = ("csv", "txt", "json")
 DECISION_BOX = {"enable": st.success, "keep off": st.warning, "uncertain": st.info}
 
 
-def _on_workload_upload() -> None:
+@dataclass(frozen=True)
+class FilePicker:
+    """An example-or-upload choice (the Recommendation and Serving A/B tabs): the selectbox's session key and label,
+    the uploader's label and types, and `read` (validate and decode an upload: InputError, one line)."""
+
+    key: str
+    label: str
+    upload_label: str
+    types: tuple[str, ...]
+    read: Callable[[bytes, str], str]
+    empty: str
+
+    @property
+    def store(self) -> str:
+        return f"_{self.key}_uploads"
+
+
+def _on_upload(picker: FilePicker) -> None:
+    """Validate an upload now: a bad file is one error line and the tab keeps the last good one."""
     ss = st.session_state
-    file = ss.get("workload_upload")
+    file = ss.get(f"{picker.key}_upload")
     if file is None:
         return
-    data = file.getvalue()
     try:
-        parse_workload(data, file.name)  # validate now: a bad file is one error line, the panel keeps the last one
+        text = picker.read(file.getvalue(), file.name)
     except InputError as exc:
-        ss["_workload_error"] = str(exc)
+        ss[f"_{picker.key}_error"] = str(exc)
         return
-    ss.setdefault("_workloads", {})[file.name] = data.decode("utf-8")
-    ss.update(workload=file.name, _workload_error=None)
+    ss.setdefault(picker.store, {})[file.name] = text
+    ss.update({picker.key: file.name, f"_{picker.key}_error": None})
+
+
+def pick_file(picker: FilePicker, examples: dict[str, str]) -> tuple[str, str] | None:
+    """The selectbox (this session's uploads, then the examples), the uploader, a bad upload's error line, and the
+    chosen (name, text) - None (with a note) when there is nothing to choose."""
+    ss = st.session_state
+    uploaded = ss.setdefault(picker.store, {})
+    options = [*uploaded, *(n for n in examples if n not in uploaded)]
+    left, right = st.columns([2, 3])
+    if ss.get(picker.key) not in options and options:
+        ss[picker.key] = options[0]
+    left.selectbox(picker.label, options, key=picker.key,
+                   format_func=lambda n: f"upload: {n}" if n in uploaded else f"example: {n}")
+    right.file_uploader(picker.upload_label, type=list(picker.types), key=f"{picker.key}_upload",
+                        on_change=_on_upload, args=(picker,))
+    if ss.get(f"_{picker.key}_error"):
+        st.error(plain(ss[f"_{picker.key}_error"]))
+    name = ss.get(picker.key)
+    if name is None:
+        st.info(picker.empty)
+        return None
+    return name, uploaded.get(name, examples.get(name))
+
+
+def _workload_text(data: bytes, name: str) -> str:
+    parse_workload(data, name)
+    return data.decode("utf-8")
+
+
+WORKLOAD_PICKER = FilePicker("workload", "Workload", "...or upload a workload file", WORKLOAD_TYPES, _workload_text,
+                             "No workload: upload one.")
 
 
 def recommendation_tab(ev: Evaluation) -> None:
     """costmodel.answers.recommend over a workload's batch mix, for the sidebar scenario: decision, expected saving
     with its interval, win shares, impact, and the config to paste."""
-    ss = st.session_state
-    examples = example_workloads()
-    uploaded = ss.setdefault("_workloads", {})
-    options = [*uploaded, *(n for n in examples if n not in uploaded)]
     st.markdown("**Recommendation for your workload**: a distribution of decode batch sizes - a CSV `batch,weight`, "
                 "a scrape of vLLM's Prometheus `/metrics` (the `vllm:num_requests_running` gauge), or the JSON that "
                 "`vllm bench serve --save-result` writes - priced with the sidebar's scenario and profile.")
-    left, right = st.columns([2, 3])
-    if ss.get("workload") not in options and options:
-        ss["workload"] = options[0]
-    left.selectbox("Workload", options, key="workload",
-                   format_func=lambda n: f"upload: {n}" if n in uploaded else f"example: {n}")
-    right.file_uploader("...or upload a workload file", type=list(WORKLOAD_TYPES), key="workload_upload",
-                        on_change=_on_workload_upload)
-    if ss.get("_workload_error"):
-        st.error(plain(ss["_workload_error"]))
-    name = ss.get("workload")
-    if name is None:
-        st.info("No workload: upload one.")
+    picked = pick_file(WORKLOAD_PICKER, example_workloads())
+    if picked is None:
         return
-    text = uploaded.get(name, examples.get(name))
+    name, text = picked
     inputs = ev.inputs
     try:
         answer = workload_answer(ev.profile_text, inputs, name, text)

@@ -1055,7 +1055,8 @@ def test_panel_params_that_cannot_be_restored_are_warnings():
                                                "greedy": "2", "topk_k": "0"}, profiles=PROFILES,
                                               presets=["llama4-maverick"], workloads=["chat-diurnal.csv"])
     assert back == state.Inputs() and len(warnings) == 5
-    assert any("uploaded workloads live only in the session" in w for w in warnings)
+    assert ("ignored query parameter workload='mine.csv': not an example workload (uploaded files live only in the "
+            "session that uploaded them; upload it again)") in warnings
     full = state.Inputs(topk_show=True, topk_k=16, topk_collective="multimem", topk_verify=True, topk_fraction=0.25,
                         compare_with="a100-sxm-nvlink", compare_show=True, workload="chat-diurnal.csv")
     params = state.to_query_params(full)

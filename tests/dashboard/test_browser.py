@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from costmodel import load_profile, predict
-from dashboard.state import Inputs
+from dashboard.state import TABS, Inputs
 
 pytestmark = pytest.mark.browser
 
@@ -454,7 +454,7 @@ def check_layout(probe: dict, width: int) -> None:
     the sweep charts are >= 300 px wide (their plot area at this width: test_app's
     test_sweep_charts_keep_a_wide_plot_in_a_narrow_container; Streamlit draws them on a canvas)."""
     assert probe["cut"] == [], f"cut at {width} px: {probe['cut']}"
-    assert len(probe["tabs"]) == 7 and all(visible for _, visible in probe["tabs"]), (width, probe["tabs"])
+    assert len(probe["tabs"]) == len(TABS) and all(visible for _, visible in probe["tabs"]), (width, probe["tabs"])
     assert len(probe["charts"]) >= 2 and min(probe["charts"]) >= 300, (width, probe["charts"])
 
 

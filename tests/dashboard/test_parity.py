@@ -58,7 +58,7 @@ def test_every_engine_same_answer_on_the_dashboard_and_the_cli(capsys, profile, 
 
 
 def run_app(query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     for key, value in query.items():
         at.query_params[key] = value
     at.run()

@@ -1,0 +1,86 @@
+"""`simulate`'s A/B table for the dashboard's Serving A/B tab: the same reader, bounds and `simulate_ab` call as
+`python -m costmodel simulate --bench RUN.json --json` (costmodel/cli/cmd_simulate.py), and the answer as rows.
+
+* `bench_text(data, name)`: an uploaded file's bytes as text, refused beyond bench_run.MAX_BENCH_BYTES (the size
+  the CLI reads at most) or when it is not UTF-8; `parse_bench_text` then applies the reader's count bounds.
+* `simulate_bench(text, name, question)`: the A/B dict of `simulate_ab` with the CLI's default SimConfig (its
+  flags' defaults: max_num_seqs 1024, max_num_batched_tokens 8192, 12 seeds, RNG seed 0, drift 0.7%), the
+  acceptance length from the run or else the question's (as `--acceptance-length`).
+* `ab_rows(ab)`: one row per metric and strategy (measured, value, 90% interval, change and its interval,
+  detectability); `change_rows(ab)`: per metric and non-baseline strategy the change with its interval and the
+  run's noise band (the change one A/B of this size resolves).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..io.errors import InputError
+from ..io.safe_io import check_size
+from ..model.components import BASELINE
+from .bench_run import MAX_BENCH_BYTES, parse_bench_text
+from .question import Question
+from .serving_ab import SimConfig, simulate_ab
+
+CLI_CONFIG = SimConfig()  # simulate's flag defaults (costmodel/cli/simulate_args.py)
+
+
+def bench_text(data: bytes, name: str) -> str:
+    """An uploaded bench file as text: at most MAX_BENCH_BYTES, UTF-8 (InputError, one line, otherwise)."""
+    check_size(len(data), limit_bytes=MAX_BENCH_BYTES, source=f"bench {name}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"bench {name}: not UTF-8 text") from None
+
+
+def simulate_bench(text: str, name: str, question: Question, config: SimConfig = CLI_CONFIG) -> dict[str, Any]:
+    """`simulate --bench` of a bench file's text for `question` (module doc); InputError, one line, on a bad file."""
+    acc = question.acceptance_length
+    k = int(question.scenario.num_spec_tokens)
+    if acc is not None and not 1 <= acc <= k + 1:
+        raise InputError(f"acceptance length {acc:g} is outside 1..K+1 = 1..{k + 1}")
+    run = parse_bench_text(text, name, acc)
+    return simulate_ab(run, question, config)
+
+
+def _verdict(ab: dict[str, Any], strategy: str, metric: str) -> str:
+    if strategy == BASELINE:
+        err = ab["baseline_reproduction_error_pct"].get(metric)
+        return "baseline replay" + (f", error {err:+.1f}%" if err is not None else "")
+    cell = ab["detectable"]["strategies"].get(strategy, {}).get(metric)
+    if not cell:
+        return ""
+    repeats = cell["repeats_needed"]
+    return (f"{'visible' if cell['visible'] else 'not visible'} (resolves > {cell['resolves_above_pct']:.2f}%"
+            + (f", repeats {repeats}" if repeats is not None else "") + ")")
+
+
+def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
+    """The A/B table, one row per metric and strategy (changes in % of the baseline replay, seed by seed)."""
+    rows = []
+    nan = math.nan
+    for m in ab["metrics"]:
+        base = ab["strategies"][BASELINE][m]["value"]
+        for s, table in ab["strategies"].items():
+            c = table[m]
+            ci = ab["changes_pct"].get(s, {}).get(m)
+            cell = ab["detectable"]["strategies"].get(s, {}).get(m)
+            rows.append({"metric": m, "strategy": s, "measured": ab["baseline"].get(m, nan), "value": c["value"],
+                         "low_90": c["low"], "high_90": c["high"],
+                         "change_pct": 100 * (c["value"] - base) / base if base else 0.0,
+                         # the baseline against itself: 0 at every seed (the same seeds for every strategy)
+                         "change_low_pct": ci["low"] if ci else 0.0, "change_high_pct": ci["high"] if ci else 0.0,
+                         "noise_pct": ab["detectable"]["noise"].get(m, {}).get("resolves_above_pct", nan),
+                         "visible": None if cell is None else bool(cell["visible"]),
+                         "repeats_needed": None if cell is None else cell["repeats_needed"],
+                         "verdict": _verdict(ab, s, m)})
+    return rows
+
+
+def change_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per metric and non-baseline strategy: change_pct [change_low_pct, change_high_pct] and noise_pct, the
+    |change| one A/B of the run's size resolves (1.96 x sqrt(2) x the run's noise SD)."""
+    return [{k: r[k] for k in ("metric", "strategy", "change_pct", "change_low_pct", "change_high_pct", "noise_pct")}
+            for r in ab_rows(ab) if r["strategy"] != BASELINE]

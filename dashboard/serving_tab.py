@@ -1,0 +1,91 @@
+"""The Serving A/B tab: `simulate --bench RUN.json` for the sidebar's question (costmodel.answers.serving_table,
+the CLI's reader, bounds and `simulate_ab`): the A/B table, each metric's predicted change against the run's noise
+band, and the table as CSV. Layout only; an uploaded file is parsed as strict JSON, never executed or rendered."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from costmodel import BASELINE, InputError
+from costmodel.answers.bench_run import parse_bench_text
+from costmodel.answers.serving_table import ab_rows, bench_text, change_rows, simulate_bench
+from costmodel.io.plain import markdown_text as plain
+
+from .data import _CACHE, example_benches
+from .question import question_of
+from .state import Inputs, ScenarioSpec
+from .tables import micro
+from .verdict import Evaluation
+from .views import FilePicker, chart, download, pick_file, show_table
+
+BENCH_TYPES = ("json",)
+
+
+@lru_cache(maxsize=64)
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@st.cache_data(**_CACHE)
+def _simulated(profile_text: str, spec: ScenarioSpec, batch: int, preset: str, itl_ms: float | None,
+               acceptance_length: float | None, name: str, digest: str, _inputs: Inputs, _text: str
+               ) -> dict[str, Any]:
+    """`simulate_bench` keyed by plain values (the bench text by its digest; `_inputs` and `_text` are what the
+    other arguments name)."""
+    return simulate_bench(_text, name, question_of(profile_text, _inputs))
+
+
+def serving_ab(profile_text: str, inputs: Inputs, name: str, text: str) -> dict[str, Any]:
+    """The A/B dict `simulate --bench name --json` prints for the sidebar's question (before its NaN -> null)."""
+    return _simulated(profile_text, inputs.spec, int(inputs.batch), inputs.preset, inputs.itl_ms,
+                      inputs.acceptance_length, name, _digest(text), inputs, text)
+
+
+def _bench_text(data: bytes, name: str) -> str:
+    text = bench_text(data, name)  # the reader's size limit, UTF-8
+    parse_bench_text(text, name)
+    return text
+
+
+BENCH_PICKER = FilePicker("bench", "Bench run", "...or upload a `vllm bench serve --save-result` JSON", BENCH_TYPES,
+                          _bench_text, "No bench run: upload one.")
+
+
+def serving_tab(ev: Evaluation) -> None:
+    st.markdown("**Serving A/B**: replay a `vllm bench serve --save-result` run per strategy (what `python -m "
+                "costmodel simulate --bench RUN.json` prints): each metric's predicted value with its 90% interval, "
+                f"its change against the {BASELINE} replay, and whether one A/B run of this size can see it. Priced "
+                "with the sidebar's profile and scenario; the acceptance length comes from the run (else the "
+                "sidebar's).")
+    picked = pick_file(BENCH_PICKER, example_benches())
+    if picked is None:
+        return
+    name, text = picked
+    try:
+        with st.spinner("replaying the run per strategy"):
+            ab = serving_ab(ev.profile_text, ev.inputs, name, text)
+    except InputError as exc:
+        st.error(plain(str(exc)))
+        return
+    rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
+    st.caption(plain(micro(
+        f"{name}: {ab['requests']} requests, request rate {rate}, max concurrency {ab['max_concurrency']}, "
+        f"{ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f}, K {ab['num_spec_tokens']}. "
+        f"Step fit: {ab['step_fit']}. TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms. Draft "
+        f"step: {ab['draft_step']}; {ab['point_seeds']} seeds per strategy (value) + {ab['seeds']} (interval).")))
+    table = pd.DataFrame(ab_rows(ab))
+    st.markdown(f"**A/B table** (measured: the run's own metric; value and 90% interval: the replay; change: vs the "
+                f"{BASELINE} replay, seed by seed)")
+    show_table(table)
+    download(table, "serving_ab", ev=ev)
+    det = ab["detectable"]
+    st.markdown(f"**Predicted change per metric** (points; whiskers: the 90% interval; grey: the noise band, the "
+                f"change one A/B of {det['requests']} requests resolves)")
+    chart("serving_change_chart", pd.DataFrame(change_rows(ab)), stretch=False)
+    st.caption(f"Noise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
+               f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD.")
