@@ -57,6 +57,7 @@ class BenchRun:
     name: str = ""
     reported: dict[str, float] = field(default_factory=dict)
     gaps_s: np.ndarray | None = None  # every inter-chunk gap, request by request (for the calibration)
+    note: str = ""  # the file's own `note` (e.g. "synthetic example ... (not a measurement)"), plain text, <= 200 chars
 
     @property
     def n(self) -> int:
@@ -142,8 +143,10 @@ def parse_bench_run(data: Any, name: str = "bench.json", acceptance_length: floa
         acc = acceptance_length
     reported = {k: float(v) for k in (*METRICS, *PERCENTILE_METRICS, "median_itl_ms", "p99_itl_ms")
                 if (v := _number(data, k, name)) is not None}
+    note = data.get("note")
     return BenchRun(inp, out, ttfts, itl_sum, itl_count, duration, _rate(data, name),
-                    None if cap is None else int(cap), acc, name, reported, gaps)
+                    None if cap is None else int(cap), acc, name, reported, gaps,
+                    note[:200] if isinstance(note, str) else "")
 
 
 def load_bench_run(path: str | Path, acceptance_length: float | None = None) -> BenchRun:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..answers.question import DEFAULT_PRESET, build_question
+from ..answers.serving_validation import bundled_runs, format_serving, serving_rows
 from ..evidence.coverage import coverage_summary, format_coverage, interval_coverage
 from ..evidence.engine_figures import engine_figure_rows, format_engine_figures
 from ..evidence.reference import load_reference, reference_files
@@ -21,6 +23,8 @@ from ..evidence.validate import (
     validate,
 )
 from ..io.errors import InputError
+from ..profiles.presets import preset, preset_logit_ops
+from ..profiles.store import load_profile
 from .output import write_table
 
 
@@ -38,8 +42,23 @@ def read_reference(paths: Sequence[str | Path]) -> tuple[pd.DataFrame, list[str]
     return pd.concat(frames, ignore_index=True), row_paths
 
 
+def serving(args: argparse.Namespace) -> int:
+    """`validate --serving [RUN.json ...]`: simulate's calibration error on each run (the bundled runs by default),
+    priced for the default question (the default preset at TP 8 under vLLM on --profile or the default profile)."""
+    question = build_question({**preset(DEFAULT_PRESET), **preset_logit_ops(DEFAULT_PRESET), "tp": 8, "nodes": 1,
+                               "batch": 64, "num_spec_tokens": 3, "engine": "vllm"}, load_profile(args.profile),
+                              preset=DEFAULT_PRESET)
+    rows = serving_rows(args.serving or bundled_runs(), question)
+    print(format_serving(rows))
+    if args.out:
+        write_table(pd.DataFrame(rows), args.out)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     check_args(args)
+    if args.serving is not None:
+        return serving(args)
     if getattr(args, "engine_figures", False):
         figures = engine_figure_rows()
         print(format_engine_figures(figures))

@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price the in-engine figures (data/reference/engine-figures: eager / graph all_reduce loop, "
                         "engine pull requests) with the engine recipes: error, 90%% coverage and target per figure, "
                         "then exit (non-zero when a figure misses its target)")
+    v.add_argument("--serving", nargs="*", default=None, metavar="RUN.json",
+                   help="simulate's calibration error: each vllm bench serve run's own metrics vs the baseline "
+                        "strategy's replay (default: the bundled runs, data/examples/*.json), then exit")
 
     sm = sub.add_parser("simulate", formatter_class=Formatter,
                         help="replay a vllm bench serve run per strategy: the A/B table, 90%% intervals, detectability")
