@@ -39,6 +39,8 @@ from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import parse_placement
 from ..model.members import draft_step_members
 from ..model.predict import predict
+from ..profiles.gpus import gpu_memory
+from ..profiles.types import Profile
 from .bench_run import METRICS, BenchRun
 from .question import Question
 from .serving_fit import StepFit, fit_step, timeline
@@ -54,13 +56,26 @@ ACCEPT_SCALED = ("output_throughput", "total_token_throughput", "request_through
                  "mean_e2el_ms", "median_tpot_ms", "p99_tpot_ms", "median_e2el_ms", "p99_e2el_ms")
 
 
+GIB = 1 << 30
+
+
+def vllm_batch_defaults(profile: Profile) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM's API server picks for the profile's GPU (vllm/engine/arg_utils.py
+    `EngineArgs.get_batch_defaults`, UsageContext.OPENAI_API_SERVER): 1024 / 8192 on a GPU of >= 70 GiB that is not
+    an A100, else 256 / 2048 (the GPU's memory from data/presets/gpus.csv; unknown: the smaller pair)."""
+    gpu = str(profile.provenance.gpu)
+    mem = gpu_memory(gpu)
+    big = mem is not None and mem.memory_bytes is not None and mem.memory_bytes >= 70 * GIB
+    return (1024, 8192) if big and "a100" not in gpu.lower() else (256, 2048)
+
+
 @dataclass(frozen=True)
 class SimConfig:
-    """Engine and simulation settings: vLLM's max_num_seqs / max_num_batched_tokens (EngineArgs defaults for
-    the API server on a >= 70 GiB GPU: 1024 / 8192), seeds per strategy, RNG seed, acceptance drift."""
+    """Engine and simulation settings: vLLM's max_num_seqs / max_num_batched_tokens (None: the engine's default
+    for the profile's GPU, `vllm_batch_defaults`), seeds per strategy, RNG seed, acceptance drift."""
 
-    max_num_seqs: int = 1024
-    max_batched_tokens: int = 8192
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
     seeds: int = 12
     rng_seed: int = 0
     acceptance_drift: float = 0.007
@@ -182,6 +197,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
         step = StepModel(q.itl_ms * 1e3)
     else:
         step = fit.step
+    seqs, tokens = vllm_batch_defaults(q.profile)
+    cfg = replace(cfg, max_num_seqs=cfg.max_num_seqs or seqs, max_batched_tokens=cfg.max_batched_tokens or tokens)
     slots = int(min(cfg.max_num_seqs, run.max_concurrency or run.n, run.n))
     capped = run.max_concurrency is not None and run.max_concurrency <= cfg.max_num_seqs
     if max(run.output_lens.sum() / ((k + 1) * slots), run.output_lens.max() / (k + 1)) > MAX_STEPS:

@@ -4,7 +4,8 @@
 * `bench_text(data, name)`: an uploaded file's bytes as text, refused beyond bench_run.MAX_BENCH_BYTES (the size
   the CLI reads at most) or when it is not UTF-8; `parse_bench_text` then applies the reader's count bounds.
 * `simulate_bench(text, name, question)`: the A/B dict of `simulate_ab` with the CLI's default SimConfig (its
-  flags' defaults: max_num_seqs 1024, max_num_batched_tokens 8192, 12 seeds, RNG seed 0, drift 0.7%), the
+  flags' defaults: vLLM's max_num_seqs / max_num_batched_tokens for the profile's GPU, 12 seeds, RNG seed 0, drift
+  0.7%), the
   acceptance length from the run or else the question's (as `--acceptance-length`).
 * `ab_rows(ab)`: one row per metric and strategy (measured, value, 90% interval, change and its interval,
   detectability); `change_rows(ab)`: per metric and non-baseline strategy the change with its interval and the

@@ -22,8 +22,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="without --bench: the baseline ITL, ms per decode step, at the run's concurrency")
     p.add_argument("--acceptance-length", type=float, default=None,
                    help="mean tokens per decode step, 1..K+1 (default: the bench file's tokens per chunk)")
-    p.add_argument("--max-num-seqs", type=int, default=1024, help="vLLM's max_num_seqs (server batch cap)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="vLLM's token budget per step")
+    p.add_argument("--max-num-seqs", type=int, default=None,
+                   help="vLLM's max_num_seqs (server batch cap; default: vLLM's API-server default for the profile's "
+                        "GPU, 1024 on >= 70 GiB GPUs but A100, else 256)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="vLLM's token budget per step (default: vLLM's for the profile's GPU, 8192 or 2048)")
     p.add_argument("--seeds", type=int, default=12, help="simulation seeds per strategy (2..200)")
     p.add_argument("--acceptance-drift", type=float, default=0.007,
                    help="run-to-run relative spread of the acceptance length (detectability)")

@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 
+from costmodel.answers.serving_ab import vllm_batch_defaults
 from costmodel.cli.main import main
+from costmodel.profiles.store import load_profile
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"
@@ -46,3 +48,11 @@ def test_a_bad_run_is_one_line(capsys, tmp_path):
     assert main(["validate", "--serving", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: bench bad.json: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("profile, want", [("h200-sxm-nvlink", (1024, 8192)), ("h100-sxm-nvlink", (1024, 8192)),
+                                           ("a100-sxm-nvlink", (256, 2048)), ("l40s-pcie", (256, 2048))])
+def test_simulate_takes_vllms_batch_defaults_for_the_gpu(profile, want):
+    """vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (API server): >= 70 GiB and not an A100 -> 1024 /
+    8192, else 256 / 2048."""
+    assert vllm_batch_defaults(load_profile(profile)) == want
