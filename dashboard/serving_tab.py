@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from costmodel import BASELINE, InputError
+from costmodel import InputError
 from costmodel.answers.bench_run import parse_bench_text
 from costmodel.answers.serving_table import ab_rows, bench_text, change_rows, simulate_bench
 from costmodel.io.plain import markdown_text as plain
@@ -57,11 +57,11 @@ BENCH_PICKER = FilePicker("bench", "Bench run", "...or upload a `vllm bench serv
 
 
 def serving_tab(ev: Evaluation) -> None:
-    st.markdown("**Serving A/B**: replay a `vllm bench serve --save-result` run per strategy (what `python -m "
-                "costmodel simulate --bench RUN.json` prints): each metric's predicted value with its 90% interval, "
-                f"its change against the {BASELINE} replay, and whether one A/B run of this size can see it. Priced "
-                "with the sidebar's profile and scenario; the acceptance length comes from the run (else the "
-                "sidebar's).")
+    st.markdown("**Serving A/B**: replay a `vllm bench serve --save-result` run per strategy the engine can run "
+                "(what `python -m costmodel simulate --bench RUN.json` prints): each metric's predicted value with its "
+                "90% interval, its change against the replay of the strategy the run ran (the engine's default), and "
+                "whether one A/B run of this size can see it. Priced with the sidebar's profile and scenario; the "
+                "acceptance length comes from the run (else the sidebar's).")
     picked = pick_file(BENCH_PICKER, example_benches())
     if picked is None:
         return
@@ -80,7 +80,7 @@ def serving_tab(ev: Evaluation) -> None:
         f"step: {ab['draft_step']}; {ab['point_seeds']} seeds per strategy (value) + {ab['seeds']} (interval).")))
     table = pd.DataFrame(ab_rows(ab))
     st.markdown(f"**A/B table** (measured: the run's own metric; value and 90% interval: the replay; change: vs the "
-                f"{BASELINE} replay, seed by seed)")
+                f"{ab['reference']} replay - the strategy the run ran -, seed by seed)")
     show_table(table)
     download(table, "serving_ab", ev=ev)
     det = ab["detectable"]

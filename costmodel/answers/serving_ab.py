@@ -37,11 +37,13 @@ from ..evidence.ensemble import ensemble
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import parse_placement
+from ..model.engines import PLANS
 from ..model.members import draft_step_members
 from ..model.predict import predict
 from ..profiles.gpus import gpu_memory
 from ..profiles.types import Profile
 from .bench_run import METRICS, BenchRun
+from .engine_config import engine_cannot
 from .question import Question
 from .serving_fit import StepFit, fit_step, timeline
 from .serving_sim import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
@@ -81,8 +83,26 @@ class SimConfig:
     acceptance_drift: float = 0.007
 
 
+def reference_strategy(q: Question) -> str:
+    """The strategy the baseline run ran: the engine's default (`engines.PLANS[engine].default_strategy`: vLLM's
+    full_all_gather, TensorRT-LLM's local_argmax_pairs, tokenspeed's packed_allreduce_max); full_all_gather under
+    engine none."""
+    return BASELINE if q.engine == "none" else PLANS[q.engine].default_strategy
+
+
+def runnable_strategies(q: Question) -> list[str]:
+    """The reference and every strategy the engine can run (`engine_config.engine_cannot`: vLLM's switch, greedy
+    top-k 1 only; under engine none, every one), in STRATEGIES order with the reference first."""
+    ref = reference_strategy(q)
+    top_k = int(np.asarray(q.scenario.top_k).item())
+    others = [s for s in STRATEGIES if s != ref and not engine_cannot(q.engine, s, str(q.scenario.collective), top_k)]
+    return [ref, *others]
+
+
 def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]:
-    """({s: delta_s(n), n = 0..n_max}, {s: (M, n_max + 1) per member}, how): step 2 of the module doc."""
+    """({s: delta_s(n), n = 0..n_max}, {s: (M, n_max + 1) per member}, how): step 2 of the module doc, for the
+    strategies the engine can run (`runnable_strategies`), each against the strategy the run ran."""
+    ref, wanted = reference_strategy(q), runnable_strategies(q)
     batch = np.arange(1, n_max + 1, dtype=float)
     sc = q.scenario.with_(batch=batch)
     why = applies(q.scenario, q.profile, q.forward_us)
@@ -90,16 +110,17 @@ def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[s
     if why:
         pred = predict(sc, q.profile)
         calls = np.asarray(sc.calls_per_decode_step, dtype=float)
-        tot = {s: np.asarray(pred.total_us(s), dtype=float) * calls for s in STRATEGIES}
-        point = {s: pad(tot[s] - tot[BASELINE]) for s in tot}
+        tot = {s: np.asarray(pred.total_us(s), dtype=float) * calls for s in wanted}
+        point = {s: pad(tot[s] - tot[ref]) for s in tot}
         return point, {s: v[None] for s, v in point.items()}, f"per-call logits path x calls ({why}); no members"
-    tot, valid, _ = whole_step_totals(sc, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us)
-    names = [s for s in tot if bool(np.all(valid[s]))]
-    point = {s: pad(tot[s] - tot[BASELINE]) for s in names}
+    tot, valid, _ = whole_step_totals(sc, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us,
+                                      strategies=tuple(s for s in STRATEGIES if s in wanted))
+    names = [s for s in wanted if s == ref or bool(np.all(valid[s]))]
+    point = {s: pad(tot[s] - tot[ref]) for s in names}
     reps, factors, _ = ensemble(q.profile, nodes=int(np.asarray(sc.nodes).flat[0]))
     priced = draft_step_members(sc, reps, parse_placement("target", int(np.max(sc.tp))), q.arch, tuple(names),
                                 factors, kv_len=q.kv_len, forward_us=q.forward_us)
-    members = {s: pad(priced.total_us[s] - priced.total_us[BASELINE]) for s in names}
+    members = {s: pad(priced.total_us[s] - priced.total_us[ref]) for s in names}
     return point, members, f"whole draft step under {q.engine} (engine-composed), {len(reps)} ensemble members"
 
 
@@ -205,6 +226,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
         raise InputError(f"simulate: the run needs more than {MAX_STEPS} engine steps to replay (fewer requests "
                          "or shorter outputs)")
     point, members, how = draft_deltas(q, slots)
+    ref = reference_strategy(q)
     names = list(point)
     steps = run.output_lens.sum() / (acc * slots) + run.input_lens.sum() / cfg.max_batched_tokens
     seeds = int(min(cfg.seeds, MAX_CELLS // (2 * len(names) * run.n), MAX_WORK // (2 * len(names) * slots * steps)))
@@ -236,15 +258,15 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     strategies: dict[str, Any] = {
         s: {x: {"value": float(m[x][pt[s]].mean()), "low": float(np.percentile(m[x][mb[s]], 5)),
                 "high": float(np.percentile(m[x][mb[s]], 95))} for x in shown} for s in names}
-    base_sim = strategies[BASELINE]
+    base_sim = strategies[ref]
     # the baseline's member replicas have delta 0: they are the baseline at every member seed (CRN pairs)
-    change_ci = {s: {x: _change(m[x][mb[s]], m[x][mb[BASELINE]], m[x][pt[s]], m[x][pt[BASELINE]]) for x in shown}
-                 for s in names if s != BASELINE}
+    change_ci = {s: {x: _change(m[x][mb[s]], m[x][mb[ref]], m[x][pt[s]], m[x][pt[ref]]) for x in shown}
+                 for s in names if s != ref}
     meas = measured(run)
     repro = {x: 100 * (base_sim[x]["value"] - meas[x]) / meas[x] for x in shown if meas.get(x)}
     changes = {s: {x: 100 * (v[x]["value"] - base_sim[x]["value"]) / base_sim[x]["value"] for x in shown}
-               for s, v in strategies.items() if s != BASELINE}
-    sig_b = {x: _rel_sd(m[x][mb[BASELINE]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
+               for s, v in strategies.items() if s != ref}
+    sig_b = {x: _rel_sd(m[x][mb[ref]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
     if run.has_timeline:
         boot = _bootstrap_sd(run, np.random.default_rng(cfg.rng_seed + 1))
         sig_b = {x: max(v, boot.get(x, 0.0)) for x, v in sig_b.items()}
@@ -252,7 +274,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
             run.max_concurrency, "slots": slots, "acceptance_length": acc, "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
-            "ttft_overhead_ms": 1e3 * overhead, "draft_step": how, "seeds": cfg.seeds, "point_seeds": ps,
+            "ttft_overhead_ms": 1e3 * overhead, "draft_step": how, "reference": ref, "seeds": cfg.seeds,
+            "point_seeds": ps,
             "metrics": shown,
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,
             "strategies": strategies, "changes_pct": change_ci,

@@ -19,7 +19,6 @@ from typing import Any
 
 from ..io.errors import InputError
 from ..io.safe_io import check_size
-from ..model.components import BASELINE
 from .bench_run import MAX_BENCH_BYTES, parse_bench_text
 from .question import Question
 from .serving_ab import SimConfig, simulate_ab
@@ -47,7 +46,7 @@ def simulate_bench(text: str, name: str, question: Question, config: SimConfig =
 
 
 def _verdict(ab: dict[str, Any], strategy: str, metric: str) -> str:
-    if strategy == BASELINE:
+    if strategy == ab["reference"]:
         err = ab["baseline_reproduction_error_pct"].get(metric)
         return "baseline replay" + (f", error {err:+.1f}%" if err is not None else "")
     cell = ab["detectable"]["strategies"].get(strategy, {}).get(metric)
@@ -59,11 +58,12 @@ def _verdict(ab: dict[str, Any], strategy: str, metric: str) -> str:
 
 
 def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
-    """The A/B table, one row per metric and strategy (changes in % of the baseline replay, seed by seed)."""
+    """The A/B table, one row per metric and strategy (changes in % of the baseline replay - the strategy the run
+    ran, `ab["reference"]` - seed by seed); what `simulate`'s text, CSV and the dashboard's tab show."""
     rows = []
     nan = math.nan
     for m in ab["metrics"]:
-        base = ab["strategies"][BASELINE][m]["value"]
+        base = ab["strategies"][ab["reference"]][m]["value"]
         for s, table in ab["strategies"].items():
             c = table[m]
             ci = ab["changes_pct"].get(s, {}).get(m)
@@ -84,4 +84,4 @@ def change_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:
     """Per metric and non-baseline strategy: change_pct [change_low_pct, change_high_pct] and noise_pct, the
     |change| one A/B of the run's size resolves (1.96 x sqrt(2) x the run's noise SD)."""
     return [{k: r[k] for k in ("metric", "strategy", "change_pct", "change_low_pct", "change_high_pct", "noise_pct")}
-            for r in ab_rows(ab) if r["strategy"] != BASELINE]
+            for r in ab_rows(ab) if r["strategy"] != ab["reference"]]

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..model.components import BASELINE
 from .bench_run import load_bench_run
 from .question import Question
 from .serving_ab import SimConfig, simulate_ab
@@ -38,7 +37,7 @@ def serving_rows(paths: Sequence[str | Path], question: Question, config: SimCon
     for path in paths:
         run = load_bench_run(path, question.acceptance_length)
         ab = simulate_ab(run, question, config)
-        replay = ab["strategies"][BASELINE]
+        replay = ab["strategies"][ab["reference"]]
         for metric, err in ab["baseline_reproduction_error_pct"].items():
             if err is None:
                 continue

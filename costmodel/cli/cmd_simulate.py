@@ -14,9 +14,9 @@ from typing import Any
 
 from ..answers.bench_run import load_bench_run, load_sharegpt, synthetic_run
 from ..answers.serving_ab import SimConfig, simulate_ab
+from ..answers.serving_table import ab_rows
 from ..io.errors import InputError
 from ..io.plain import terminal_text
-from ..model.components import BASELINE
 from .question_args import question_from_args
 
 
@@ -103,25 +103,20 @@ def format_ab(ab: dict[str, Any]) -> str:
              "", f"{'metric':<24}{'measured':>11}  {'strategy':<28}{'value':>11}  {'90% interval':>23}"
              f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]
     det = ab["detectable"]
-    for m in ab["metrics"]:
-        base = ab["strategies"][BASELINE][m]["value"]
-        meas = ab["baseline"].get(m)
-        first = True
-        for s, table in ab["strategies"].items():
-            c = table[m]
-            change = 100 * (c["value"] - base) / base if base else 0.0
-            cell = det["strategies"].get(s, {}).get(m)
-            err = ab["baseline_reproduction_error_pct"].get(m)
-            verdict = ((f"(baseline replay, error {err:+.1f}%)" if err is not None else "(baseline replay)")
-                       if s == BASELINE else
-                       f"{'visible' if cell['visible'] else 'not visible'} (resolves > "
-                       f"{cell['resolves_above_pct']:.2f}%, repeats {cell['repeats_needed']})" if cell else "")
-            lead = f"{m:<24}{meas:>11.3f}" if first and meas is not None else f"{m if first else '':<24}{'':>11}"
-            ci = ab["changes_pct"].get(s, {}).get(m)
-            span = f" [{ci['low']:+.2f}..{ci['high']:+.2f}]" if ci else ""
-            lines.append(f"{lead}  {s:<28}{c['value']:>11.3f}  {c['low']:>11.3f}..{c['high']:<11.3f}"
-                         f"{change:>+8.2f}%{span}  {verdict}")
-            first = False
+    previous = None
+    for r in ab_rows(ab):  # the dashboard tab's rows (costmodel.answers.serving_table): one source for both
+        first = r["metric"] != previous
+        previous = r["metric"]
+        meas = r["measured"]
+        lead = (f"{r['metric']:<24}{meas:>11.3f}" if first and meas == meas else
+                f"{r['metric'] if first else '':<24}{'':>11}")
+        span = "" if r["strategy"] == ab["reference"] else f" [{r['change_low_pct']:+.2f}..{r['change_high_pct']:+.2f}]"
+        verdict = f"({r['verdict']})" if r["strategy"] == ab["reference"] else r["verdict"]
+        lines.append(f"{lead}  {r['strategy']:<28}{r['value']:>11.3f}  {r['low_90']:>11.3f}..{r['high_90']:<11.3f}"
+                     f"{r['change_pct']:>+8.2f}%{span}  {verdict}")
+    if len(ab["strategies"]) == 1:
+        lines.append(f"\nthe engine runs {ab['reference']} and no other strategy here (no switch to turn it off or to "
+                     "another path): nothing to A/B")
     lines.append(f"\nnoise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
                  f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
     return "\n".join(lines)

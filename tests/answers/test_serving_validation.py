@@ -56,3 +56,19 @@ def test_simulate_takes_vllms_batch_defaults_for_the_gpu(profile, want):
     """vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (API server): >= 70 GiB and not an A100 -> 1024 /
     8192, else 256 / 2048."""
     assert vllm_batch_defaults(load_profile(profile)) == want
+
+
+@pytest.mark.parametrize("engine, reference, shown", [
+    ("vllm", "full_all_gather", ["full_all_gather", "local_argmax_pairs"]),  # the default and the switch
+    ("trtllm", "local_argmax_pairs", ["local_argmax_pairs"]),  # always the pairs: nothing to A/B
+    ("tokenspeed", "packed_allreduce_max", ["packed_allreduce_max", "full_all_gather"]),
+    ("none", "full_all_gather", ["full_all_gather", "full_all_gather_no_relayout", "gather_to_rank0",
+                                 "local_argmax_pairs", "packed_allreduce_max"]),
+])
+def test_simulate_replays_what_the_engine_ran_and_can_run(capsys, engine, reference, shown):
+    """The baseline run ran the engine's default strategy (the reference of every change), and only the strategies
+    the engine can run are replayed (issue 38: "every strategy the engine can run")."""
+    assert main(["simulate", "--bench", str(EXAMPLE), "--engine", engine, "--json"]) == 0
+    ab = json.loads(capsys.readouterr().out)
+    assert ab["reference"] == reference and list(ab["strategies"]) == shown
+    assert set(ab["changes_pct"]) == set(shown) - {reference}
