@@ -19,8 +19,8 @@ from costmodel.profiles.families import family_vendor
 from costmodel.profiles.store import bundled_profiles, load_profile
 
 from .data import text_fabric
+from .question import sidebar_arch
 from .tables import COMPARE_LABELS, compare_long_table, display
-from .verdict import draft_arch
 
 
 def profile_label(name: str) -> str:
@@ -39,7 +39,7 @@ def _table(_profile: Any, profile_key: tuple, other: str, spec: Any, batch: floa
     preset's draft as the verdict), both profiles over the sidebar's fabric."""
     sc = spec.scenario(batch)
     second = load_profile(other) if fabric is None else profile_on_fabric(load_profile(other), fabric)
-    return compare_table(sc, [_profile, second], arch=draft_arch(preset, int(sc.draft_vocab), spec.hidden))
+    return compare_table(sc, [_profile, second], arch=sidebar_arch(preset, int(sc.draft_vocab), spec.hidden))
 
 
 def compare_panel(ev: Any) -> None:

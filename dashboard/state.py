@@ -26,6 +26,7 @@ from costmodel.io.measurements import DTYPES
 from costmodel.model.collective_impls import IMPLS as COLLECTIVE_IMPLS
 from costmodel.model.engines import ENGINES
 from costmodel.profiles.fabrics import fabric_names
+from costmodel.profiles.paths import DEFAULT_PRESET
 from costmodel.profiles.presets import preset
 
 CUSTOM = "custom"
@@ -38,7 +39,6 @@ TABS: tuple[str, ...] = ("Batch sweep", "Breakdown", "Sensitivity", "Heatmaps", 
 DRAFTING = ("serial", "parallel")
 MODES = ("graph", "eager")
 IMPLS = ("torch", "fused")
-DEFAULT_PRESET = "llama4-maverick"
 BEST_COLLECTIVE = "best available"
 TOPK_COLLECTIVES = (BEST_COLLECTIVE, *COLLECTIVE_IMPLS)  # the matrix panel's collective choice
 TOPK_LIMIT = 4096

@@ -1,6 +1,6 @@
 """Which quantity the batch-sweep charts and their CSV show (issue 17): the whole draft step per decode step where
 an engine runs it, else per draft call with the reason - priced by `costmodel.answers.step_sweep_frame` through
-`data.sweep_answer`, with the verdict's draft architecture (`verdict.draft_arch`). Shared by the sweep tab and the
+`data.sweep_answer`, with the verdict's draft architecture (`question.sidebar_arch`). Shared by the sweep tab and the
 HTML report; no modelling here."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from costmodel.answers.step_sweep_frame import StepSweep
 from costmodel.answers.whole_step import PER_CALL, QUANTITY
 
 from .data import sweep_answer
+from .question import sidebar_arch
 from .tables import micro
-from .verdict import Evaluation, draft_arch
+from .verdict import Evaluation
 
 BREAKDOWN_ONE_CALL = "one draft call's logits path (µs)"  # the breakdown's x axis where the verdict is the whole step
 
@@ -21,7 +22,7 @@ def sweep_answer_of(ev: Evaluation) -> tuple[pd.DataFrame, StepSweep, tuple]:
     """(table, step, key) of the batch-sweep charts (`data.sweep_answer` with the verdict's draft, `draft_arch`);
     key: what `table` is priced from (the charts' spec cache key)."""
     inputs = ev.inputs
-    arch = draft_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden)
+    arch = sidebar_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden)
     table, step = sweep_answer(ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max, arch)
     return table, step, (ev.profile_text, inputs.spec, inputs.batch_min, inputs.batch_max, arch)
 

@@ -17,10 +17,9 @@ from costmodel.answers.whole_step import verdict_rows
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
 from costmodel.model.crossover import crossover_words
-from costmodel.model.drafter import DraftArch
 
 from .data import FOCUS, crossover_frame, fabric_text, point_frame, profile_from_text, profile_text, saving_interval
-from .question import answer_of, question_of, sidebar_arch
+from .question import answer_of, question_of
 from .state import Inputs
 from .tables import step_verdict_table, verdict_table
 
@@ -219,12 +218,6 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
         note = "no interval: this profile carries no bootstrap replicates"
     verdict = whole or verdict_from(point, crossovers, interval)
     return Evaluation(inputs, profile, text, point, crossovers, verdict, note)
-
-
-def draft_arch(preset_name: str, draft_vocab: int, hidden: int | None = None) -> DraftArch:
-    """The sidebar's draft architecture, lm_head vocabulary `draft_vocab` (`question.sidebar_arch`: the question's):
-    what prices the whole draft step in the verdict, the batch sweep, the heatmaps and the compare panel."""
-    return sidebar_arch(preset_name, draft_vocab, hidden)
 
 
 def whole_step_verdict(text: str, inputs: Inputs) -> Verdict | None:

@@ -35,7 +35,7 @@ from .data import (
 )
 from .export import PNG_SCALE, chart_png, chart_svg, report_html
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
-from .question import answer_of, workload_answer
+from .question import answer_of, sidebar_arch, workload_answer
 from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
 from .tables import (
@@ -47,7 +47,7 @@ from .tables import (
     records_table,
 )
 from .topk_panel import best_pair_caption
-from .verdict import Evaluation, bootstrap_method, draft_arch, fused_provenance
+from .verdict import Evaluation, bootstrap_method, fused_provenance
 
 PROGRESS_AFTER_S = 0.05
 
@@ -270,7 +270,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
     inputs = ev.inputs
     try:
         with st.spinner("perturbing every profile parameter (a few seconds; cached afterwards)"):
-            arch = draft_arch(inputs.preset, inputs.draft_vocab, inputs.hidden) if ev.whole_step else None
+            arch = sidebar_arch(inputs.preset, inputs.draft_vocab, inputs.hidden) if ev.whole_step else None
             table = sensitivity_frame(ev.profile_text, inputs.spec, float(inputs.batch), FOCUS, arch)
     except InputError as exc:
         table, error = None, exc
@@ -326,7 +326,7 @@ def heatmaps_tab(ev: Evaluation) -> None:
     batches = heat_batches(inputs.batch_min, inputs.batch_max)
     # the verdict's quantity: the whole draft step where an engine runs it (priced with the verdict's draft)
     whole = ev.whole_step
-    arch = draft_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden) if whole else None
+    arch = sidebar_arch(inputs.preset, int(inputs.draft_vocab), inputs.hidden) if whole else None
     quantity = ("the whole draft step: the K draft calls as the engine composes them" if whole
                 else "the logits path alone, x calls per decode step")
     st.markdown(f"**Saving of {FOCUS} vs {BASELINE} per decode step (µs)** ({quantity}): blue = {FOCUS} faster, "

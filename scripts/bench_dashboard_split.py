@@ -32,8 +32,8 @@ from bench_dashboard import APP, EDITS  # noqa: E402
 
 WRAPPED = {  # module -> functions timed (a name views imports from elsewhere is replaced in views too)
     "dashboard.verdict": ("evaluate", "point_frame", "crossover_frame", "saving_interval", "whole_step_verdict",
-                          "verdict_inputs"),
-    "dashboard.views": ("verdict", "sweep_tab", "fused_panel", "show_table", "chart", "download", "sweep_frame",
+                          "answer_of"),
+    "dashboard.views": ("verdict", "sweep_tab", "fused_panel", "show_table", "chart", "download",
                         "impl_crossover_frame", "display", "context_caption"),
     "dashboard.topk_panel": ("best_pair_caption",),
     "dashboard.compare_panel": ("compare_panel",),

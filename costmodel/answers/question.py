@@ -25,12 +25,12 @@ from ..io.errors import InputError
 from ..model.drafter import DraftArch
 from ..model.fabrics import profile_on_fabric
 from ..model.scenario import Scenario
+from ..profiles.paths import DEFAULT_PRESET
 from ..profiles.presets import preset_draft, preset_draft_kind, preset_names
 from ..profiles.store import check_tp_placement
 from ..profiles.types import Profile
 from .workload import Workload
 
-DEFAULT_PRESET = "llama4-maverick"  # the CLI's and the dashboard's default model (dashboard/state.py Inputs)
 DEFAULT_ENGINE = "vllm"  # the switch is vLLM's: its whole draft step is the default answer (issue 35)
 MAX_BATCH = 65536.0
 

@@ -235,10 +235,3 @@ def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
                       "direction": c["direction"], "text": c["text"]})
     return point, cross
 
-
-def verdict_inputs(sc: Scenario, profile: Profile, arch: DraftArch, focus: str
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
-    """(point rows, crossover rows, `focus`'s StrategyUncertainty) of the whole draft step for the dashboard's
-    verdict (`verdict_rows`; the interval: `propagate_draft_step` of `focus` alone)."""
-    point, cross = verdict_rows(whole_step_answer(sc, profile, arch, intervals=False))
-    return point, cross, propagate_draft_step(sc, profile, arch, strategies=(focus,)).get(focus)

@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..io.errors import InputError
-from ..profiles.paths import DEFAULT_PROFILE
+from ..profiles.paths import DEFAULT_PRESET, DEFAULT_PROFILE
 
 HEADLINE = "local_argmax_pairs"
 # the dashboard's default scenario (dashboard/state.py Inputs), so both answer the same question by default
-DEFAULT_PRESET = "llama4-maverick"
 DEFAULT_BATCH = "64"
 DEFAULT_K = "3"
 

@@ -172,10 +172,3 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     grid = {k: _single(v, k.replace("_", "-")) for k, v in _grid(args).items()}
     return Scenario(**model, **grid)
 
-
-def check_impact_args(args: argparse.Namespace) -> None:
-    """--itl-ms and --acceptance-length go together (TPOT needs both)."""
-    if args.acceptance_length is not None and args.itl_ms is None:
-        raise InputError("--acceptance-length: needs --itl-ms too")
-    if args.itl_ms is not None and args.acceptance_length is None:
-        raise InputError("--itl-ms: needs --acceptance-length too (mean tokens per decode step, 1..K+1)")

@@ -16,6 +16,8 @@ PRESETS_CSV = DATA_DIR / "presets" / "models.csv"
 GPUS_CSV = DATA_DIR / "presets" / "gpus.csv"  # GPU memory per provenance.gpu name (costmodel.profiles.gpus)
 REFERENCE_DIR = DATA_DIR / "reference"  # published and measured reference tables (costmodel.evidence.reference)
 DEFAULT_PROFILE = "h200-sxm-nvlink"
+# the default model of every face (CLI flags, the dashboard's Inputs, the answers layer): one question by default
+DEFAULT_PRESET = "llama4-maverick"
 
 
 def bundled_profiles() -> list[str]:

@@ -16,8 +16,8 @@ from costmodel.answers.compare import compare_table, compare_wide
 from costmodel.answers.whole_step import PER_CALL, QUANTITY
 from costmodel.cli.main import main
 from costmodel.model.predict import predict
+from dashboard.question import sidebar_arch
 from dashboard.tables import COMPARE_LABELS, compare_long_table
-from dashboard.verdict import draft_arch
 
 
 def _sweep(capsys, *flags: str) -> pd.DataFrame:
@@ -152,7 +152,7 @@ def test_compare_engine_none_is_per_call():
 def test_the_dashboard_compare_table_shows_the_whole_step_under_an_engine():
     sc = Scenario(vocab=202048, tp=8, batch=64, num_spec_tokens=5, engine="sglang")
     table = compare_table(sc, [load_profile("h200-sxm-nvlink"), load_profile("b200-hgx-nvlink")],
-                          arch=draft_arch("llama4-maverick", 202048))
+                          arch=sidebar_arch("llama4-maverick", 202048, None))
     long = compare_long_table(table)
     assert list(long.columns) == ["strategy", "profile", "time_per_decode_step_us", "saving_per_decode_step_us",
                                   "crossover_batch"]
