@@ -27,7 +27,7 @@ from ..model.verification import best_pair, matrix_rows
 from .engine_config import engine_cannot
 from .explain import explain
 from .placement import PlacementChoice, chosen_placement, placement_table, recommend_placement
-from .point import add_decode_step, add_engine_cannot, add_intervals, apply_whole_step, prediction_dict
+from .point import add_decode_step, add_engine_cannot, add_impact, add_intervals, apply_whole_step, prediction_dict
 from .question import Question
 from .whole_step import PER_CALL, applies, whole_step_answer
 
@@ -100,8 +100,7 @@ class Answer:
         q, o, pred = self.question, self.options, self.prediction
         sc = pred.scenario
         ws, why = self.whole_step
-        result = prediction_dict(pred, max_batch=q.max_batch, itl_ms=q.itl_ms,
-                                 acceptance_length=q.acceptance_length, crossovers=ws is None)
+        result = prediction_dict(pred, max_batch=q.max_batch, crossovers=ws is None)
         if q.verify or o.matrix_crossovers or int(sc.top_k) > 1 or str(sc.collective) != "nccl":
             add_decode_step(
                 result, pred, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype,
@@ -125,6 +124,8 @@ class Answer:
                 result["best_pair"]["quantity"] = LOGITS_PATH_PAIR
         else:
             result["answer"] = {"quantity": PER_CALL, "why_not_whole_draft_step": why}
+        if q.itl_ms is not None:  # the question checked it comes with the acceptance length
+            add_impact(result, q.itl_ms, q.acceptance_length)
         if o.placements or q.placement:
             self._add_placements(result, ws is not None)
         if o.sensitivity:

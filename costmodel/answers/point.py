@@ -1,12 +1,12 @@
 """A single scenario's answer as one JSON-ready dict (what `predict --json` prints and every face reads):
 
-* `prediction_dict`: every strategy per draft call (`costmodel.model.predict`), its crossover and the impact on
-  ITL / TPOT given a baseline ITL and acceptance length (`impact.impact_change`);
+* `prediction_dict`: every strategy per draft call (`costmodel.model.predict`) and its crossover;
 * `add_intervals`: each strategy's 90% interval and verdict (`costmodel.evidence.intervals.propagate`);
 * `add_decode_step`: the decode step's draft + verification groups and the best (strategy, collective) pair;
 * `apply_whole_step`: where an engine runs the step, the whole draft step (`whole_step.whole_step_answer`) becomes
-  the answer - its saving per decode step, crossover, interval, verdict and impact replace the per-call ones,
-  which stay under "per_call" (named `logits_path_*`, issue 35).
+  the answer - its savings, crossover, interval and verdict replace the per-call ones; the logits path's own
+  saving stays under "per_call" as `logits_path_*` (one name per quantity, issue 35);
+* `add_impact`: the impact on ITL / TPOT / throughput of the answer's saving (`impact.impact_change`), once.
 
 `costmodel.answers.answer.price` composes them; the CLI and the dashboard render the result.
 """
@@ -34,8 +34,7 @@ from .table_quirks import scenario_quirks
 FLAG_STRATEGY = "local_argmax_pairs"  # the strategy vLLM's use_local_argmax_reduction selects (the headline)
 
 
-def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: float | None = None,
-                    acceptance_length: float | None = None, crossovers: bool = True) -> dict[str, Any]:
+def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, crossovers: bool = True) -> dict[str, Any]:
     """The `predict --json` object for a single scenario; with `crossovers` each strategy's crossover batch (left
     out where the whole draft step is the answer: its crossovers are the answer's)."""
     sc, prof = pred.scenario, pred.profile
@@ -62,9 +61,6 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, itl_ms: flo
             entry["crossover"] = cross.to_dict()
         else:
             entry["crossover_batch"] = None
-        if itl_ms is not None:
-            entry["impact"] = impact_change(float(pred.saving_per_decode_step_us(name)), itl_ms,
-                                            acceptance_length or 1.0, name).to_dict()
         strategies[name] = entry
     return {
         "profile": {"name": prof.name, "title": prof.title, "kind": prof.provenance.kind,
@@ -151,11 +147,6 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
         if name in unc:
             entry["interval"] = unc[name].to_dict()
             entry["verdict"] = unc[name].verdict
-            if "impact" in entry:  # the impact's throughput gain over the same interval
-                im, iv = entry["impact"], unc[name].saving_per_decode_step_us
-                entry["impact"] = impact_change(entry["saving_per_decode_step_us"], im["itl_before_ms"],
-                                                im["itl_before_ms"] / im["tpot_before_ms"], name,
-                                                (iv.low, iv.high)).to_dict()
         elif name != BASELINE:
             s = entry["saving_per_draft_step_us"]
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
@@ -163,13 +154,13 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
             entry["verdict"] = "invalid"
 
 
-PER_CALL_KEYS = ("interval", "verdict", "crossover", "crossover_batch", "saving_per_decode_step_us", "impact")
+PER_CALL_KEYS = ("interval", "verdict", "crossover", "crossover_batch", "saving_per_decode_step_us")
 
 
 def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
     """Make the whole draft step (`costmodel.answers.whole_step`) the answer of a `prediction_dict`: per strategy,
     the per-call fields of PER_CALL_KEYS move under "per_call" and the whole step's take their place (saving per
-    decode step, crossover, interval, verdict, impact); "best" and "crossover_batch" become the whole step's."""
+    decode step, crossover, interval, verdict); "best" and "crossover_batch" become the whole step's."""
     result["whole_draft_step"] = ws
     result["answer"] = {"quantity": ws["quantity"], "per_call_best": result["best"]}
     result["best"] = ws["best"]
@@ -193,15 +184,17 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
                 entry[key] = w[key]
         if name == BASELINE:
             entry["crossover_batch"] = None  # as under engine none: no crossover against itself
-        im = entry["per_call"].pop("impact", None)  # one ITL per strategy: the answer's (recomputed below)
-        if im is not None and name == BASELINE:
-            entry["impact"] = im  # no saving against itself, in either view
-        elif im is not None:
-            iv = w.get("interval", {}).get("saving_per_decode_step_us")
-            entry["impact"] = impact_change(w["saving_us"], im["itl_before_ms"],
-                                            im["itl_before_ms"] / im["tpot_before_ms"], name,
-                                            None if iv is None else (iv["low"], iv["high"])).to_dict()
     result["crossover_batch"] = result["strategies"][FLAG_STRATEGY].get("crossover_batch")
+
+
+def add_impact(result: dict[str, Any], itl_ms: float, acceptance_length: float) -> None:
+    """Each strategy's impact on ITL / TPOT / output throughput (`impact.impact_change`), once, from the answer's
+    saving per decode step and its 90% interval (the whole draft step's where it is the answer: call it after
+    `add_intervals` / `apply_whole_step`), so every strategy has one ITL."""
+    for name, entry in result["strategies"].items():
+        iv = (entry.get("interval") or {}).get("saving_per_decode_step_us")
+        entry["impact"] = impact_change(float(entry["saving_per_decode_step_us"]), itl_ms, acceptance_length, name,
+                                        None if iv is None else (iv["low"], iv["high"])).to_dict()
 
 
 def impact_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
