@@ -21,20 +21,9 @@ from .question_args import question_from_args
 
 
 def _check(args: argparse.Namespace) -> None:
-    bounds = {"--num-prompts": (args.num_prompts, 1, 100_000), "--input-len": (args.input_len, 1, 10**6),
-              "--output-len": (args.output_len, 1, 10**5), "--max-num-seqs": (args.max_num_seqs, 1, 4096),
-              "--max-num-batched-tokens": (args.max_num_batched_tokens, 1, 10**7), "--seeds": (args.seeds, 2, 200),
-              "--max-concurrency": (args.max_concurrency, 1, 100_000)}
-    for flag, (value, lo, hi) in bounds.items():
-        if value is not None and not lo <= value <= hi:
-            raise InputError(f"{flag}: {value} is outside {lo}..{hi}")
-    for flag, value in (("--itl-ms", args.itl_ms), ("--acceptance-length", args.acceptance_length)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise InputError(f"{flag}: must be a finite number > 0")
+    """What the flags' bounded types (costmodel/cli/simulate_args.py) cannot say alone."""
     if not (args.request_rate > 0) or math.isnan(args.request_rate):
         raise InputError("--request-rate: must be > 0 (inf: all at once)")
-    if not (0 <= args.acceptance_drift <= 1):
-        raise InputError("--acceptance-drift: must be in 0..1")
     if args.bench is None and args.num_prompts is None and args.prompts is None:
         raise InputError("simulate: give --bench RUN.json, or --num-prompts / --prompts with --itl-ms")
     if args.bench is not None and args.prompts is not None:
