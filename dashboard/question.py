@@ -13,7 +13,7 @@ from costmodel.answers.workload import parse_workload
 from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft, preset_names
 
-from .data import parsed_profile, text_fabric
+from .data import profile_from_text, text_fabric
 from .state import CUSTOM, Inputs, ScenarioSpec
 
 
@@ -43,11 +43,13 @@ def question_of(text: str, inputs: Inputs, workload: tuple[str, str] | None = No
 @lru_cache(maxsize=64)
 def _question(text: str, spec: ScenarioSpec, batch: float, preset: str, itl_ms: float | None,
               acceptance_length: float | None, workload: tuple[str, str] | None, fabric: str | None) -> Question:
+    """`fabric` keys the cache only (a fabric-keyed ProfileText equals its plain text as a str): the profile comes
+    priced over it from `data.profile_from_text`, the one re-pricing every view shares (as --fabric would)."""
     name = None if preset == CUSTOM else preset
     wl = None if workload is None else parse_workload(workload[1], workload[0])
-    return build_question({**asdict(spec), "batch": batch}, parsed_profile(text), preset=name,
+    return build_question({**asdict(spec), "batch": batch}, profile_from_text(text), preset=name,
                           arch_overrides=arch_overrides(name, spec.hidden), workload=wl, itl_ms=itl_ms,
-                          acceptance_length=acceptance_length, fabric=fabric)  # the fabric: as --fabric
+                          acceptance_length=acceptance_length)
 
 
 @lru_cache(maxsize=64)
