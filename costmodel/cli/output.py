@@ -24,7 +24,7 @@ def write_table(frame: pd.DataFrame, out: str | None) -> None:
         print(f"wrote {len(frame)} rows to {out}", file=sys.stderr)
 
 
-INPUT_FLAGS = ("profile", "profile_a", "profile_b", "input", "reference", "workload")
+INPUT_FLAGS = ("profile", "profile_a", "profile_b", "input", "reference", "workload", "bench", "prompts", "serving")
 OUTPUT_FLAGS = ("out", "csv", "matrix_csv")
 
 

@@ -19,10 +19,14 @@ CASES = [  # (argv with IN standing for the input copy, the input file to copy)
     (["compare", "IN", "h100-sxm-nvlink", "--csv", "IN"], "data/profiles/cpu-gloo.json", "--csv"),
     (["predict-points", "--profile", "h200-sxm-nvlink", "--in", "IN", "--out", "IN"],
      "data/calibration/cpu-gloo/collectives.csv", "--out"),
+    (["simulate", "--bench", "IN", "--csv", "IN"], "data/examples/vllm-bench-serve-c16.json", "--csv"),
+    (["simulate", "--prompts", "IN", "--num-prompts", "5", "--itl-ms", "5", "--acceptance-length", "2", "--csv",
+      "IN"], "data/examples/vllm-bench-serve-c16.json", "--csv"),
+    (["validate", "--serving", "IN", "--out", "IN"], "data/examples/vllm-bench-serve-c16.json", "--out"),
 ]
 
 
-@pytest.mark.parametrize("argv, source, flag", CASES, ids=[c[0][0] for c in CASES])
+@pytest.mark.parametrize("argv, source, flag", CASES, ids=[f"{c[0][0]}-{c[0][1]}" for c in CASES])
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, capsys, argv, source, flag):
     path = tmp_path / ("in" + (ROOT / source).suffix)
     shutil.copy(ROOT / source, path)
