@@ -38,6 +38,7 @@ from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
 from ..model.draft_step import parse_placement
 from ..model.engines import PLANS
+from ..model.fabrics import fabric_line
 from ..model.members import draft_step_members
 from ..model.predict import predict
 from ..profiles.gpus import gpu_memory
@@ -182,6 +183,11 @@ def _change(member: np.ndarray, base: np.ndarray, point: np.ndarray, base_point:
     return {"value": float(value), "low": float(np.percentile(rel, 5)), "high": float(np.percentile(rel, 95))}
 
 
+def _count(x: float) -> int | None:
+    """ceil(x) runs / requests, or None where no finite count resolves the change (a change ~0 or below the drift)."""
+    return math.ceil(x) if math.isfinite(x) else None
+
+
 def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, float]], n: int, drift: float
                   ) -> dict[str, Any]:
     """Per metric the resolvable change X% and, per strategy, visible / repeats / requests (module doc, step 5)."""
@@ -197,9 +203,11 @@ def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, flo
                 continue
             x_pct, y = out["noise"][m]["resolves_above_pct"], abs(y_pct) / 100
             room = (y / Z) ** 2 - sig_a[m] ** 2
+            ratio = x_pct / abs(y_pct) if y_pct else math.inf
+            repeats = ratio * ratio  # float * overflows to inf where ** raises
+            requests = n * sigma_boot[m] ** 2 / room if room > 0 else math.inf
             rows[m] = {"change_pct": y_pct, "resolves_above_pct": x_pct, "visible": abs(y_pct) > x_pct,
-                       "repeats_needed": math.ceil((x_pct / abs(y_pct)) ** 2) if y_pct else None,
-                       "requests_needed": (math.ceil(n * sigma_boot[m] ** 2 / room) if room > 0 else None)}
+                       "repeats_needed": _count(repeats), "requests_needed": _count(requests)}
         out["strategies"][name] = rows
     return out
 
@@ -280,4 +288,5 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,
             "strategies": strategies, "changes_pct": change_ci,
             "detectable": detectability(sig_b, changes, run.n, cfg.acceptance_drift),
-            "timeline_end_s": float(timeline(run)[1].max()) if run.has_timeline else None}
+            "timeline_end_s": float(timeline(run)[1].max()) if run.has_timeline else None,
+            "fabric": fabric_line(q.profile, int(q.scenario.nodes))}  # None on one node / the profile's own

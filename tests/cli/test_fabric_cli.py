@@ -104,3 +104,15 @@ def test_every_fabric_on_every_multi_node_profile(profile, capsys):
                      "--vocab", "147456", "--engine", "none", "--no-intervals", "--json", "--fabric", fabric]) == 0
         out = json.loads(capsys.readouterr().out)
         assert any(w.startswith(f"2 nodes over {fabric} (") for w in out["warnings"])
+
+
+def test_simulate_names_the_fabric_above_its_table(capsys):
+    flags = ["simulate", "--preset", "deepseek-v3", "--profile", "h100-sxm-nvlink", "--tp", "16", "--nodes", "2",
+             "--num-prompts", "20", "--itl-ms", "20", "--acceptance-length", "2", "--seeds", "2"]
+    assert main([*flags, "--fabric", "tcpxo"]) == 0
+    text = capsys.readouterr().out
+    assert "fabric: 2 nodes over tcpxo" in text and "import_nccl_tests" in text
+    assert main([*flags, "--fabric", "tcpxo", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fabric"].startswith("2 nodes over tcpxo")
+    assert main([*flags[:6], "8", *flags[9:], "--json"]) == 0  # TP 8 on one node: no fabric to name
+    assert json.loads(capsys.readouterr().out)["fabric"] is None

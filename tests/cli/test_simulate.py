@@ -56,6 +56,13 @@ def test_detectability_by_hand():
                                                                     ** 2))
 
 
+def test_detectability_of_a_vanishing_change_is_no_count_not_an_overflow():
+    """A change of 1e-300 % needs (X / y)^2 = inf repeats: None (hypothesis found math.ceil(inf) raising)."""
+    d = detectability({"mean_itl_ms": 0.01}, {"s": {"mean_itl_ms": 1e-300}}, 100, 0.0)
+    row = d["strategies"]["s"]["mean_itl_ms"]
+    assert not row["visible"] and row["repeats_needed"] is None and row["requests_needed"] is None
+
+
 def test_example_ab_table_json(capsys, tmp_path):
     out_csv = tmp_path / "ab.csv"
     code, out, err = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--json", "--csv", str(out_csv))
