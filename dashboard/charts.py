@@ -211,20 +211,20 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
 
 
 # the sweep chart's (time, saving) columns and y title per quantity: `data.sweep_answer`'s two tables
-SWEEP_FIELDS = {WHOLE_STEP_ANSWER: ("time_per_decode_step_us", "saving_per_decode_step_us",
+SWEEP_FIELDS = {WHOLE_STEP_ANSWER: ("whole_draft_step_us", "saving_per_decode_step_us",
                                     "time per decode step, whole draft step (µs)"),
-                PER_CALL_ANSWER: ("time_per_draft_step_us", "saving_per_draft_step_us", "time per draft call (µs)")}
+                PER_CALL_ANSWER: ("total_us", "saving_per_draft_step_us", "time per draft call (µs)")}
 
 
 def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
                 band: tuple[float, float] | None = None) -> dict:
     """Time vs batch (log-log) per strategy - per decode step (the whole draft step) where the table has
-    `time_per_decode_step_us` (costmodel.answers.step_sweep_frame), else per draft call; the FOCUS crossover as a
+    `whole_draft_step_us` (costmodel.answers.step_sweep_frame), else per draft call; the FOCUS crossover as a
     rule, its interval a band.
 
     A Vega-Lite dict; a legend click highlights one strategy."""
     time_col, saving_col, title = SWEEP_FIELDS[
-        WHOLE_STEP_ANSWER if "time_per_decode_step_us" in table.columns else PER_CALL_ANSWER]
+        WHOLE_STEP_ANSWER if "whole_draft_step_us" in table.columns else PER_CALL_ANSWER]
     columns = ["batch", "strategy", time_col, saving_col, "saving_pct"]
     data = {"values": _records(table, columns)}
     ticks = log_ticks(table[time_col])

@@ -116,8 +116,8 @@ def report_html(ev: Evaluation) -> str:
     table = _formatted(ev.verdict_table(), f"Every strategy at batch {inputs.batch:,}" + (
         ": the whole draft step (time per decode step; saving / draft step is its mean per call)"
         if ev.whole_step else ""), {
-        "strategy": "strategy", **({"time_per_decode_step_us": "time / decode step"} if ev.whole_step else
-                                   {"time_per_draft_step_us": "time / draft step"}),
+        "strategy": "strategy", **({"whole_draft_step_us": "time / decode step"} if ev.whole_step else
+                                   {"total_us": "time / draft step"}),
         "saving_per_draft_step_us": "saving / draft step", "saving_pct": "saving",
         "saving_per_decode_step_us": "saving / decode step", "crossover_batch": "crossover batch",
         "crossover_status": "crossover"})

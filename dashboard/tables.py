@@ -112,7 +112,7 @@ def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
     out = point[cols + ["strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
                         "wire_bytes_per_rank", "valid", "fastest"]].rename(columns={
-        "total_us": "time_per_draft_step_us", "saving_us": "saving_per_draft_step_us"})
+        "total_us": "total_us", "saving_us": "saving_per_draft_step_us"})
     return _described_with_crossovers(out, crossovers)
 
 
@@ -127,24 +127,24 @@ def _described_with_crossovers(out: pd.DataFrame, crossovers: pd.DataFrame) -> p
 def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
     """`verdict_table` of the whole draft step (costmodel.answers.whole_step.verdict_rows: `rows` and `crossovers`),
     us per decode step, with the scenario columns of the per-call `point` frame (the same scenario):
-    time_per_decode_step_us = T_step, saving_per_decode_step_us = T_step(baseline) - T_step, saving_pct of the
+    whole_draft_step_us = T_step, saving_per_decode_step_us = T_step(baseline) - T_step, saving_pct of the
     baseline's T_step, saving_per_draft_step_us = the saving / K (the mean per draft call)."""
     scenario = point.drop_duplicates("strategy").set_index("strategy")
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
-    out = rows.rename(columns={"total_us": "time_per_decode_step_us", "saving_us": "saving_per_draft_step_us"})
-    out = out[["strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct",
+    out = rows.rename(columns={"total_us": "whole_draft_step_us", "saving_us": "saving_per_draft_step_us"})
+    out = out[["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
                "saving_per_draft_step_us", "valid", "fastest"]]
     return _described_with_crossovers(scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy"),
                                       crossovers)
 
 
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
-COMPARE_LABELS = {"strategy": "strategy", "time_per_draft_step_us": "time (µs)",
+COMPARE_LABELS = {"strategy": "strategy", "total_us": "time (µs)",
                   "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch",
-                  "time_per_decode_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
+                  "whole_draft_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
 # says which: per draft call (the logits path alone) or per decode step (the whole draft step, under an engine)
 # compare_table's columns shown where the whole draft step is every profile's answer (an engine runs the step)
-STEP_COLUMNS = {"step_us": "time_per_decode_step_us", "saving_per_decode_step_us": "saving_per_decode_step_us",
+STEP_COLUMNS = {"whole_draft_step_us": "whole_draft_step_us", "saving_per_decode_step_us": "saving_per_decode_step_us",
                 "crossover_batch": "crossover_batch"}
 
 
@@ -160,7 +160,6 @@ def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
         out = table[["strategy", "profile", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS)
     else:
         out = table[["strategy", "profile", "total_us", "saving_per_draft_step_us", "crossover_batch"]].copy()
-        out = out.rename(columns={"total_us": "time_per_draft_step_us"})
     out["_s"], out["_p"] = out["strategy"].map(order), out["profile"].map(profiles)
     return out.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)
 
@@ -188,8 +187,7 @@ def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
 def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     """batch x strategy: time per draft step and savings vs the baseline."""
     return sweep[["batch", "strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
-                  "valid"]].rename(columns={"total_us": "time_per_draft_step_us",
-                                            "saving_us": "saving_per_draft_step_us"}).reset_index(drop=True)
+                  "valid"]].rename(columns={"saving_us": "saving_per_draft_step_us"}).reset_index(drop=True)
 
 
 def records_table(records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> pd.DataFrame:

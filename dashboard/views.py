@@ -240,11 +240,11 @@ def breakdown_tab(ev: Evaluation) -> None:
     if ev.whole_step:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}, the whole "
                     "draft step per decode step (saving_per_draft_step_us: its mean per draft call)")
-        shown = ["strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct",
+        shown = ["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
                  "saving_per_draft_step_us", "fastest", "valid", "crossover_batch", "crossover_status", "description"]
     else:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
-        shown = ["strategy", "time_per_draft_step_us", "saving_per_draft_step_us", "saving_pct",
+        shown = ["strategy", "total_us", "saving_per_draft_step_us", "saving_pct",
                  "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
                  "crossover_status", "description"]
     show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns

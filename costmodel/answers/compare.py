@@ -3,9 +3,9 @@ versus full_all_gather and the crossover batch (`crossover.crossover`). Used by 
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
 Where an engine runs the step (`whole_step.applies`), each profile's answer is the WHOLE draft step as `predict`
-prices it (`whole_step.whole_step_answer`, issue 17): `step_us` (us per decode step) and the answer's saving and
-crossover under predict's names (`saving_per_decode_step_us`, `crossover_batch`, ...), the logits path alone per
-draft call next to them (`total_us`, `logits_path_saving_per_call_us`, `logits_path_crossover_batch`), and
+prices it (`whole_step.whole_step_answer`, issue 17): `whole_draft_step_us` (us per decode step) and the answer's
+saving and crossover under predict's names (`saving_per_decode_step_us`, `crossover_batch`, ...), the logits path
+alone per draft call next to them (`total_us`, `logits_path_saving_per_call_us`, `logits_path_crossover_batch`), and
 `quantity` says which is the answer (predict's JSON wording); `compare_wide` shows the whole step where every
 profile has it.
 
@@ -66,8 +66,8 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
     call), the answer's saving_per_draft_step_us and saving_per_decode_step_us (vs full_all_gather), crossover_batch
     (first sign change of the saving in 1..max_batch, NaN: none) and crossover (the same in words, `Crossover.text`:
     "wins at every batch in range" / "never wins in range" / the roots) - the whole draft step's where it is the
-    answer (`_whole_step`: an engine, TP > 1, `arch` given; then also step_us, its time per decode step), else per
-    draft call (x calls per decode step) -; the logits path's own saving per call and crossover
+    answer (`_whole_step`: an engine, TP > 1, `arch` given; then also whole_draft_step_us, its time per decode
+    step), else per draft call (x calls per decode step) -; the logits path's own saving per call and crossover
     (logits_path_saving_per_call_us, logits_path_crossover_batch: one name per quantity, as predict and sweep);
     the drafter's draft_kv_len and draft_forward_us (`kv_len`, `forward_us`: NaN where not the answer / not given),
     quantity (the answer's, as predict's JSON) and why_not_whole_draft_step; provenance
@@ -92,11 +92,12 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
                    "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
                    "crossover_batch": cross_batch, "crossover": cross_words,
                    "logits_path_saving_per_call_us": saving, "logits_path_crossover_batch": cross_batch,
-                   "step_us": float("nan")}
+                   "whole_draft_step_us": float("nan")}
             if ws:  # the whole draft step is the answer: its saving and crossover under the answer's names
                 w = ws["strategies"][name]
-                row.update(step_us=w["total_us"], saving_per_draft_step_us=w["saving_per_call_us"],
-                           saving_per_decode_step_us=w["saving_us"],
+                row.update(whole_draft_step_us=w["whole_draft_step_us"],
+                           saving_per_draft_step_us=w["saving_per_draft_step_us"],
+                           saving_per_decode_step_us=w["saving_per_decode_step_us"],
                            crossover_batch=_nan_if_none(w.get("crossover_batch")),
                            crossover=(w.get("crossover") or {}).get("text", "-"))
             rows.append({**row, "draft_kv_len": float(kv_len) if ws else float("nan"),
@@ -133,7 +134,7 @@ def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
     were given (the first argument first): the whole draft step's columns where it is every profile's answer
     (`whole_step_is_the_answer`), else the per-call ones."""
     order = list(dict.fromkeys(table["profile"]))
-    values = (["step_us", "saving_per_decode_step_us", "crossover_batch"] if whole_step_is_the_answer(table)
+    values = (["whole_draft_step_us", "saving_per_decode_step_us", "crossover_batch"] if whole_step_is_the_answer(table)
               else ["total_us", "saving_per_draft_step_us", "crossover_batch"])
     wide = table.pivot(index="strategy", columns="profile", values=values)
     wide = wide.reindex(columns=[(v, p) for v in values for p in order])

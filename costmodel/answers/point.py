@@ -164,7 +164,7 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
     result["whole_draft_step"] = ws
     result["answer"] = {"quantity": ws["quantity"], "per_call_best": result["best"]}
     result["best"] = ws["best"]
-    base_step_us = ws["strategies"][BASELINE]["total_us"]
+    base_step_us = ws["strategies"][BASELINE]["whole_draft_step_us"]
     for name, entry in result["strategies"].items():
         w = ws["strategies"][name]
         entry["per_call"] = {k: entry.pop(k) for k in PER_CALL_KEYS if k in entry}
@@ -175,10 +175,11 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
         if "saving_per_decode_step_us" in entry["per_call"]:  # the logits path x calls: its own name
             entry["per_call"]["logits_path_saving_per_decode_step_us"] = entry["per_call"].pop(
                 "saving_per_decode_step_us")
-        entry["saving_pct"] = 100.0 * w["saving_us"] / base_step_us  # of the baseline's whole draft step
-        entry["saving_per_draft_step_us"] = w["saving_per_call_us"]  # the whole step's, per draft call (mean)
-        entry["saving_per_decode_step_us"] = w["saving_us"]
-        entry["whole_draft_step_us"] = w["total_us"]
+        # of the baseline's whole draft step
+        entry["saving_pct"] = 100.0 * w["saving_per_decode_step_us"] / base_step_us
+        entry["saving_per_draft_step_us"] = w["saving_per_draft_step_us"]  # the whole step's, per draft call (mean)
+        entry["saving_per_decode_step_us"] = w["saving_per_decode_step_us"]
+        entry["whole_draft_step_us"] = w["whole_draft_step_us"]
         for key in ("crossover", "crossover_batch", "interval", "verdict"):
             if key in w:
                 entry[key] = w[key]

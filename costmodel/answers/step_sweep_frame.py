@@ -4,7 +4,7 @@ where an engine runs the step (`costmodel.answers.whole_step`).
 Per batch B of `batches` and strategy s, at the target placement (`whole_step_totals`, one `draft_step` over the
 whole batch vector):
 
-    time_per_decode_step_us(B, s)   = T_step(B, s)                                  (us per decode step)
+    whole_draft_step_us(B, s)   = T_step(B, s)                                  (us per decode step)
     saving_per_decode_step_us(B, s) = T_step(B, full_all_gather) - T_step(B, s)     (positive = s is faster)
     saving_pct(B, s)                = 100 * saving_per_decode_step_us / T_step(B, full_all_gather)
 
@@ -33,7 +33,7 @@ from .sweep_step import ANSWERS
 from .whole_step import priced_or_why, whole_step_totals
 
 PER_CALL_ANSWER, WHOLE_STEP_ANSWER = ANSWERS  # ("per draft call", "whole draft step")
-COLUMNS = ("batch", "strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct", "valid",
+COLUMNS = ("batch", "strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct", "valid",
            "calls_per_decode_step", "answer")
 
 
@@ -51,7 +51,7 @@ def step_sweep_frame(scenario: Scenario, profile: Profile, arch: DraftArch, batc
     saving = base - t
     return pd.DataFrame({"batch": np.tile(b, len(names)), "strategy": np.repeat(np.asarray(names, dtype=object),
                                                                                 b.size),
-                         "time_per_decode_step_us": t, "saving_per_decode_step_us": saving,
+                         "whole_draft_step_us": t, "saving_per_decode_step_us": saving,
                          "saving_pct": 100.0 * saving / base,
                          "valid": np.concatenate([np.asarray(valid[n], dtype=bool) for n in names]),
                          "calls_per_decode_step": np.full(t.size, int(calls)),
@@ -93,7 +93,7 @@ def focus_saving_rows(frame: pd.DataFrame, focus: str) -> pd.DataFrame:
     """
     names = list(dict.fromkeys(frame["strategy"]))
     n = len(frame) // len(names)  # strategy-major: each strategy's rows in the same batch order
-    times = frame["time_per_decode_step_us"].to_numpy(float).reshape(len(names), n)
+    times = frame["whole_draft_step_us"].to_numpy(float).reshape(len(names), n)
     mine = frame[frame["strategy"] == focus]
     saving = mine["saving_per_decode_step_us"].to_numpy(float)
     return pd.DataFrame({"batch": mine["batch"].to_numpy(),

@@ -13,13 +13,14 @@ rows are kept with `valid = false`, empty times and `invalid_reason` saying why.
 value (batch < 1, an unknown dtype, ...) is still a one-line error.
 
 Where an engine runs the step, the answer of a row is the WHOLE draft step as `predict` prices it
-(`costmodel.answers.sweep_step`, issue 17): `step_us` (us per decode step), `saving_per_decode_step_us` (versus
-full_all_gather, us per decode step: the answer, as `predict --json` names it) and `saving_per_draft_step_us` (its
-mean per draft call), with `answer` = "whole draft step" and `mode` = "engine" (the engine's plan sets each
-component's execution); `total_us`, the `<component>_us` columns and `logits_path_saving_per_call_us` stay the
+(`costmodel.answers.sweep_step`, issue 17): `whole_draft_step_us` (us per decode step), `saving_per_decode_step_us`
+(versus full_all_gather, us per decode step: the answer, as `predict --json` names it) and
+`saving_per_draft_step_us` (its mean per draft call), with `answer` = "whole draft step" and `mode` = "engine"
+(the engine's plan sets each component's execution); `total_us`, the `<component>_us` columns
+and `logits_path_saving_per_call_us` stay the
 logits path alone, per draft call. Under engine none (or where the whole step does not apply:
-`why_not_whole_draft_step`) `step_us` is empty, `answer` = "per draft call" and the savings are the logits path's
-(x calls per decode step). A Parquet file carries
+`why_not_whole_draft_step`) `whole_draft_step_us` is empty, `answer` = "per draft call" and the savings are the
+logits path's (x calls per decode step). A Parquet file carries
 predict's full wording of both quantities in its schema metadata (`quantity`, `per_call`).
 
 Text cells go through `safe_io.safe_cell` (a profile named "=cmd" is written as "'=cmd"). The `provenance`
@@ -254,7 +255,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["saving_per_decode_step_us"] = pa.chunked_array(
             [pa.array(answer_saving(s, True), mask=mask) for s in names])
         table["logits_path_saving_per_call_us"] = stacked(lambda s: pred.saving_us(s))
-        table["step_us"] = step_stacked(lambda s: steps.step_us[s])
+        table["whole_draft_step_us"] = step_stacked(lambda s: steps.step_us[s])
         for key, value in (("draft_kv_len", kv_len), ("draft_forward_us", forward_us)):
             table[key] = step_stacked(lambda s, v=value: np.where(whole, np.nan if v is None else float(v), np.nan))
         answer = full(steps.answer + 1, 0, np.int32)
@@ -265,7 +266,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
         for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us",
-                    "logits_path_saving_per_call_us", "step_us", "draft_kv_len", "draft_forward_us",
+                    "logits_path_saving_per_call_us", "whole_draft_step_us", "draft_kv_len", "draft_forward_us",
                     "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())
         answer, why, whys = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32), [""]

@@ -1,6 +1,6 @@
 """`sweep`: price a grid of scenarios (models x flag lists) to a tidy CSV or Parquet table.
 
-Under an engine (vLLM's by default), each row's answer is the whole draft step (`step_us`,
+Under an engine (vLLM's by default), each row's answer is the whole draft step (`whole_draft_step_us`,
 `saving_per_decode_step_us`: costmodel.answers.sweep_step), priced with each --preset's own draft architecture
 (the default preset's without --preset, as `predict`)."""
 

@@ -47,7 +47,8 @@ def test_a_sweep_row_under_an_engine_is_predicts_whole_draft_step(capsys, profil
                             "--batch", str(b), "--num-spec-tokens", str(k))
             assert want["answer"]["quantity"] == QUANTITY
             for name, entry in want["strategies"].items():
-                assert got.loc[name, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12, abs=1e-9)
+                assert got.loc[name, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12,
+                                                                             abs=1e-9)
                 # one name per quantity (issue 35): the answer's saving under predict's own names
                 for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):
                     assert got.loc[name, key] == pytest.approx(entry[key], rel=1e-12, abs=1e-9)
@@ -62,7 +63,7 @@ def test_a_sweep_row_under_an_engine_is_predicts_whole_draft_step(capsys, profil
 def test_engine_none_keeps_the_per_call_numbers_and_has_no_whole_step(capsys):
     table = _sweep(capsys, "--profile", "h200-sxm-nvlink", "--tp", "2,8", "--batch", "1,64", "--vocab", "202048",
                    "--engine", "none")
-    assert set(table["answer"]) == {"per draft call"} and table["step_us"].isna().all()
+    assert set(table["answer"]) == {"per draft call"} and table["whole_draft_step_us"].isna().all()
     assert table["why_not_whole_draft_step"].isna().all()
     prof = load_profile("h200-sxm-nvlink")
     for (tp, b), rows in table.groupby(["tp", "batch"]):
@@ -80,9 +81,9 @@ def test_engine_none_keeps_the_per_call_numbers_and_has_no_whole_step(capsys):
 def test_rows_where_the_whole_step_does_not_apply_say_why(capsys):
     table = _sweep(capsys, "--engine", "vllm", "--tp", "1,8", "--batch", "4", "--vocab", "202048")
     one, eight = table[table["tp"] == 1], table[table["tp"] == 8]
-    assert set(one["answer"]) == {"per draft call"} and one["step_us"].isna().all()
+    assert set(one["answer"]) == {"per draft call"} and one["whole_draft_step_us"].isna().all()
     assert set(one["why_not_whole_draft_step"]) == {"TP 1: nothing to gather, every strategy is the same draft step"}
-    assert set(eight["answer"]) == {"whole draft step"} and eight["step_us"].notna().all()
+    assert set(eight["answer"]) == {"whole draft step"} and eight["whole_draft_step_us"].notna().all()
 
 
 def test_whole_step_totals_runs_once_per_group_not_per_row(capsys, monkeypatch):
@@ -105,7 +106,7 @@ def test_each_preset_of_a_sweep_prices_its_own_draft(capsys):
                    "--batch", "32")
     for preset, vocab in (("llama4-maverick", 202048), ("qwen3-8b-eagle3", 151936)):
         want = _predict(capsys, "--engine", "vllm", "--preset", preset, "--tp", "8", "--batch", "32")
-        got = table[table["vocab"] == vocab].set_index("strategy")["step_us"]
+        got = table[table["vocab"] == vocab].set_index("strategy")["whole_draft_step_us"]
         assert got.to_dict() == pytest.approx({n: e["whole_draft_step_us"] for n, e in want["strategies"].items()},
                                               rel=1e-12)
 
@@ -123,7 +124,7 @@ def test_compare_under_an_engine_is_predicts_whole_draft_step_per_profile(capsys
         got = table[table["profile"] == name].set_index("strategy")
         assert set(got["quantity"]) == {QUANTITY}
         for s, entry in want["strategies"].items():
-            assert got.loc[s, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
+            assert got.loc[s, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
             for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):  # predict's names, its numbers
                 assert got.loc[s, key] == pytest.approx(entry[key], rel=1e-9, abs=1e-9)
             assert got.loc[s, "total_us"] == pytest.approx(entry["total_us"], rel=1e-9)  # per call, as before
@@ -140,7 +141,7 @@ def test_compare_engine_none_is_per_call():
     profiles = [load_profile("h200-sxm-nvlink"), load_profile("h100-sxm-nvlink")]
     sc = Scenario(vocab=202048, tp=8, batch=16)
     table = compare_table(sc, profiles)
-    assert set(table["quantity"]) == {PER_CALL} and table["step_us"].isna().all()
+    assert set(table["quantity"]) == {PER_CALL} and table["whole_draft_step_us"].isna().all()
     for prof in profiles:
         pred = predict(sc, prof)
         got = table[table["profile"] == prof.name].set_index("strategy")
@@ -154,15 +155,15 @@ def test_the_dashboard_compare_table_shows_the_whole_step_under_an_engine():
     table = compare_table(sc, [load_profile("h200-sxm-nvlink"), load_profile("b200-hgx-nvlink")],
                           arch=sidebar_arch("llama4-maverick", 202048, None))
     long = compare_long_table(table)
-    assert list(long.columns) == ["strategy", "profile", "time_per_decode_step_us", "saving_per_decode_step_us",
+    assert list(long.columns) == ["strategy", "profile", "whole_draft_step_us", "saving_per_decode_step_us",
                                   "crossover_batch"]
     for _, row in long.iterrows():
         src = table[(table.profile == row["profile"]) & (table.strategy == row["strategy"])].iloc[0]
-        assert row["time_per_decode_step_us"] == src["step_us"] and row["saving_per_decode_step_us"] == src[
+        assert row["whole_draft_step_us"] == src["whole_draft_step_us"] and row["saving_per_decode_step_us"] == src[
             "saving_per_decode_step_us"]
     assert max(len(label) for label in COMPARE_LABELS.values()) <= 15
     per_call = compare_long_table(compare_table(sc.with_(engine="none"), [load_profile("h200-sxm-nvlink")]))
-    assert "time_per_draft_step_us" in per_call.columns
+    assert "total_us" in per_call.columns
 
 
 @pytest.mark.parametrize("flags", [("--kv-len", "32768"), ("--forward-us", "150"), ("--draft-layers", "3"),
@@ -182,9 +183,9 @@ def test_sweep_and_compare_take_predicts_drafter_flags(capsys, tmp_path, flags):
         default = _predict(capsys, *common, "--batch", str(b))
         got = table[table["batch"] == b].set_index("strategy")
         for name, entry in want["strategies"].items():
-            assert got.loc[name, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12)
+            assert got.loc[name, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12)
             if b == 64:  # at B = 4 the vLLM chain can be host-bound: a drafter change need not show there
-                assert got.loc[name, "step_us"] != pytest.approx(
+                assert got.loc[name, "whole_draft_step_us"] != pytest.approx(
                     default["strategies"][name]["whole_draft_step_us"], rel=1e-6)
         assert set(got["draft_kv_len"]) == {float(given.get("--kv-len", 2048))}
         forward = got["draft_forward_us"]
@@ -194,6 +195,6 @@ def test_sweep_and_compare_take_predicts_drafter_flags(capsys, tmp_path, flags):
     for p, result in want.items():
         got = cmp[cmp["profile"] == p].set_index("strategy")
         for name, entry in result["strategies"].items():
-            assert got.loc[name, "step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
+            assert got.loc[name, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
         assert set(got["draft_kv_len"]) == {float(given.get("--kv-len", 2048))}
 

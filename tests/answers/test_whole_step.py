@@ -99,7 +99,7 @@ def test_answer_is_the_whole_step_and_its_crossover_is_a_root():
     sc = _sc()
     assert applies(sc, p) == ""
     ans = whole_step_answer(sc, p, _arch(sc), intervals=False)
-    totals = {n: s["total_us"] for n, s in ans["strategies"].items() if s["valid"]}
+    totals = {n: s["whole_draft_step_us"] for n, s in ans["strategies"].items() if s["valid"]}
     assert ans["best"] == min(totals, key=totals.get)
     b = ans["strategies"]["local_argmax_pairs"]["crossover_batch"]
     at = draft_step(sc.with_(batch=np.array([b * 0.98, b * 1.02])), p, Placement("target", 8), _arch(sc))
@@ -120,7 +120,7 @@ def test_predict_json_headline_uses_the_whole_step(capsys):
     ws = out["whole_draft_step"]
     assert out["best"] == ws["best"]
     local = out["strategies"]["local_argmax_pairs"]
-    assert local["saving_per_decode_step_us"] == ws["strategies"]["local_argmax_pairs"]["saving_us"]
+    assert local["saving_per_decode_step_us"] == ws["strategies"]["local_argmax_pairs"]["saving_per_decode_step_us"]
     assert local["interval"] == ws["strategies"]["local_argmax_pairs"]["interval"]
     assert local["per_call"]["logits_path_saving_per_decode_step_us"] == pytest.approx(
         5 * local["per_call"]["logits_path_saving_per_call_us"])

@@ -63,16 +63,16 @@ def test_step_sweep_frame_is_whole_step_totals_and_matches_predict_json_by_hand(
     totals, valid, calls = whole_step_totals(sc.with_(batch=batches), profile, arch)
     for name in STRATEGIES:
         rows = frame[frame["strategy"] == name]
-        np.testing.assert_allclose(rows["time_per_decode_step_us"], totals[name])
+        np.testing.assert_allclose(rows["whole_draft_step_us"], totals[name])
         np.testing.assert_allclose(rows["saving_per_decode_step_us"], totals[BASELINE] - totals[name])
         assert list(rows["valid"]) == list(valid[name]) and set(rows["calls_per_decode_step"]) == {calls}
     # by hand at batch 64: predict --engine vllm's whole step (whole_step_answer at that one batch)
     ws = whole_step_answer(sc.with_(batch=64.0), profile, arch, intervals=False)
     row = frame[(frame["batch"] == 64.0) & (frame["strategy"] == FOCUS)].iloc[0]
-    assert row["time_per_decode_step_us"] == pytest.approx(ws["strategies"][FOCUS]["total_us"])
-    assert row["saving_per_decode_step_us"] == pytest.approx(ws["strategies"][FOCUS]["saving_us"])
-    base = ws["strategies"][BASELINE]["total_us"]
-    assert row["saving_pct"] == pytest.approx(100 * ws["strategies"][FOCUS]["saving_us"] / base)
+    assert row["whole_draft_step_us"] == pytest.approx(ws["strategies"][FOCUS]["whole_draft_step_us"])
+    assert row["saving_per_decode_step_us"] == pytest.approx(ws["strategies"][FOCUS]["saving_per_decode_step_us"])
+    base = ws["strategies"][BASELINE]["whole_draft_step_us"]
+    assert row["saving_pct"] == pytest.approx(100 * ws["strategies"][FOCUS]["saving_per_decode_step_us"] / base)
 
 
 def test_step_sweep_says_why_the_per_call_answer_stands():
@@ -94,12 +94,12 @@ def test_vllm_sweep_chart_and_csv_are_the_whole_step_per_decode_step():
     ev = evaluate(inputs, {})
     profile, arch = ev.profile, arch_of(inputs)
     spec = drawn(at, "sweep_chart")
-    shown = line_values(spec, "time_per_decode_step_us")
+    shown = line_values(spec, "whole_draft_step_us")
     batches = np.sort(shown["batch"].unique())
     np.testing.assert_array_equal(batches, data.batch_grid(inputs.batch_min, inputs.batch_max))
     totals = whole_step_totals(inputs.spec.scenario(batches), profile, arch)[0]
     for name in STRATEGIES:
-        got = shown[shown["strategy"] == name].sort_values("batch")["time_per_decode_step_us"]
+        got = shown[shown["strategy"] == name].sort_values("batch")["whole_draft_step_us"]
         np.testing.assert_allclose(got, totals[name], rtol=1e-12)
     y = next(lay["encoding"]["y"] for lay in spec["layer"] if lay.get("mark", {}).get("type") == "line")
     assert "per decode step" in y["title"] and "whole draft step" in y["title"]
@@ -122,11 +122,11 @@ def test_vllm_sweep_chart_and_csv_are_the_whole_step_per_decode_step():
     table, step, _ = sweep_answer_of(ev)
     assert step.why == ""
     out = pd.read_csv(io.BytesIO(tables.csv_bytes(views.download_frame(table, ev))))
-    assert {"batch", "strategy", "time_per_decode_step_us", "saving_per_decode_step_us", "saving_pct", "valid",
+    assert {"batch", "strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct", "valid",
             "answer", "provenance"} <= set(out.columns)
-    assert "time_per_draft_step_us" not in out.columns and set(out["answer"]) == {"whole draft step"}
+    assert "total_us" not in out.columns and set(out["answer"]) == {"whole draft step"}
     row = out[(out["batch"] == 64) & (out["strategy"] == FOCUS)].iloc[0]
-    assert row["time_per_decode_step_us"] == pytest.approx(ws["strategies"][FOCUS]["total_us"])
+    assert row["whole_draft_step_us"] == pytest.approx(ws["strategies"][FOCUS]["whole_draft_step_us"])
 
 
 def test_engine_none_keeps_the_per_call_chart_and_says_why():
@@ -134,11 +134,11 @@ def test_engine_none_keeps_the_per_call_chart_and_says_why():
     inputs = state.inputs_from_session(at.session_state)
     assert inputs.engine == "none"
     spec = drawn(at, "sweep_chart")
-    shown = line_values(spec, "time_per_draft_step_us")
+    shown = line_values(spec, "total_us")
     batches = np.sort(shown["batch"].unique())
     pred = predict(inputs.spec.scenario(batches), data.profile_from_text(data.bundled_profile_text(inputs.profile)))
     for name in STRATEGIES:
-        got = shown[shown["strategy"] == name].sort_values("batch")["time_per_draft_step_us"]
+        got = shown[shown["strategy"] == name].sort_values("batch")["total_us"]
         np.testing.assert_allclose(got, pred.total_us(name), rtol=1e-12)
     y = next(lay["encoding"]["y"] for lay in spec["layer"] if lay.get("mark", {}).get("type") == "line")
     assert y["title"] == "time per draft call (µs)"
@@ -150,7 +150,7 @@ def test_engine_none_keeps_the_per_call_chart_and_says_why():
     shown = views.sweep_quantity(step)[1]  # predict's quantity text, in the page's "µs"
     assert f"Shown: {tables.micro(PER_CALL)}" in shown and tables.micro(step.why) in shown
     out = pd.read_csv(io.BytesIO(tables.csv_bytes(views.download_frame(table, ev))))
-    assert {"time_per_draft_step_us", "saving_per_draft_step_us", "answer", "why_not_whole_draft_step",
+    assert {"total_us", "saving_per_draft_step_us", "answer", "why_not_whole_draft_step",
             "provenance"} <= set(out.columns)
     assert set(out["answer"]) == {"per draft call"}
     assert out["why_not_whole_draft_step"].isna().all()  # engine none: the per-call answer is the one asked for

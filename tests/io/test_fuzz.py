@@ -113,10 +113,10 @@ def test_sweep_cli_gives_finite_rows_or_one_line(capsys, flag, value):
         frame = pd.read_csv(io.StringIO(out))
         valid = frame[frame["valid"]] if "valid" in frame else frame  # invalid rows: empty times + a reason
         # draft_forward_us: an input (the measured forward, --forward-us), empty where not given
-        times = valid[[c for c in frame.columns if c.endswith("_us") and not c.startswith(("step_", "draft_"))]
+        times = valid[[c for c in frame.columns if c.endswith("_us") and not c.startswith(("whole_", "draft_"))]
                       ].to_numpy(float)
         whole = valid[valid["answer"] == "whole draft step"] if "answer" in frame else valid.iloc[:0]
-        steps = whole[[c for c in frame.columns if c.startswith("step_")]].to_numpy(float)  # empty: per-call rows
+        steps = whole[[c for c in frame.columns if c.startswith("whole_")]].to_numpy(float)  # empty: per-call rows
         assert len(frame) and np.isfinite(times).all() and np.isfinite(steps).all()
     else:
         assert code == 2
