@@ -25,11 +25,10 @@ from costmodel import (
     collective_time_us,
     crossover,
     parse_profile,
-    predict,
 )
+from costmodel.answers import per_call
 from costmodel.answers.recommend import Recommendation
 from costmodel.answers.step_sweep_frame import (
-    PER_CALL_ANSWER,
     WHOLE_STEP_ANSWER,
     StepSweep,
     focus_saving_rows,
@@ -38,7 +37,6 @@ from costmodel.answers.step_sweep_frame import (
 from costmodel.evidence.interval_table import IntervalTable, cached_interval_table
 from costmodel.evidence.intervals import Interval, StrategyUncertainty, propagate
 from costmodel.io.measurements import COLLECTIVE_OPS, read_measurements
-from costmodel.model.crossover import crossovers
 from costmodel.model.drafter import DraftArch
 from costmodel.model.fabrics import profile_on_fabric
 from costmodel.model.points import predict_points
@@ -46,7 +44,6 @@ from costmodel.profiles.store import DATA_DIR, PROFILE_DIR, tp_placement_problem
 
 from . import REPO_ROOT
 from .state import BATCH_STEPS, IMPLS, OWN_FABRIC, ScenarioSpec
-from .tables import sweep_table
 from .uploads import read_measurement_csv
 
 FOCUS = "local_argmax_pairs"  # the strategy the verdict and heatmaps compare with the baseline
@@ -145,14 +142,8 @@ def profile_from_text(text: str) -> Profile:
 # -- verdict and breakdown at one batch ---------------------------------------------------------------
 @st.cache_data(**_CACHE)
 def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataFrame:
-    """Prediction.to_frame() at one batch plus `fastest` (Prediction.best()) and `saving_pct`."""
-    pred = predict(spec.scenario(batch), profile_from_text(profile_text))
-    frame = pred.to_frame()
-    frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str
-    frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]
-    # each strategy's components in the order the step runs them (the CLI's "= all_gather ..., argmax ..." order)
-    frame.attrs["component_order"] = {name: list(r.components_us) for name, r in pred.strategies.items()}
-    return frame
+    """costmodel.answers.per_call.point_frame at one batch (the per-call answer's table, cached)."""
+    return per_call.point_frame(spec.scenario(batch), profile_from_text(profile_text))
 
 
 def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
@@ -175,11 +166,8 @@ def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
 
 @st.cache_data(**_CACHE)
 def _crossover_frame(profile_text: str, spec: ScenarioSpec, names: tuple[str, ...] = ALTERNATIVES) -> pd.DataFrame:
-    """costmodel.model.crossover.crossovers (crossover of each strategy, the grid priced once for all of them)."""
-    found = crossovers(spec.scenario(1), names, profile_from_text(profile_text), batch_range=CROSSOVER_RANGE)
-    return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
-                          "all_roots": " ".join(f"{r:.4g}" for r in c.roots), "text": c.text}
-                         for name, c in found.items()])
+    """costmodel.answers.per_call.crossover_frame (each strategy's crossover, the grid priced once for all)."""
+    return per_call.crossover_frame(spec.scenario(1), profile_from_text(profile_text), names, CROSSOVER_RANGE)
 
 
 @st.cache_data(**_CACHE)
@@ -276,12 +264,8 @@ def batch_grid(batch_min: float, batch_max: float, points: int = SWEEP_POINTS) -
 
 @st.cache_data(**_CACHE)
 def sweep_frame(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_max: int) -> pd.DataFrame:
-    """Time per draft step of every strategy over the batch range (tidy, one row per batch x strategy)."""
-    batches = batch_grid(batch_min, batch_max)
-    pred = predict(spec.scenario(batches), profile_from_text(profile_text))
-    frame = pred.to_frame()
-    frame["saving_pct"] = np.concatenate([pred.saving_pct(name).reshape(-1) for name in pred.strategies])
-    return frame
+    """costmodel.answers.per_call.sweep_frame over `batch_grid` (tidy, one row per batch x strategy)."""
+    return per_call.sweep_frame(spec.scenario(1.0), profile_from_text(profile_text), batch_grid(batch_min, batch_max))
 
 
 @st.cache_data(**_CACHE)
@@ -294,15 +278,15 @@ def sweep_answer(profile_text: str, spec: ScenarioSpec, batch_min: int, batch_ma
                  ) -> tuple[pd.DataFrame, StepSweep]:
     """(table, step) of the batch-sweep chart and its CSV: where an engine runs the step (`step.why` == "") the
     whole draft step per decode step of every strategy over the batch range (`step.frame`: costmodel.answers.
-    step_sweep_frame, priced with `arch`, the verdict's draft), else the per-call `sweep_table(sweep_frame(...))`
-    with `answer` = "per draft call" and `why_not_whole_draft_step` (the CLI sweep's columns; empty under engine
+    step_sweep_frame, priced with `arch`, the verdict's draft), else the per-call `per_call.sweep_table` with
+    `answer` = "per draft call" and `why_not_whole_draft_step` (the CLI sweep's columns; empty under engine
     none, where the per-call answer is the one asked for)."""
     step = _step_sweep(profile_text, spec, batch_min, batch_max, arch)
     if step.whole_step:
         return step.frame, step
-    table = sweep_table(sweep_frame(profile_text, spec, batch_min, batch_max))
+    table = per_call.sweep_table(sweep_frame(profile_text, spec, batch_min, batch_max))
     why = "" if spec.engine == "none" else step.why
-    return table.assign(answer=PER_CALL_ANSWER, why_not_whole_draft_step=why), step
+    return table.assign(why_not_whole_draft_step=why), step
 
 
 def heat_batches(batch_min: int, batch_max: int) -> tuple[int, ...]:
@@ -331,8 +315,8 @@ def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...],
     """One heatmap row: with `arch` (the verdict answers with the whole draft step) the whole step's FOCUS saving
     per decode step (costmodel.answers.step_sweep_frame.focus_saving_rows) - InputError where the whole step is
     not the answer there (TP 1, a TP the draft's heads do not divide: the row is skipped and named, so one colour
-    scale never mixes two quantities) -, else predict's per-call saving (x calls per decode step). `answer` says
-    which."""
+    scale never mixes two quantities) -, else the per-call saving (costmodel.answers.per_call.focus_rows, x calls
+    per decode step). `answer` says which."""
     profile = profile_from_text(profile_text)
     b = np.asarray(batches, dtype=float)
     if arch is not None:
@@ -341,15 +325,7 @@ def _saving_row(profile_text: str, spec: ScenarioSpec, batches: tuple[int, ...],
             raise InputError(f"not priced as the whole draft step ({step.why})")
         return focus_saving_rows(step.frame, FOCUS).assign(batch=np.asarray(batches, dtype=int),
                                                            answer=WHOLE_STEP_ANSWER)
-    pred = predict(spec.scenario(b), profile)
-    return pd.DataFrame({
-        "batch": np.asarray(batches, dtype=int),
-        "saving_per_draft_step_us": pred.saving_us(FOCUS),
-        "saving_per_decode_step_us": pred.saving_per_decode_step_us(FOCUS),
-        "saving_pct": pred.saving_pct(FOCUS),
-        "fastest_strategy": pred.best(),
-        "answer": PER_CALL_ANSWER,
-    })
+    return per_call.focus_rows(spec.scenario(1.0), profile, b, FOCUS)
 
 
 @st.cache_data(**_CACHE)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from costmodel import predict
-from costmodel.answers.explain import format_explanation
+from costmodel.answers.explain import explanation
 from costmodel.answers.sensitivity import WholeStep, elasticities
 from costmodel.evidence.reference import REFERENCE_DIR, load_reference, reference_files
 from costmodel.evidence.validate import summary, validate
@@ -95,6 +94,6 @@ def sensitivity_frame(profile_text: str, spec: ScenarioSpec, batch: float, strat
 
 @st.cache_data(**_CACHE)
 def explanation_text(profile_text: str, spec: ScenarioSpec, batch: float) -> str:
-    """costmodel.answers.explain.format_explanation: every priced call with its numbers substituted."""
-    return format_explanation(predict(spec.scenario(float(batch)), profile_from_text(profile_text)))
+    """costmodel.answers.explain.explanation: every priced call with its numbers substituted."""
+    return explanation(spec.scenario(float(batch)), profile_from_text(profile_text))
 

@@ -110,9 +110,8 @@ def column_labels(frame: pd.DataFrame) -> dict[str, str]:
 def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
     """One row per strategy at the chosen batch: time, savings vs the baseline, crossover batch."""
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
-    out = point[cols + ["strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
-                        "wire_bytes_per_rank", "valid", "fastest"]].rename(columns={
-        "total_us": "total_us", "saving_us": "saving_per_draft_step_us"})
+    out = point[cols + ["strategy", "total_us", "saving_per_draft_step_us", "saving_pct", "saving_per_decode_step_us",
+                        "wire_bytes_per_rank", "valid", "fastest"]]
     return _described_with_crossovers(out, crossovers)
 
 
@@ -131,8 +130,7 @@ def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.D
     baseline's T_step, saving_per_draft_step_us = the saving / K (the mean per draft call)."""
     scenario = point.drop_duplicates("strategy").set_index("strategy")
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
-    out = rows.rename(columns={"total_us": "whole_draft_step_us", "saving_us": "saving_per_draft_step_us"})
-    out = out[["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
+    out = rows[["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
                "saving_per_draft_step_us", "valid", "fastest"]]
     return _described_with_crossovers(scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy"),
                                       crossovers)
@@ -182,12 +180,6 @@ def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
     long = long.sort_values(["strategy", "step", "component"],
                             key=lambda s: s.map(order) if s.name == "strategy" else s)
     return long[["strategy", "component", "time_us", "share_pct", "strategy_total_us", "step"]].reset_index(drop=True)
-
-
-def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
-    """batch x strategy: time per draft step and savings vs the baseline."""
-    return sweep[["batch", "strategy", "total_us", "saving_us", "saving_pct", "saving_per_decode_step_us",
-                  "valid"]].rename(columns={"saving_us": "saving_per_draft_step_us"}).reset_index(drop=True)
 
 
 def records_table(records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> pd.DataFrame:

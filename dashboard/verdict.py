@@ -121,10 +121,10 @@ def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: Strate
     batch = cross["crossover_batch"]
     return Verdict(
         batch=float(focus["batch"]), fastest=fastest,
-        focus_faster=bool(focus["saving_us"] > 0), focus_valid=bool(focus["valid"]),
-        focus_saving_us=float(focus["saving_us"]), focus_saving_pct=float(focus["saving_pct"]),
+        focus_faster=bool(focus["saving_per_draft_step_us"] > 0), focus_valid=bool(focus["valid"]),
+        focus_saving_us=float(focus["saving_per_draft_step_us"]), focus_saving_pct=float(focus["saving_pct"]),
         focus_saving_decode_us=float(focus["saving_per_decode_step_us"]),
-        best_saving_us=float(best["saving_us"]), best_saving_pct=float(best["saving_pct"]),
+        best_saving_us=float(best["saving_per_draft_step_us"]), best_saving_pct=float(best["saving_pct"]),
         best_saving_decode_us=float(best["saving_per_decode_step_us"]),
         crossover_batch=None if batch is None or (isinstance(batch, float) and math.isnan(batch)) else float(batch),
         crossover_status=str(cross["status"]),

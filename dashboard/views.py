@@ -263,7 +263,7 @@ def breakdown_tab(ev: Evaluation) -> None:
     download(table, "breakdown", ev=ev)
     with st.expander("Full prediction table (Prediction.to_frame())"):
         show_table(ev.point)
-        download(ev.point.rename(columns={"saving_us": "saving_per_draft_step_us"}), "prediction", ev=ev)
+        download(ev.point, "prediction", ev=ev)
 
 
 def sensitivity_tab(ev: Evaluation) -> None:

@@ -18,7 +18,8 @@ from ..model.gpu_kernels import MODEL_OPS, reduce_launch, split_graph_us
 from ..model.kernel_ratios import DTYPE_FREE_OPS
 from ..model.kernels import ANCHOR_OPS, kernel_bytes, kernel_time_us
 from ..model.parts import Call
-from ..model.predict import Prediction
+from ..model.predict import Prediction, predict
+from ..model.scenario import Scenario
 from ..profiles.types import Profile
 
 # the model ops whose anchor is one ATen last-dim reduction (gpu_kernels.graph_time_us)
@@ -202,3 +203,9 @@ def format_explanation(pred: Prediction) -> str:
         if skipped:
             lines.append(f"  (0 us: {', '.join(skipped)} - not run for this scenario)")
     return "\n".join(lines)
+
+
+def explanation(scenario: Scenario, profile: Profile) -> str:
+    """`format_explanation` of the scenario priced on the profile (the dashboard's Explain expander; `predict
+    --explain` renders its Answer's own prediction the same way)."""
+    return format_explanation(predict(scenario, profile))

@@ -222,17 +222,18 @@ def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, w
 
 def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A `whole_step_answer` as the dashboard verdict's two tables (one row per strategy): the point rows
-    (strategy, batch, fastest, valid, saving_us = the mean per draft call, saving_pct of the baseline's whole step,
-    saving_per_decode_step_us = the whole step's) and the crossover rows (strategy, crossover_batch, status,
-    direction, text - `Crossover.to_dict`). The dashboard is a view: it shows these, it prices nothing."""
+    (strategy, batch, fastest, valid, saving_per_draft_step_us = the mean per draft call, saving_pct of the
+    baseline's whole step, saving_per_decode_step_us = the whole step's, whole_draft_step_us) and the crossover rows
+    (strategy, crossover_batch, status, direction, text - `Crossover.to_dict`). The dashboard is a view: it shows
+    these, it prices nothing."""
     base = ws["strategies"][BASELINE]["whole_draft_step_us"]
     point, cross = [], []
     for name, s in ws["strategies"].items():
         point.append({"strategy": name, "batch": ws["batch"], "fastest": name == ws["best"], "valid": s["valid"],
-                      "saving_us": s["saving_per_draft_step_us"],
+                      "saving_per_draft_step_us": s["saving_per_draft_step_us"],
                       "saving_pct": 100.0 * s["saving_per_decode_step_us"] / base,
                       "saving_per_decode_step_us": s["saving_per_decode_step_us"],
-                      "total_us": s["whole_draft_step_us"]})
+                      "whole_draft_step_us": s["whole_draft_step_us"]})
         c = s.get("crossover") or {"crossover_batch": None, "status": "baseline", "direction": None, "text": "-"}
         cross.append({"strategy": name, "crossover_batch": c["crossover_batch"], "status": c["status"],
                       "direction": c["direction"], "text": c["text"]})

@@ -20,6 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from costmodel import BASELINE, STRATEGIES, InputError, Scenario, collective_time_us, crossover, load_profile, predict
+from costmodel.answers import per_call
 from costmodel.answers.explain import format_explanation
 from costmodel.answers.point import impact_rows
 from costmodel.answers.recommend import impact_change, recommend
@@ -592,7 +593,7 @@ def test_breakdown_csv_sums_to_the_totals(ev):
 
 
 def test_sweep_csv(ev):
-    out = parse_csv(tables.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096)))
+    out = parse_csv(per_call.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096)))
     assert out["batch"].min() == 1 and out["batch"].max() == 4096
     assert {1, 2, 1024, 4096} <= set(out["batch"])
     sample = out[(out["batch"] == 1024) & (out["strategy"] == FOCUS)].iloc[0]
@@ -951,7 +952,7 @@ def test_exports_png_svg_and_an_offline_html_report(ev):
 
     from dashboard import export
 
-    table = tables.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096))
+    table = per_call.sweep_table(data.sweep_frame(ev.profile_text, ev.inputs.spec, 1, 4096))
     spec = dashboard_charts.with_batch_marker(dashboard_charts.sweep_chart(table, 5.0, (3.0, 8.0)), 96)
     svg = export.chart_svg(spec)
     width, height = (float(re.search(rf'{k}="([0-9.]+)"', svg).group(1)) for k in ("width", "height"))
@@ -1085,7 +1086,7 @@ def test_sweep_charts_keep_a_wide_plot_in_a_narrow_container(name):
     import vl_convert
 
     inputs = state.Inputs()
-    table = tables.sweep_table(data.sweep_frame(data.profile_text(inputs.profile, {}), inputs.spec,
+    table = per_call.sweep_table(data.sweep_frame(data.profile_text(inputs.profile, {}), inputs.spec,
                                                 inputs.batch_min, inputs.batch_max))
     spec = getattr(dashboard_charts, name)(table, 3.5, None)
     svg = vl_convert.vegalite_to_svg({**spec, "width": 468, "autosize": {"type": "fit", "contains": "padding"}})

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from costmodel import load_profile, predict
+from costmodel.answers import per_call
 from dashboard.state import TABS, Inputs
 
 pytestmark = pytest.mark.browser
@@ -210,7 +211,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     from costmodel.answers.question import draft_arch
     from costmodel.answers.recommend import recommend
     from costmodel.answers.workload import load_workload
-    from dashboard import charts, data, export, tables
+    from dashboard import charts, data, export
 
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)
     console_errors: list[str] = []
@@ -251,7 +252,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     from dashboard.verdict import evaluate
 
     ev = evaluate(ev_inputs, {})
-    table = tables.sweep_table(data.sweep_frame(ev.profile_text, ev_inputs.spec, ev_inputs.batch_min,
+    table = per_call.sweep_table(data.sweep_frame(ev.profile_text, ev_inputs.spec, ev_inputs.batch_min,
                                                 ev_inputs.batch_max))
     u = ev.verdict.interval
     band = None if u is None or u.crossover_batch is None else (u.crossover_batch.low, u.crossover_batch.high)

@@ -8,12 +8,13 @@ import dataclasses
 
 import pandas as pd
 
+from costmodel.answers.per_call import sweep_table
 from costmodel.answers.provenance import with_provenance
 from dashboard import verdict as verdict_module
 from dashboard import views
 from dashboard.data import sweep_frame
 from dashboard.state import Inputs
-from dashboard.tables import csv_bytes, sweep_table
+from dashboard.tables import csv_bytes
 from dashboard.verdict import evaluate, whole_step_verdict
 
 
