@@ -109,15 +109,21 @@ def speculative_method(preset: str | None, d2t: bool) -> str:
     return "eagle3" if d2t else "eagle"
 
 
+def check_acceptance(acceptance_length: float | None, k: int) -> None:
+    """The acceptance length (mean tokens per decode step) lies in 1..K+1 - the one wording of the check, for
+    predict / recommend (`check_impact`), simulate and the dashboard's Serving A/B tab."""
+    if acceptance_length is not None and not 1.0 <= acceptance_length <= k + 1:
+        raise InputError(f"--acceptance-length: must be in 1..K+1 = 1..{k + 1} tokens per decode step with K = {k}, "
+                         f"got {acceptance_length:g}")
+
+
 def check_impact(itl_ms: float | None, acceptance_length: float | None, k: int) -> None:
     """ITL and acceptance length go together (TPOT needs both); the acceptance length lies in 1..K+1."""
     if acceptance_length is not None and itl_ms is None:
         raise InputError("--acceptance-length: needs --itl-ms too")
     if itl_ms is not None and acceptance_length is None:
         raise InputError("--itl-ms: needs --acceptance-length too (mean tokens per decode step, 1..K+1)")
-    if acceptance_length is not None and not 1.0 <= acceptance_length <= k + 1:
-        raise InputError(f"--acceptance-length: must be in 1..K+1 = 1..{k + 1} tokens per decode step with K = {k}, "
-                         f"got {acceptance_length:g}")
+    check_acceptance(acceptance_length, k)
 
 
 def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset: str | None = None,

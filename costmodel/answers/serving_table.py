@@ -20,7 +20,7 @@ from typing import Any
 from ..io.errors import InputError
 from ..io.safe_io import check_size
 from .bench_run import MAX_BENCH_BYTES, parse_bench_text
-from .question import Question
+from .question import Question, check_acceptance
 from .serving_ab import SimConfig, simulate_ab
 
 CLI_CONFIG = SimConfig()  # simulate's flag defaults (costmodel/cli/simulate_args.py)
@@ -38,9 +38,7 @@ def bench_text(data: bytes, name: str) -> str:
 def simulate_bench(text: str, name: str, question: Question, config: SimConfig = CLI_CONFIG) -> dict[str, Any]:
     """`simulate --bench` of a bench file's text for `question` (module doc); InputError, one line, on a bad file."""
     acc = question.acceptance_length
-    k = int(question.scenario.num_spec_tokens)
-    if acc is not None and not 1 <= acc <= k + 1:
-        raise InputError(f"acceptance length {acc:g} is outside 1..K+1 = 1..{k + 1}")
+    check_acceptance(acc, int(question.scenario.num_spec_tokens))
     run = parse_bench_text(text, name, acc)
     return simulate_ab(run, question, config)
 

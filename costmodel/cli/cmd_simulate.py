@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..answers.bench_run import load_bench_run, load_sharegpt, synthetic_run
+from ..answers.question import check_acceptance
 from ..answers.serving_ab import SimConfig, simulate_ab
 from ..answers.serving_table import ab_rows
 from ..io.errors import InputError
@@ -36,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     qargs.itl_ms = qargs.acceptance_length = None  # simulate checks its own (the question pairs them)
     qargs.verify, qargs.greedy_fraction, qargs.target_dtype = False, None, None
     question = question_from_args(qargs)
-    k = int(question.scenario.num_spec_tokens)
-    if args.acceptance_length is not None and not 1 <= args.acceptance_length <= k + 1:
-        raise InputError(f"--acceptance-length: {args.acceptance_length:g} is outside 1..K+1 = 1..{k + 1}")
+    check_acceptance(args.acceptance_length, int(question.scenario.num_spec_tokens))
     if args.bench is not None:
         bench = load_bench_run(args.bench, args.acceptance_length)
     else:
@@ -74,10 +73,7 @@ def _write_csv(ab: dict[str, Any], path: str) -> None:
 
     from ..io.safe_io import write_csv
 
-    rows = [{"strategy": "measured", "metric": m, "value": v, "low": None, "high": None}
-            for m, v in ab["baseline"].items()]
-    rows += [{"strategy": s, "metric": m, **cell} for s, table in ab["strategies"].items() for m, cell in table.items()]
-    write_csv(pd.DataFrame(rows), path)
+    write_csv(pd.DataFrame(ab_rows(ab)), path)  # the rows the text table and the dashboard's tab show
 
 
 def format_ab(ab: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from costmodel.answers.bench_run import parse_bench_run
 from costmodel.answers.serving_ab import SimConfig, detectability, draft_deltas, simulate_ab
 from costmodel.answers.serving_fit import fit_step, timeline
+from costmodel.answers.serving_table import ab_rows, simulate_bench
 from costmodel.cli.main import build_parser, main
 from costmodel.cli.question_args import question_from_args
 from costmodel.io.errors import InputError
@@ -81,8 +83,11 @@ def test_example_ab_table_json(capsys, tmp_path):
     assert abs(err_pct["mean_ttft_ms"]) < 10
     assert ab["timeline_end_s"] > 5.781 * 1.2 and err_pct["output_throughput"] < -15
     assert set(ab["detectable"]["strategies"]["local_argmax_pairs"]) == set(ab["metrics"])
-    rows = list(csv.DictReader(out_csv.open()))
-    assert {r["strategy"] for r in rows} >= {"measured", "local_argmax_pairs"}
+    rows = list(csv.DictReader(out_csv.open()))  # the A/B table's rows, as the text and the dashboard tab show them
+    want = ab_rows(ab)
+    assert list(rows[0]) == list(want[0]) and len(rows) == len(want)
+    assert [(r["metric"], r["strategy"]) for r in rows] == [(r["metric"], r["strategy"]) for r in want]
+    assert [float(r["value"]) for r in rows] == pytest.approx([r["value"] for r in want], rel=1e-12)
 
 
 def test_text_table_and_flags_run(capsys):
@@ -97,7 +102,7 @@ def test_text_table_and_flags_run(capsys):
     ((), "give --bench"),
     (("--bench", "nope.json"), "no such file"),
     (("--num-prompts", "0", "--itl-ms", "5"), "--num-prompts"),
-    (("--bench", EXAMPLE, "--acceptance-length", "9"), "outside 1..K+1"),
+    (("--bench", EXAMPLE, "--acceptance-length", "9"), "must be in 1..K+1"),
     (("--num-prompts", "10", "--itl-ms", "5"), "acceptance length"),
     (("--num-prompts", "100000", "--output-len", "1000", "--max-concurrency", "1024", "--itl-ms", "30",
       "--acceptance-length", "2"), "more work than the replay's bound"),
@@ -186,3 +191,16 @@ def test_fuzz_any_small_run_is_replayed_or_refused(reqs, cap, rate, duration):
     for table in ab["strategies"].values():
         for cell in table.values():
             assert all(np.isfinite(v) for v in cell.values())
+
+
+def test_the_acceptance_length_check_is_worded_once(capsys):
+    """predict, simulate and the dashboard's Serving A/B tab (serving_table.simulate_bench) refuse an acceptance
+    length outside 1..K+1 with the same line (question.check_acceptance)."""
+    _, _, predict_err = cli(capsys, "predict", *SCENARIO, "--itl-ms", "25", "--acceptance-length", "9")
+    _, _, simulate_err = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--acceptance-length", "9")
+    args = build_parser().parse_args(["predict", *SCENARIO])
+    question = replace(question_from_args(args), acceptance_length=9.0)
+    with pytest.raises(InputError) as tab:
+        simulate_bench(Path(EXAMPLE).read_text(), "run.json", question)
+    assert predict_err.strip() == simulate_err.strip() == f"error: {tab.value}"
+    assert "must be in 1..K+1 = 1..4" in str(tab.value)
