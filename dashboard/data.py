@@ -23,7 +23,6 @@ from costmodel import (
     Profile,
     bundled_profiles,
     collective_time_us,
-    crossover,
     parse_profile,
 )
 from costmodel.answers import per_call
@@ -227,14 +226,8 @@ def _impl_crossover_frame(profile_text: str, spec: ScenarioSpec, shown_impl: str
         try:
             table = _crossover_frame(profile_text, spec.with_(impl=impl), names).set_index("strategy")
             found = {name: (table.loc[name, "crossover_batch"], table.loc[name, "status"]) for name in rows}
-        except InputError:
-            found = {}
-            for name in rows:
-                try:
-                    c = crossover(spec.with_(impl=impl).scenario(1), name, profile, batch_range=CROSSOVER_RANGE)
-                    found[name] = (c.batch, c.status)
-                except InputError as exc:
-                    found[name] = (None, f"error: {exc}")
+        except InputError:  # one strategy's error: each priced alone, the error as its status
+            found = per_call.crossover_each(spec.with_(impl=impl).scenario(1), profile, tuple(rows), CROSSOVER_RANGE)
         for name, (batch, status) in found.items():
             rows[name] |= {f"crossover_batch_{impl}": np.nan if batch is None or batch != batch else float(batch),
                            f"status_{impl}": status}

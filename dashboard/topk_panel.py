@@ -17,40 +17,30 @@ import streamlit as st
 
 from costmodel import InputError
 from costmodel.answers.answer import LOGITS_PATH_PAIR
-from costmodel.answers.point import add_engine_cannot
+from costmodel.answers.topk import best_pair, crossover_by_k, topk_matrix
 from costmodel.io.formatting import format_us
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
 from costmodel.model.collective_impls import IMPLS, provenance_text
-from costmodel.model.crossover import crossover
-from costmodel.model.verification import best_pair, matrix
 
 from .charts import crossover_by_k_chart
 
 BEST = "best available"
 COLLECTIVE_CHOICES = (BEST, *IMPLS)
-K_CURVE = (1, 2, 4, 8, 16, 32, 64)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _matrix(_profile: Any, profile_key: tuple, spec: Any, batch: float, top_k: int, verify: bool,
             fraction: float, with_crossovers: bool = True) -> pd.DataFrame:
-    sc = spec.scenario(batch).with_(top_k=top_k)
-    return matrix(sc, _profile, verify=verify, greedy_fraction=fraction, crossovers=with_crossovers)
+    """costmodel.answers.topk.topk_matrix, cached per (profile text, scenario, k, verification)."""
+    return topk_matrix(spec.scenario(batch), _profile, top_k, verify=verify, greedy_fraction=fraction,
+                       crossovers=with_crossovers)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _crossover_by_k(_profile: Any, profile_key: tuple, spec: Any, batch: float, collectives: tuple) -> pd.DataFrame:
-    rows = []
-    for impl in collectives:
-        for k in K_CURVE:
-            try:
-                sc = spec.scenario(batch).with_(top_k=k, collective=impl)
-            except InputError:
-                continue
-            rows.append({"top_k": k, "collective": impl,
-                         "crossover_batch": crossover(sc, "local_argmax_pairs", _profile).batch})
-    return pd.DataFrame(rows)
+    """costmodel.answers.topk.crossover_by_k, cached."""
+    return crossover_by_k(spec.scenario(batch), _profile, collectives)
 
 
 def best_pair_caption(ev: Any) -> str | None:
@@ -65,14 +55,13 @@ def best_pair_caption(ev: Any) -> str | None:
     try:
         sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
         best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction,
-                                 with_crossovers=False))  # the pair needs no crossover search
+                                 with_crossovers=False), ev.inputs.engine, k)  # the pair needs no crossover search
     except (InputError, ValueError):
         return None
     derived = "" if best["collective"] == "nccl" else (
         f" - the headline above ranks the strategies with NCCL collectives only; {best['collective']}'s parameters "
         f"are {provenance_text(ev.profile, (best['collective'],), int(sc0.tp), int(sc0.nodes))}")
     fallback = "" if best["native"] else ", some collectives fall back to NCCL"
-    add_engine_cannot(best, ev.inputs.engine, k)
     cannot = f" Not runnable under this engine: {best['engine_cannot']}." if best.get("engine_cannot") else ""
     quantity = f" - {LOGITS_PATH_PAIR}, not the whole draft step of the tiles" if ev.whole_step else ""
     return (f"Best (strategy, collective) over every collective implementation, per decode step at batch "
@@ -101,7 +90,7 @@ def topk_panel(ev: Any) -> None:
             sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
             table = _matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction)
             shown = table if chosen == BEST else table[table.collective == chosen]
-            best = best_pair(shown)
+            best = best_pair(shown, ev.inputs.engine, k)
             curve = _crossover_by_k(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch),
                                     IMPLS if chosen == BEST else (chosen,))
         except (InputError, ValueError) as exc:
@@ -112,7 +101,9 @@ def topk_panel(ev: Any) -> None:
                          f"({best['strategy']}, {best['collective']}) {format_us(best['decode_step_us'])} per "
                          f"decode step, {format_us(best['saving_vs_nccl_baseline_us'], sign=True)} vs "
                          "(full_all_gather, nccl)"
-                         f"{fallback}."))
+                         f"{fallback}."
+                         + (f" Not runnable under this engine: {best['engine_cannot']}."
+                            if best.get("engine_cannot") else "")))
         pivot = shown.pivot(index="strategy", columns="collective", values="decode_step_us")
         st.dataframe(pivot.round(1), width="stretch")
         invalid = sorted(set(shown.strategy[~shown.valid]))

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model.crossover import crossovers
+from ..io.errors import InputError
+from ..model.crossover import crossover, crossovers
 from ..model.predict import predict
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
@@ -76,3 +77,17 @@ def crossover_frame(scenario: Scenario, profile: Profile, names: tuple[str, ...]
     return pd.DataFrame([{"strategy": name, "status": c.status, "crossover_batch": c.batch, "direction": c.direction,
                           "all_roots": " ".join(f"{r:.4g}" for r in c.roots), "text": c.text}
                          for name, c in found.items()])
+
+
+def crossover_each(scenario: Scenario, profile: Profile, names: tuple[str, ...],
+                   batch_range: tuple[float, float]) -> dict[str, tuple[float | None, str]]:
+    """{strategy: (crossover_batch, status)} with each strategy priced alone, so one that cannot be priced here
+    (InputError) gets status "error: <why>" instead of failing the others (`crossover_frame` prices them together)."""
+    out: dict[str, tuple[float | None, str]] = {}
+    for name in names:
+        try:
+            c = crossover(scenario.item(0), name, profile, batch_range=batch_range)
+            out[name] = (c.batch, c.status)
+        except InputError as exc:
+            out[name] = (None, f"error: {exc}")
+    return out
