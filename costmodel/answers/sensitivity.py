@@ -223,7 +223,8 @@ def _point_saving(scenario: Scenario, profile: Profile, strategy: str, whole: Wh
     """S of one profile (module doc): per draft call, or the whole draft step's per decode step."""
     if whole is None:
         return float(predict(scenario, profile, (BASELINE, strategy)).saving_us(strategy))
-    totals = whole_step_totals(scenario, profile, whole.arch, kv_len=whole.kv_len, forward_us=whole.forward_us)[0]
+    totals = whole_step_totals(scenario, profile, whole.arch, kv_len=whole.kv_len, forward_us=whole.forward_us,
+                               strategies=tuple(dict.fromkeys((BASELINE, strategy))))[0]  # the two it compares
     return float(totals[BASELINE] - totals[strategy])
 
 
