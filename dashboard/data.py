@@ -139,12 +139,6 @@ def profile_from_text(text: str) -> Profile:
 
 
 # -- verdict and breakdown at one batch ---------------------------------------------------------------
-@st.cache_data(**_CACHE)
-def point_frame(profile_text: str, spec: ScenarioSpec, batch: float) -> pd.DataFrame:
-    """costmodel.answers.per_call.point_frame at one batch (the per-call answer's table, cached)."""
-    return per_call.point_frame(spec.scenario(batch), profile_from_text(profile_text))
-
-
 def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
     """The spec without its hidden size (except for vLLM, whose head start is the lm_head GEMM of that hidden size:
     it moves the crossover, issue 18) and, when drafting is serial, with K = 1: a draft call then prices B rows

@@ -164,7 +164,7 @@ def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def breakdown_table(point: pd.DataFrame) -> pd.DataFrame:
     """Long table strategy x component (components a strategy does not run are left out), each strategy's
-    components in execution order (`step`: 0, 1, ... from point.attrs["component_order"], data.point_frame;
+    components in execution order (`step`: 0, 1, ... from point.attrs["component_order"], per_call.frame_of;
     alphabetical without it)."""
     comps = component_columns(point)
     long = point.melt(id_vars=["strategy", "total_us"], value_vars=comps, var_name="component", value_name="time_us")

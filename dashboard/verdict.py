@@ -13,13 +13,14 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from costmodel import BASELINE, InputError, Profile
+from costmodel.answers import per_call
 from costmodel.answers.whole_step import verdict_rows
 from costmodel.evidence.intervals import StrategyUncertainty
 from costmodel.io.formatting import format_batch, format_interval_us, format_pct, format_us
 from costmodel.model.crossover import crossover_words
 
-from .data import FOCUS, crossover_frame, fabric_text, point_frame, profile_from_text, profile_text, saving_interval
-from .question import answer_of, question_of
+from .data import FOCUS, crossover_frame, fabric_text, profile_from_text, profile_text, saving_interval
+from .question import answer_of
 from .state import Inputs
 from .tables import step_verdict_table, verdict_table
 
@@ -113,7 +114,8 @@ class Verdict:
 
 def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: StrategyUncertainty | None = None
                  ) -> Verdict:
-    """Verdict from a `data.point_frame`, a `data.crossover_frame` and (optionally) `data.saving_interval`."""
+    """Verdict from a `per_call.frame_of` (the Answer's prediction), a `data.crossover_frame` and (optionally)
+    `data.saving_interval`."""
     by = point.set_index("strategy")
     fastest = str(point.loc[point["fastest"], "strategy"].iloc[0])
     focus, best = by.loc[FOCUS], by.loc[fastest]
@@ -202,8 +204,7 @@ def evaluate(inputs: Inputs, uploaded: dict[str, str]) -> Evaluation:
     page shows only the verdict's interval (`interval_note` is shown only where the verdict has none). The question
     is validated first, where the CLI's is (`question.question_of`: InputError, one line, for an impossible one)."""
     text = fabric_text(profile_text(inputs.profile, uploaded), inputs.fabric)
-    question_of(text, inputs)
-    point = point_frame(text, inputs.spec, float(inputs.batch))
+    point = per_call.frame_of(answer_of(text, inputs).prediction)  # the Answer's own prediction (predict's)
     crossovers = crossover_frame(text, inputs.spec)
     profile = profile_from_text(text)
     whole = whole_step_verdict(text, inputs)

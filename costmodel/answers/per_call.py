@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..io.errors import InputError
 from ..model.crossover import crossover, crossovers
-from ..model.predict import predict
+from ..model.predict import Prediction, predict
 from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .step_sweep_frame import PER_CALL_ANSWER
@@ -31,10 +31,14 @@ SAVING = "saving_per_draft_step_us"  # Prediction.to_frame's `saving_us`, under 
 
 
 def point_frame(scenario: Scenario, profile: Profile) -> pd.DataFrame:
-    """`Prediction.to_frame()` at the scenario's batch with `saving_us` named `saving_per_draft_step_us`, plus
-    `fastest` and `saving_pct` (module doc); attrs["component_order"]: each strategy's components in the order the
-    step runs them (the CLI's "= all_gather ..., argmax ..." order)."""
-    pred = predict(scenario, profile)
+    """`frame_of` the scenario priced on the profile."""
+    return frame_of(predict(scenario, profile))
+
+
+def frame_of(pred: Prediction) -> pd.DataFrame:
+    """`Prediction.to_frame()` of a one-batch prediction (an `Answer.prediction`) with `saving_us` named
+    `saving_per_draft_step_us`, plus `fastest` and `saving_pct` (module doc); attrs["component_order"]: each
+    strategy's components in the order the step runs them (the CLI's "= all_gather ..., argmax ..." order)."""
     frame = pred.to_frame().rename(columns={"saving_us": SAVING})
     frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str
     frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]

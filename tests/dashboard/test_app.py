@@ -1130,8 +1130,7 @@ def test_breakdown_stacks_components_in_execution_order():
     """issue 18: the bars were stacked alphabetically; now in the order each strategy runs its components, the
     order `predict` lists them in (the CLI's '= all_gather ..., relayout_copy ..., argmax ...')."""
     inputs = state.Inputs()
-    point = data.point_frame(data.profile_text(inputs.profile, {}), inputs.spec, float(inputs.batch))
-    table = tables.breakdown_table(point)
+    table = tables.breakdown_table(evaluate(inputs, {}).point)
     pred = predict(inputs.spec.scenario(float(inputs.batch)), load_profile(inputs.profile))
     for name, r in pred.strategies.items():
         want = [c for c, v in r.components_us.items() if float(np.asarray(v).reshape(-1)[0]) > 0]
