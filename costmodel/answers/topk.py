@@ -9,7 +9,7 @@ so the panel only renders them (issue 35).
                      beside it where the engine cannot run the pair (`point.add_engine_cannot`) - what
                      `predict --json`'s `best_pair` says for the same question
     crossover_by_k   crossover(local_argmax_pairs vs full_all_gather) per k in `ks` and per collective; a k the
-                     scenario refuses (k above the draft vocab shard) is left out
+                     scenario refuses (k above the draft vocabulary) is left out
 """
 
 from __future__ import annotations
