@@ -241,13 +241,14 @@ def breakdown_tab(ev: Evaluation) -> None:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}, the whole "
                     "draft step per decode step (saving_per_draft_step_us: its mean per draft call)")
         shown = ["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
-                 "saving_per_draft_step_us", "fastest", "valid", "crossover_batch", "crossover_status", "description"]
+                 "saving_per_draft_step_us", "fastest", "valid", "crossover_batch"]
     else:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
         shown = ["strategy", "total_us", "saving_per_draft_step_us", "saving_pct",
-                 "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch",
-                 "crossover_status", "description"]
-    show_table(verdict, column_order=shown)  # the CSV also carries the scenario columns
+                 "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch"]
+    # fits a 1440 px window (issue 35): the crossover's status and words, and each strategy's description, are in
+    # the CSV (with the scenario columns), the crossover expander and "What the strategies do"
+    show_table(verdict, column_order=[c for c in shown if c != "valid" or not verdict["valid"].all()])
     download(verdict, "verdict", ev=ev)
     table = breakdown_table(ev.point)
     if ev.whole_step:
