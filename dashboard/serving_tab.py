@@ -21,7 +21,7 @@ from .question import question_of
 from .state import Inputs, ScenarioSpec
 from .tables import micro
 from .verdict import Evaluation
-from .views import FilePicker, chart, download, pick_file, show_table
+from .views import ON_PAGE, FilePicker, chart, download, pick_file, show_table
 
 BENCH_TYPES = ("json",)
 
@@ -81,7 +81,7 @@ def serving_tab(ev: Evaluation) -> None:
     table = pd.DataFrame(ab_rows(ab))
     st.markdown(f"**A/B table** (measured: the run's own metric; value and 90% interval: the replay; change: vs the "
                 f"{ab['reference']} replay - the strategy the run ran -, seed by seed)")
-    show_table(table)
+    show_table(table, column_order=ON_PAGE["serving_ab"])  # the change's interval and noise: the CSV, the text below
     download(table, "serving_ab", ev=ev)
     det = ab["detectable"]
     st.markdown(f"**Predicted change per metric** (points; whiskers: the 90% interval; grey: the noise band, the "

@@ -97,6 +97,18 @@ def export_menu(ev: Evaluation, drawn: dict[str, dict]) -> None:
                            mime="text/html", key="report_html", on_click="ignore", icon=":material/description:")
 
 
+# the columns a table shows on the page, so that it fits a 1440 px window without a horizontal scroll (issue 35:
+# tables were cut on the right); its CSV download keeps every column
+ON_PAGE = {
+    "sensitivity": ["parameter", "elasticity", "saving_change_us_per_1pct"],  # strategy / saving / quantity: title
+    "validation": ["op", "mode", "world_size", "nodes", "bytes_per_rank", "measured_us", "predicted_us",
+                   "rel_error_pct", "check"],  # its source: the per-source table below
+    "recommendation": ["strategy", "expected_saving_per_decode_step_us", "saving_low_us", "saving_high_us",
+                       "win_share_pct", "verdict"],  # %, throughput: the tiles above; shipped_as: the CSV
+    "serving_ab": ["metric", "strategy", "measured", "value", "low_90", "high_90", "change_pct", "verdict"],
+}
+
+
 def show_table(frame: pd.DataFrame, column_order: list[str] | None = None, hidden: tuple[str, ...] = (),
           styler=None) -> None:
     """st.dataframe of `frame` formatted for people (dashboard.tables.display; the CSV keeps raw values)."""
@@ -293,7 +305,8 @@ def sensitivity_tab(ev: Evaluation) -> None:
         st.info("No profile parameter changes this saving.")
     elif table is not None:
         chart("sensitivity_chart", table.head(SENSITIVITY_TOP))
-        show_table(table, styler=display(table, {"elasticity": lambda v: format_number(v, sign=True)}))
+        show_table(table, styler=display(table, {"elasticity": lambda v: format_number(v, sign=True)}),
+                   column_order=ON_PAGE["sensitivity"])
         download(table, "sensitivity", ev=ev)
     with st.expander("How is this computed?"):
         st.markdown(f"Every priced call of every strategy at batch {inputs.batch}, its formula with the numbers "
@@ -388,7 +401,7 @@ VALIDATION_HIDDEN = ("median_abs_rel_error", "p90_abs_rel_error")  # shown in % 
 
 def _validation_tables(name: str | None) -> None:
     rows, summ = validation(name)
-    show_table(rows, hidden=VALIDATION_HIDDEN)
+    show_table(rows, hidden=VALIDATION_HIDDEN, column_order=ON_PAGE["validation"])
     download(rows, "validation")
     st.markdown("**Per source**: median and p90 |relative error| (the `all` row: held-out rows only)")
     show_table(summ, hidden=VALIDATION_HIDDEN)
@@ -597,7 +610,7 @@ def recommendation_tab(ev: Evaluation) -> None:
     st.markdown(f"**Every strategy over the workload** (savings vs {BASELINE}, positive = faster; bars below: the "
                 "share of decode steps at each batch, coloured by the fastest strategy there)")
     table = recommendation_table(rec)
-    show_table(table)
+    show_table(table, column_order=ON_PAGE["recommendation"])
     download(table, "recommendation", ev=ev)
     chart("workload_chart", rec.per_batch)
     st.caption(plain(f"Workload {name} ({wl.source}): {wl.method}; {wl.observations:,} observations, "
