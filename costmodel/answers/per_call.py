@@ -39,9 +39,8 @@ def frame_of(pred: Prediction) -> pd.DataFrame:
     """`Prediction.to_frame()` of a one-batch prediction (an `Answer.prediction`) with `saving_us` named
     `saving_per_draft_step_us`, plus `fastest` and `saving_pct` (module doc); attrs["component_order"]: each
     strategy's components in the order the step runs them (the CLI's "= all_gather ..., argmax ..." order)."""
-    frame = pred.to_frame().rename(columns={"saving_us": SAVING})
+    frame = _tidy(pred)
     frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str
-    frame["saving_pct"] = [float(pred.saving_pct(name).item()) for name in frame["strategy"]]
     frame.attrs["component_order"] = {name: list(r.components_us) for name, r in pred.strategies.items()}
     return frame
 
@@ -49,9 +48,13 @@ def frame_of(pred: Prediction) -> pd.DataFrame:
 def sweep_frame(scenario: Scenario, profile: Profile, batches) -> pd.DataFrame:
     """Every strategy over `batches` (the scenario's batch replaced), tidy, strategy-major: `point_frame`'s columns
     but `fastest`."""
-    pred = predict(scenario.item(0).with_(batch=np.asarray(batches, dtype=float).reshape(-1)), profile)
+    return _tidy(predict(scenario.item(0).with_(batch=np.asarray(batches, dtype=float).reshape(-1)), profile))
+
+
+def _tidy(pred: Prediction) -> pd.DataFrame:
+    """`Prediction.to_frame()` (strategy-major) under the answer's names, with each row's `saving_pct`."""
     frame = pred.to_frame().rename(columns={"saving_us": SAVING})
-    frame["saving_pct"] = np.concatenate([pred.saving_pct(name).reshape(-1) for name in pred.strategies])
+    frame["saving_pct"] = np.concatenate([np.reshape(pred.saving_pct(name), -1) for name in pred.strategies])
     return frame
 
 
