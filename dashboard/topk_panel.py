@@ -17,7 +17,8 @@ import streamlit as st
 
 from costmodel import InputError
 from costmodel.answers.answer import LOGITS_PATH_PAIR
-from costmodel.answers.topk import best_pair, crossover_by_k, topk_matrix
+from costmodel.answers.point import engine_best_pair
+from costmodel.answers.topk import crossover_by_k, topk_matrix
 from costmodel.io.formatting import format_us
 from costmodel.io.plain import markdown_text as plain
 from costmodel.io.safe_io import write_csv
@@ -54,8 +55,9 @@ def best_pair_caption(ev: Any) -> str | None:
     key = (ev.inputs.profile, len(ev.profile_text), hash(ev.profile_text))
     try:
         sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
-        best = best_pair(_matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction,
-                                 with_crossovers=False), ev.inputs.engine, k)  # the pair needs no crossover search
+        table = _matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction,
+                        with_crossovers=False)  # the pair needs no crossover search
+        best = engine_best_pair(table, ev.inputs.engine, k)
     except (InputError, ValueError):
         return None
     derived = "" if best["collective"] == "nccl" else (
@@ -90,7 +92,7 @@ def topk_panel(ev: Any) -> None:
             sc0 = ev.inputs.spec.scenario(float(ev.inputs.batch))
             table = _matrix(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch), k, verify, fraction)
             shown = table if chosen == BEST else table[table.collective == chosen]
-            best = best_pair(shown, ev.inputs.engine, k)
+            best = engine_best_pair(shown, ev.inputs.engine, k)
             curve = _crossover_by_k(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch),
                                     IMPLS if chosen == BEST else (chosen,))
         except (InputError, ValueError) as exc:

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..io.errors import InputError
 from ..model.predict import Prediction, predict
-from ..model.verification import best_pair, matrix_rows
+from ..model.verification import matrix_rows
 from .engine_config import engine_cannot
 from .explain import explain
 from .placement import PlacementChoice, chosen_placement, placement_table, recommend_placement
-from .point import add_decode_step, add_engine_cannot, add_impact, add_intervals, apply_whole_step, prediction_dict
+from .point import add_decode_step, add_impact, add_intervals, apply_whole_step, engine_best_pair, prediction_dict
 from .question import Question
 from .whole_step import PER_CALL, applies, whole_step_answer
 
@@ -106,8 +106,8 @@ class Answer:
                 result, pred, verify=q.verify, greedy_fraction=q.greedy_fraction, target_dtype=q.target_dtype,
                 max_batch=q.max_batch, crossovers=o.matrix_crossovers)
         else:  # the verdict always names the best (strategy, collective) pair (no crossovers: cheap)
-            result["best_pair"] = add_engine_cannot(best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch,
-                                                                          crossovers=False)), q.engine)
+            result["best_pair"] = engine_best_pair(matrix_rows(sc, pred.profile, max_batch=q.max_batch,
+                                                               crossovers=False), q.engine)
         if o.intervals:
             if ws is None:
                 add_intervals(result, pred, max_batch=q.max_batch)

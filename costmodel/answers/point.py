@@ -124,8 +124,7 @@ def add_decode_step(result: dict[str, Any], pred: Prediction, *, verify: bool, g
     result["verification"] = verification_dict(step)
     rows = matrix_rows(sc, pred.profile, verify=verify, greedy_fraction=greedy_fraction, target_dtype=target_dtype,
                        max_batch=max_batch, crossovers=crossovers)
-    result["best_pair"] = best_pair(rows)
-    add_engine_cannot(result["best_pair"], str(sc.item(0).engine), int(sc.item(0).top_k))
+    result["best_pair"] = engine_best_pair(rows, str(sc.item(0).engine), int(sc.item(0).top_k))
     bp_impl, bp_sc = str(result["best_pair"]["collective"]), pred.scenario.item(0)
     if bp_impl != "nccl":  # measured where the profile has the implementation's curves (collective_impls.provenance)
         result["best_pair"]["collective_provenance"] = {
@@ -220,8 +219,10 @@ def impact_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def add_engine_cannot(pair: dict[str, Any], engine: str, top_k: int = 1) -> dict[str, Any]:
-    """A best (strategy, collective) pair with `engine_cannot` where the engine cannot run it (`engine_cannot`)."""
+def engine_best_pair(rows, engine: str, top_k: int = 1) -> dict[str, Any]:
+    """`verification.best_pair` of a matrix (its rows or its frame), with `engine_cannot` where the engine cannot
+    run that pair (`engine_config.engine_cannot`): predict's, recommend's and the dashboard's best pair."""
+    pair = best_pair(rows)
     cannot = engine_cannot(engine, str(pair["strategy"]), str(pair["collective"]), top_k)
     if cannot:
         pair["engine_cannot"] = cannot

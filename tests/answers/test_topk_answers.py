@@ -8,7 +8,8 @@ import json
 import pytest
 
 from costmodel import load_profile
-from costmodel.answers.topk import best_pair, crossover_by_k, topk_matrix
+from costmodel.answers.point import engine_best_pair
+from costmodel.answers.topk import crossover_by_k, topk_matrix
 from costmodel.cli.main import main
 from costmodel.model.scenario import Scenario
 
@@ -22,7 +23,7 @@ def test_best_pair_is_predicts(capsys, top_k):
     want = json.loads(capsys.readouterr().out)["best_pair"]
     sc = Scenario(vocab=202048, draft_vocab=202048, tp=8, batch=16.0, num_spec_tokens=3, engine="vllm",
                   hidden=5120)
-    got = best_pair(topk_matrix(sc, load_profile(PROFILE), top_k, crossovers=False), "vllm", top_k)
+    got = engine_best_pair(topk_matrix(sc, load_profile(PROFILE), top_k, crossovers=False), "vllm", top_k)
     assert (got["strategy"], got["collective"]) == (want["strategy"], want["collective"])
     assert got["decode_step_us"] == pytest.approx(want["decode_step_us"], rel=1e-12)
     assert got.get("engine_cannot") == want.get("engine_cannot") and got["engine_cannot"]  # multimem: not vLLM's
