@@ -5,7 +5,8 @@
                      decode step, one crossover per strategy, 90% intervals, verdict, impact on ITL / TPOT /
                      output throughput -, the best (strategy, collective) pair, the placement table, provenance
     Answer.workload  with a workload: `recommend` over its batch mix (decision, expected saving and interval, win
-                     shares, impact, configs to paste) and the (placement, strategy, collective) triple
+                     shares, impact, configs to paste) and the (placement, strategy, collective) triple, chosen
+                     among the triples the engine runs under the headline's decision rule (`placement_rule`)
 
 Both are priced on first use and kept (an Answer is immutable). `predict` and `recommend` (text, JSON, CSV) render
 them, and so do the dashboard's verdict under an engine (`Answer.whole_step`), its Impact and Recommendation tabs;
@@ -17,11 +18,14 @@ need pandas / scipy (the workload, the elasticities, the verification intervals)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..io.errors import InputError
+from ..model.components import BASELINE
+from ..model.engines import PLANS
 from ..model.predict import Prediction, predict
 from ..model.verification import matrix_rows
 from .engine_config import engine_cannot
@@ -130,7 +134,7 @@ class Answer:
             self._add_placements(result, ws is not None)
         if o.sensitivity:
             result["sensitivity"] = self._sensitivity(ws is not None)
-        result["question"] = {"quantity": q.quantity_line(), "draft_arch": q.arch_source,
+        result["question"] = {"quantity": q.quantity_line(why), "draft_arch": q.arch_source,
                               "engine": q.engine, "method": q.method}
         return result
 
@@ -182,11 +186,41 @@ class Answer:
             return WorkloadAnswer(rec, None)
         try:
             choice = recommend_placement(q.scenario, q.profile, q.arch, q.workload.batch, q.workload.weight,
-                                         kv_len=q.kv_len, forward_us=q.forward_us, free_bytes=q.free_bytes)
+                                         kv_len=q.kv_len, forward_us=q.forward_us, free_bytes=q.free_bytes,
+                                         why_not=placement_rule(rec, q.engine, int(q.scenario.top_k)))
         except InputError as exc:  # a draft that cannot shard at the TP: the logits answer still stands
             return WorkloadAnswer(rec, None, str(exc))
         return WorkloadAnswer(rec, choice, placement_engine_cannot=engine_cannot(
             q.engine, choice.strategy, choice.collective, int(q.scenario.top_k)))
+
+
+def placement_rule(rec: Recommendation, engine: str, top_k: int = 1) -> Callable[[str, str], str]:
+    """why_not(strategy, collective) for `recommend_placement`: "" where the placement line may choose the pair,
+    else why not (issue 43: the line chooses among runnable triples and follows the headline):
+
+    * the engine must run it (`engine_config.engine_cannot`: vLLM runs full_all_gather, or local_argmax_pairs with
+      use_local_argmax_reduction, over NCCL);
+    * the baseline and the engine's own default always may; local_argmax_pairs only where the headline turns the
+      switch on (`rec.decision == "enable"`); any other strategy only where its verdict over the workload is
+      "faster" (its interval above 0: the headline's rule, applied to it)."""
+    from .recommend import FLAG_STRATEGY  # pandas: only for a workload (module doc)
+
+    default = PLANS[engine].default_strategy if engine in PLANS else BASELINE
+
+    def why_not(strategy: str, collective: str) -> str:
+        cannot = engine_cannot(engine, strategy, collective, top_k)
+        if cannot:
+            return f"not runnable under {engine}: {cannot}"
+        if strategy in (BASELINE, default):
+            return ""
+        verdict = rec.strategies[strategy].verdict
+        if strategy == FLAG_STRATEGY:
+            return "" if rec.decision == "enable" else (
+                f"the headline keeps use_local_argmax_reduction off ({rec.decision}: {strategy} is {verdict} over "
+                "this workload)")
+        return "" if verdict == "faster" else f"the headline's rule: {strategy} is {verdict} over this workload"
+
+    return why_not
 
 
 def price(question: Question, options: Options | None = None) -> Answer:

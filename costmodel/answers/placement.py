@@ -5,12 +5,14 @@ placement the draft step total of its best valid strategy, the components (draft
 lm_head, the logits path, dp's token all-gather), the draft's memory per GPU and whether it fits the GPU
 (data/presets/gpus.csv), and what the engine does with it (`draft_step.engine_support`: supported, silently
 ignored or unsupported - from the engines' current source, docs/placement.md). `recommend_placement` weighs a
-workload's batch mix and returns the fastest (placement, strategy, collective) that fits and the engine runs, with
-the config to paste where the engine has one. No pricing of its own: it calls `costmodel.model.draft_step`.
+workload's batch mix and returns the fastest (placement, strategy, collective) that fits, the engine runs and - as
+`Answer.workload` asks - the headline's decision rule adopts, with the config to paste where the engine has one and
+the faster triple it set aside, apart. No pricing of its own: it calls `costmodel.model.draft_step`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +88,21 @@ def chosen_placement(scenario: Scenario, profile: Profile, arch: DraftArch, text
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A (placement, strategy, collective) triple faster over the workload than the chosen one but not chosen, and
+    why (the engine cannot run it, or the headline's decision rule keeps its strategy off)."""
+
+    placement: str
+    strategy: str
+    collective: str
+    expected_us: float
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
 class PlacementChoice:
     """The recommended triple and the expected draft step time over the workload (weighted mean, us)."""
 
@@ -97,17 +114,27 @@ class PlacementChoice:
     engine: str
     config: str
     refused: tuple[str, ...]  # placements left out (memory or engine), with the reason
+    set_aside: SetAside | None = None  # the fastest triple overall where it is not the chosen one, and why
+
+    @property
+    def saving_us(self) -> float:
+        """baseline_us - expected_us: the expected saving per decode step of the chosen triple (us, + = faster)."""
+        return self.baseline_us - self.expected_us
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, refused=list(self.refused))
+        return dict(self.__dict__, refused=list(self.refused), saving_us=self.saving_us,
+                    set_aside=None if self.set_aside is None else self.set_aside.to_dict())
 
 
 def recommend_placement(scenario: Scenario, profile: Profile, arch: DraftArch, batch: np.ndarray,
                         weight: np.ndarray, *, kv_len: int = 2048, forward_us: float | None = None,
-                        free_bytes: float | None = None, engine_only: bool = True) -> PlacementChoice:
+                        free_bytes: float | None = None, engine_only: bool = True,
+                        why_not: Callable[[str, str], str] | None = None) -> PlacementChoice:
     """Fastest expected (placement, strategy, collective) over the batch mix (weights sum to 1 after
     normalizing), among placements that fit at the largest batch and - with engine_only - that the engine runs
-    (`engine_support` starts with "supported")."""
+    (`engine_support` starts with "supported"), and - with `why_not(strategy, collective)` - among the pairs it
+    returns "" for (`Answer.workload`: those the engine runs and the headline's decision rule adopts); the fastest
+    triple it sets aside is kept as `set_aside`, with its reason."""
     w = np.asarray(weight, dtype=float)
     w = w / w.sum()
     b = np.asarray(batch, dtype=float)
@@ -130,20 +157,28 @@ def recommend_placement(scenario: Scenario, profile: Profile, arch: DraftArch, b
         else:
             usable.append(step)
     best: tuple[float, str, str, str] | None = None
+    fastest: tuple[float, str, str, str] | None = None  # over every usable triple, whatever `why_not` says
     for i, impl in enumerate(COLLECTIVE_IMPLS):  # ties: the first in (impl, placement, strategy) order
         for step in usable:
             for strat, total in step.total_us.items():
                 if not np.all(np.broadcast_to(step.valid.get(strat, True), shape)[i]):
                     continue
                 value = float(w @ np.broadcast_to(np.asarray(total, dtype=float), shape)[i])
+                if fastest is None or value < fastest[0] - 1e-9:
+                    fastest = (value, step.placement.name, strat, impl)
+                if why_not is not None and why_not(strat, impl):
+                    continue
                 if best is None or value < best[0] - 1e-9:
                     best = (value, step.placement.name, strat, impl)
     if best is None:
         raise InputError("no placement fits the GPU and runs on the engine (see the refused list with --json)")
     value, name, strat, impl = best
+    aside = None
+    if fastest is not None and fastest[0] < value - 1e-9 and why_not is not None:
+        aside = SetAside(fastest[1], fastest[2], fastest[3], fastest[0], why_not(fastest[2], fastest[3]))
     pl = parse_placement(name, p)
     return PlacementChoice(name, strat, impl, value, baseline, engine_support(engine, pl, p),
-                           paste_config(engine, pl), tuple(refused))
+                           paste_config(engine, pl), tuple(refused), aside)
 
 
 def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None) -> list[str]:

@@ -6,7 +6,8 @@ from its sidebar and URL state (`dashboard/question.py`) - and prices it with `c
 one question gets one answer whatever asks it. `build_question` is the only place the inputs are checked together:
 
 * the scenario (`Scenario.__post_init__`: vocab, TP dividing the padded vocab, dtype, K, ...),
-* the TP group fitting the profile's nodes (`check_tp_placement`), and the scale-out fabric (--fabric,
+* the TP group fitting the profile's nodes (`check_tp_placement`), and dividing the named preset's attention heads
+  under vLLM (`check_tp_heads`: vLLM refuses such a TP), and the scale-out fabric (--fabric,
   --nics-per-node, --nic-gbps: `costmodel.model.fabrics.profile_on_fabric` re-prices the profile's multi-node curves),
 * the draft architecture the whole draft step prices (`DraftArch.__post_init__`: its vocab, heads, ...), and where
   it came from (`arch_source`: the preset's draft, or the default preset's for a custom vocabulary),
@@ -26,9 +27,10 @@ from ..model.drafter import DraftArch
 from ..model.fabrics import profile_on_fabric
 from ..model.scenario import Scenario
 from ..profiles.paths import DEFAULT_PRESET
-from ..profiles.presets import preset_draft, preset_draft_kind, preset_names
+from ..profiles.presets import preset_attention_heads, preset_draft, preset_draft_kind, preset_names
 from ..profiles.store import check_tp_placement
 from ..profiles.types import Profile
+from .engine_config import VLLM_ENGINES
 from .workload import Workload
 
 DEFAULT_ENGINE = "vllm"  # the switch is vLLM's: its whole draft step is the default answer (issue 35)
@@ -68,14 +70,21 @@ class Question:
         """The scenario's fields without the batch (what `recommend` prices over a workload's batches)."""
         return {f: getattr(self.scenario, f) for f in self.scenario.__dataclass_fields__ if f != "batch"}
 
-    def quantity_line(self) -> str:
-        """The answer's quantity in one line ("whole draft step under vllm, per decode step of K = 5 draft
-        calls"), stated by every face."""
+    def quantity_line(self, per_call_why: str = "") -> str:
+        """The answer's quantity in one line, stated by every face: "whole draft step under vllm, per decode step of
+        K = 5 draft tokens (5 draft calls)" where the whole draft step is the answer; where it is not (`per_call_why`:
+        `Answer.whole_step`'s reason, e.g. a TP that does not divide the draft's heads) the per-call quantity the
+        answer prices ("per draft call under vllm: the logits path alone ... (why)") - the Answer passes its own
+        reason, so the line names the quantity priced (issue 43)."""
         sc = self.scenario
         calls = int(sc.calls_per_decode_step)
+        per_step = f"x {calls} call{'s' if calls != 1 else ''} per decode step"
         if self.engine == "none":
             return (f"the logits path alone under --mode {sc.mode} (engine none: a microbenchmark), per draft call; "
-                    f"x {calls} call{'s' if calls != 1 else ''} per decode step")
+                    f"{per_step}")
+        if per_call_why:
+            return (f"per draft call under {self.engine}: the logits path alone, us per draft call; {per_step} "
+                    f"({per_call_why})")
         return (f"whole draft step under {self.engine}, per decode step of K = {int(sc.num_spec_tokens)} draft "
                 f"token{'s' if int(sc.num_spec_tokens) != 1 else ''} ({calls} draft call{'s' if calls != 1 else ''})")
 
@@ -109,6 +118,21 @@ def speculative_method(preset: str | None, d2t: bool) -> str:
     return "eagle3" if d2t else "eagle"
 
 
+def check_tp_heads(preset: str | None, tp: int, engine: str) -> None:
+    """Under vLLM, a TP that does not divide the preset's target's total attention heads cannot be served: vLLM
+    refuses it before loading the model (ModelConfig.verify_with_parallel_config, vllm/config/model.py: "Total number
+    of attention heads (H) must be divisible by tensor parallel size (P)"). Checked where the preset knows the heads
+    (`presets.preset_attention_heads`); a custom model, or an engine other than vLLM, is not checked here."""
+    known = preset_attention_heads(preset) if preset else None
+    if known is None or engine not in VLLM_ENGINES or tp <= 0:
+        return
+    heads, model = known
+    if heads % tp:
+        fits = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
+        raise InputError(f"--tp: {tp} does not divide the {heads} attention heads of {model} (preset {preset}); "
+                         f"vLLM refuses it (ModelConfig.verify_with_parallel_config) - TPs that divide {heads}: {fits}")
+
+
 def check_acceptance(acceptance_length: float | None, k: int) -> None:
     """The acceptance length (mean tokens per decode step) lies in 1..K+1 - the one wording of the check, for
     predict / recommend (`check_impact`), simulate and the dashboard's Serving A/B tab."""
@@ -133,9 +157,11 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
                    acceptance_length: float | None = None, method: str | None = None, verify: bool = False,
                    greedy_fraction: float | None = None, target_dtype: str | None = None,
                    max_batch: float = MAX_BATCH, fabric: str | None = None, nics_per_node=None,
-                   nic_gbit=None) -> Question:
+                   nic_gbit=None, preset_named: bool = True) -> Question:
     """The validated `Question` (module doc): `scenario_fields` are Scenario's fields (one value each, `batch`
-    among them or given as `batch`; with a workload and no batch, its first batch)."""
+    among them or given as `batch`; with a workload and no batch, its first batch). `preset_named`: the preset is the
+    user's model (--preset, the sidebar's), not the default a bare CLI call borrows: only then is the TP checked
+    against its target's attention heads (`check_tp_heads`)."""
     fields = dict(scenario_fields)
     if batch is not None:
         fields["batch"] = batch
@@ -147,6 +173,8 @@ def build_question(scenario_fields: dict[str, Any], profile: Profile, *, preset:
     if sc.size != 1:
         raise InputError("a question prices one scenario (use sweep for lists)")
     check_tp_placement(profile, int(sc.tp), int(sc.nodes))
+    if preset_named:
+        check_tp_heads(preset, int(sc.tp), str(sc.engine))
     profile = profile_on_fabric(profile, fabric, nics_per_node, nic_gbit)
     check_impact(itl_ms, acceptance_length, int(sc.num_spec_tokens))
     if not verify and (greedy_fraction is not None or target_dtype is not None):

@@ -25,7 +25,8 @@ def question_from_args(args: argparse.Namespace, workload: Workload | None = Non
                           placement=getattr(args, "placement", None), itl_ms=args.itl_ms,
                           acceptance_length=args.acceptance_length, method=getattr(args, "method", None),
                           verify=args.verify, greedy_fraction=args.greedy_fraction, target_dtype=args.target_dtype,
-                          max_batch=getattr(args, "max_batch", 65536.0), **fabric_kwargs(args))
+                          max_batch=getattr(args, "max_batch", 65536.0), **fabric_kwargs(args),
+                          preset_named=bool((getattr(args, "preset", None) or "").strip()))
 
 
 def fabric_kwargs(args: argparse.Namespace) -> dict:

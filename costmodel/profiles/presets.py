@@ -87,6 +87,17 @@ def preset_draft(name: str) -> dict:
     return out
 
 
+def preset_attention_heads(name: str) -> tuple[int, str] | None:
+    """(the target's total attention heads, its model name) for a known preset, else None. Every preset's draft is
+    one decoder layer of the target's shapes (models.csv `draft_source` cites the target config's
+    num_attention_heads), so its `draft_heads` column is the target's head count."""
+    row = _preset_rows().get(name)
+    try:
+        return (int(row["draft_heads"]), str(row.get("model") or name)) if row else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def preset_names() -> tuple[str, ...]:
     """Every preset id, in file order (no pandas: `presets()` is the frame)."""
     return tuple(_preset_rows())

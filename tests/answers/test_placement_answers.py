@@ -100,10 +100,10 @@ def test_draft_step_crossovers_bracket_the_sign_change():
 
 
 def test_cli_predict_when_the_draft_cannot_shard():
-    """TP 16 does not divide Maverick's 40 draft heads: predict still prints its strategy table and says why the
-    placements are not priced; asking for that placement fails in one line."""
-    args = ["predict", "--preset", "llama4-maverick", "--tp", "16", "--nodes", "2", "--profile", "b200-hgx-nvlink",
-            "--no-intervals"]
+    """TP 16 does not divide the default preset's (Maverick's, borrowed: no --preset) 40 draft heads: predict still
+    prints its strategy table and says why the placements are not priced; asking for that placement fails in one
+    line. (Named with --preset, the TP is refused outright: tests/answers/test_issue43_quantity_placement.py.)"""
+    args = ["predict", "--tp", "16", "--nodes", "2", "--profile", "b200-hgx-nvlink", "--no-intervals"]
     out = _cli(*args)
     assert out.returncode == 0, out.stderr
     assert "placements not priced: draft TP 16: must divide the draft's 40 heads" in out.stdout

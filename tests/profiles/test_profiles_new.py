@@ -148,7 +148,7 @@ def test_tp_placement_check_names_the_fix():
 
 
 def test_cli_tp_above_gpus_per_node_without_nodes_fails_in_one_line(capsys):
-    args = ["--preset", "llama4-maverick", "--batch", "8", "--no-intervals"]
+    args = ["--preset", "llama3-70b", "--batch", "8", "--no-intervals"]  # 64 heads: TP 16 divides them
     assert main(["predict", "--profile", "b200-hgx-nvlink", "--tp", "16", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: tp 16 on 1 node(s) needs 16 GPUs per node")
