@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -223,16 +224,35 @@ def sweep_tab(ev: Evaluation) -> None:
     chart("saving_chart", table, cross, band, batch=inputs.batch, key=key)
     range_quirks_caption(ev)
     download(table, "time_vs_batch", ev=ev)
-    with st.expander("Crossover batches of every strategy vs the baseline" + (
-            " (whole draft step)" if ev.whole_step else "")):
-        crossovers = ev.crossover_table()
-        show_table(crossovers)
-        download(crossovers, "crossovers", ev=ev)
-        if ev.whole_step:
-            st.markdown("Per draft call (the logits path alone, as `predict --engine none` prices it): context.")
-            show_table(ev.crossovers)
-            download(ev.crossovers, "crossovers_per_draft_call", ev=ev)
-    fused_panel(ev)
+    box = lazy_expander("Crossover batches of every strategy vs the baseline" + (
+        " (whole draft step)" if ev.whole_step else ""), "crossovers_open")
+    if box is not None:
+        with box:
+            crossover_tables(ev)
+    box = lazy_expander("Fused kernels: crossover batch with torch ops vs the fused Triton kernels", "fused_open")
+    if box is not None:
+        with box:
+            fused_panel(ev)
+
+
+def lazy_expander(label: str, key: str) -> Any:
+    """An expander whose body is computed and sent only while it is open (issue 43 item 4: what the first page does
+    not show is not computed before its first paint): opening or closing it reruns the script (`on_change`), its
+    open state lives in st.session_state[key]. The open expander, or None while it is closed."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
+def crossover_tables(ev: Evaluation) -> None:
+    """The crossover batch of every strategy vs the baseline (the answer's), and per draft call where the whole
+    draft step is the answer."""
+    crossovers = ev.crossover_table()
+    show_table(crossovers)
+    download(crossovers, "crossovers", ev=ev)
+    if ev.whole_step:
+        st.markdown("Per draft call (the logits path alone, as `predict --engine none` prices it): context.")
+        show_table(ev.crossovers)
+        download(ev.crossovers, "crossovers_per_draft_call", ev=ev)
 
 
 def fused_panel(ev: Evaluation) -> None:
