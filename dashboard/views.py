@@ -251,7 +251,7 @@ def breakdown_tab(ev: Evaluation) -> None:
     verdict = ev.verdict_table()
     if ev.whole_step:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}, the whole "
-                    "draft step, us per decode step (saving_per_draft_call_us: its mean per draft call)")
+                    "draft step per decode step (saving_per_draft_call_us: its mean per draft call)")
         shown = ["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
                  "saving_per_draft_call_us", "fastest", "valid", "crossover_batch"]
     else:
