@@ -99,7 +99,7 @@ def placement_panel(ev: Any) -> None:
                      column_config={c: st.column_config.Column(micro(c)) for c in frame.columns if micro(c) != c})
         chart = alt.Chart(sweep).mark_line(point=True).encode(
             x=alt.X("batch:Q", scale=alt.Scale(type="log"), title="batch (sequences)"),
-            y=alt.Y("whole_draft_step_us:Q", title="whole draft step, µs per decode step (best strategy)"),
+            y=alt.Y("whole_draft_step_us:Q", title="best strategy's whole draft step (µs)"),
             color="placement:N",
             tooltip=["placement", "batch", alt.Tooltip("whole_draft_step_us:Q", title="whole draft step (µs)"),
                      "best_strategy"])
