@@ -76,8 +76,8 @@ def _strategy_dash() -> alt.StrokeDash:
                                                  for s in STRATEGIES]))
 
 
-def breakdown_chart(table: pd.DataFrame, x_title: str = "time per draft step (µs)") -> alt.Chart:
-    """Stacked horizontal bars: time per draft step (one draft call's logits path) of each strategy split into its
+def breakdown_chart(table: pd.DataFrame, x_title: str = "time per draft call (µs)") -> alt.Chart:
+    """Stacked horizontal bars: time per draft call (its logits path) of each strategy split into its
     components; `x_title` says which quantity (under an engine: one call's logits path, not the whole step)."""
     order = [s for s in STRATEGIES if s in set(table["strategy"])]
     bars = alt.Chart(table).mark_bar().encode(
@@ -213,7 +213,7 @@ def _end_labels(data: pd.DataFrame, field: str, height_px: float, symlog: bool =
 # the sweep chart's (time, saving) columns and y title per quantity: `data.sweep_answer`'s two tables
 SWEEP_FIELDS = {WHOLE_STEP_ANSWER: ("whole_draft_step_us", "saving_per_decode_step_us",
                                     "time per decode step, whole draft step (µs)"),
-                PER_CALL_ANSWER: ("total_us", "saving_per_draft_step_us", "time per draft call (µs)")}
+                PER_CALL_ANSWER: ("total_us", "saving_per_draft_call_us", "time per draft call (µs)")}
 
 
 def sweep_chart(table: pd.DataFrame, crossover_batch: float | None,
@@ -357,7 +357,7 @@ def heatmap(table: pd.DataFrame, field: str, title: str, bound: float | None = N
                                           gradientLength=max(60, min(200, 34 * len(order) - 20)))),
         tooltip=["batch:O", f"{field}:O",
                  alt.Tooltip("saving_per_decode_step_us:Q", format=".2f", title="saving / decode step (µs)"),
-                 alt.Tooltip("saving_per_draft_step_us:Q", format=".2f", title="saving / draft step (µs)"),
+                 alt.Tooltip("saving_per_draft_call_us:Q", format=".2f", title="saving / draft call (µs)"),
                  alt.Tooltip("saving_pct:Q", format=".1f", title="saving (%)"),
                  alt.Tooltip("fastest_strategy:N", title="fastest")],
     )
@@ -405,7 +405,7 @@ def crossover_by_k_chart(curve: pd.DataFrame) -> dict:
     ks = sorted(set(curve["top_k"].astype(float)))
     # explicit domains: Streamlit draws the chart before it inserts the data, and a log scale over no data logged
     # "Infinite extent" / "Log scale domain includes zero" in the console
-    enc = {"x": {"field": "top_k", "type": _Q, "title": "top-k (candidates per draft step)",
+    enc = {"x": {"field": "top_k", "type": _Q, "title": "top-k (candidates per draft call)",
                  "scale": {"type": "log", "base": 2, "domain": [ks[0], ks[-1]] if ks else [1.0, 2.0]},
                  "axis": {"values": ks, "format": ",.0f"}},
            "y": {"field": "crossover_batch", "type": _Q, "title": TOPK_Y_TITLE,
@@ -476,7 +476,8 @@ def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
 
 
 def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
-    """Horizontal bars: change of the saving (us per draft step) for +1% of each parameter, in the rows' order.
+    """Horizontal bars: change of the saving for +1% of each parameter, in the rows' order; the saving is the
+    table's own `quantity` (us per draft call, or the whole draft step's us per decode step: the axis says which).
 
     The colour follows the sign of that saving change (blue: raising the parameter raises the saving, red: it
     lowers it) - not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
@@ -489,12 +490,14 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
               axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
     change = data["saving_change_us_per_1pct"].to_numpy(dtype=float)
+    whole = "quantity" in table and table["quantity"].astype(str).str.startswith(WHOLE_STEP_ANSWER).any()
+    per = "decode step" if whole else "draft call"  # the data's own quantity (sensitivity.elasticities)
     extent = float(np.abs(change).max(initial=0.0)) or 1.0
     lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
     hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent
     bars = alt.Chart(data).mark_bar().encode(
         y=y,
-        x=alt.X("saving_change_us_per_1pct:Q", title="change of the saving per draft step for +1% (µs)",
+        x=alt.X("saving_change_us_per_1pct:Q", title=f"change of the saving per {per} for +1% (µs)",
                 scale=alt.Scale(domain=[lo, hi], nice=False)),  # room for the value labels at both ends
         color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
                                                     range=["#4c78a8", "#e45756"]),

@@ -139,10 +139,10 @@ def profile_from_text(text: str) -> Profile:
 
 
 # -- verdict and breakdown at one batch ---------------------------------------------------------------
-def per_draft_step(spec: ScenarioSpec) -> ScenarioSpec:
+def per_draft_call(spec: ScenarioSpec) -> ScenarioSpec:
     """The spec without its hidden size (except for vLLM, whose head start is the lm_head GEMM of that hidden size:
     it moves the crossover, issue 18) and, when drafting is serial, with K = 1: a draft call then prices B rows
-    whatever K is, so the per-draft-step saving - and its crossover batch - do not depend on K, and K or
+    whatever K is, so the per-draft-call saving - and its crossover batch - do not depend on K, and K or
     hidden-size edits reuse the cache."""
     if spec.engine != "vllm":
         spec = spec.with_(hidden=None)  # prices only vLLM's head start (costmodel.model.strategies.lm_head_us)
@@ -154,7 +154,7 @@ ALTERNATIVES = tuple(name for name in STRATEGIES if name != BASELINE)
 
 def crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     """costmodel.crossover of every strategy against the baseline over batch 1..65536 (batch-independent)."""
-    return _crossover_frame(profile_text, per_draft_step(spec), ALTERNATIVES)  # as _impl_crossover_frame: one key
+    return _crossover_frame(profile_text, per_draft_call(spec), ALTERNATIVES)  # as _impl_crossover_frame: one key
 
 
 @st.cache_data(**_CACHE)
@@ -194,10 +194,10 @@ def saving_interval(profile_text: str, spec: ScenarioSpec, batch: float) -> Stra
     first call for a scenario prices the ensemble once over the 257-point crossover grid of batch 1..65536 and
     every batch of TABLE_BATCHES (costmodel.evidence.interval_table: 1..1,024 and the powers of two; kept on disk by
     `cached_interval_table`, so a later process finds it), so a later batch edit there is a lookup; any other
-    batch re-prices that one batch (propagate). Kept per draft step (`per_draft_step`); with serial
-    drafting the decode-step interval is the draft-step interval times K (each member's saving scales by K > 0).
+    batch re-prices that one batch (propagate). Kept per draft call (`per_draft_call`); with serial
+    drafting the decode-step interval is the draft-call interval times K (each member's saving scales by K > 0).
     """
-    step_spec = per_draft_step(spec)
+    step_spec = per_draft_call(spec)
     table = _interval_table(profile_text, step_spec)
     at_batch = table.at(float(batch))
     if at_batch is None:
@@ -236,7 +236,7 @@ def impl_crossover_frame(profile_text: str, spec: ScenarioSpec) -> pd.DataFrame:
     shift_pct = 100 (fused / torch - 1). The sidebar's impl reuses the verdict's crossover frame; the other impl
     prices only FUSED_STRATEGIES.
     """
-    step_spec = per_draft_step(spec)
+    step_spec = per_draft_call(spec)
     return _impl_crossover_frame(profile_text, step_spec.with_(impl=IMPLS[0]), step_spec.impl)
 
 

@@ -95,12 +95,12 @@ def report_html(ev: Evaluation) -> str:
     if inputs.acceptance_length is not None:
         shown_inputs["mean acceptance length"] = f"{inputs.acceptance_length:g} tokens / decode step"
     lines = [v.headline(), v.comparison(),
-             f"{FOCUS}: saving {format_us(v.focus_saving_us, sign=True)} per draft step "
+             f"{FOCUS}: saving {format_us(v.focus_saving_us, sign=True)} per draft call "
              f"({format_pct(v.focus_saving_pct)}), {format_us(v.focus_saving_decode_us, sign=True)} per decode step; "
              f"crossover batch {v.crossover_value()} ({v.crossover_text()})."]
     intervals = v.interval_texts()
     if intervals is not None:
-        lines.append(f"{FOCUS} intervals (saving / draft step, / decode step, crossover): " + "; ".join(intervals)
+        lines.append(f"{FOCUS} intervals (saving / draft call, / decode step, crossover): " + "; ".join(intervals)
                      + f" - {bootstrap_method(profile)}.")
     if inputs.itl_ms is not None and inputs.acceptance_length is not None:  # the Answer's impact (the Impact tab's)
         im = next(r for r in impact_rows(answer_of(ev.profile_text, inputs).point) if r["strategy"] == FOCUS)
@@ -114,11 +114,11 @@ def report_html(ev: Evaluation) -> str:
         lines.append("Impact: not computed (needs a baseline ITL and the mean acceptance length).")
     lines.append(f"Savings are {BASELINE} time minus the strategy's time, per rank: positive = faster.")
     table = _formatted(ev.verdict_table(), f"Every strategy at batch {inputs.batch:,}" + (
-        ": the whole draft step (time per decode step; saving / draft step is its mean per call)"
+        ": the whole draft step (time per decode step; saving / draft call is its mean per call)"
         if ev.whole_step else ""), {
         "strategy": "strategy", **({"whole_draft_step_us": "time / decode step"} if ev.whole_step else
-                                   {"total_us": "time / draft step"}),
-        "saving_per_draft_step_us": "saving / draft step", "saving_pct": "saving",
+                                   {"total_us": "time / draft call"}),
+        "saving_per_draft_call_us": "saving / draft call", "saving_pct": "saving",
         "saving_per_decode_step_us": "saving / decode step", "crossover_batch": "crossover batch",
         "crossover_status": "crossover"})
     sweep, step, _ = sweep_answer_of(ev)  # the quantity the page's sweep charts show

@@ -1,8 +1,9 @@
 """The draft placement panel: where should the draft run (target TP, TP 1, data-parallel, draft TP N)?
 
 An expander under the verdict (off by default): the draft architecture (the preset's, editable), the placement
-table at the chosen batch (draft step, components, memory, engine support) and a chart of the draft step per
-placement over the batch range. Every number comes from `costmodel.answers.placement`; nothing is modelled here.
+table at the chosen batch (whole draft step, components, memory, engine support) and a chart of the whole draft
+step (us per decode step) per placement over the batch range. Every number comes from `costmodel.answers.placement`;
+nothing is modelled here.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def table_frame(table: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for r in table["rows"]:
         c, m = r["components_us"], r["memory"]
-        rows.append({"placement": r["placement"], "draft TP": r["draft_tp"], "draft step us": r["draft_step_us"],
+        rows.append({"placement": r["placement"], "draft TP": r["draft_tp"], "whole draft step us":
+                     r["whole_draft_step_us"],
                      "forward us": c["drafter_forward"], "all-reduces us": c["of_which_all_reduces"],
                      "lm_head us": c["lm_head"], "logits us": c["logits_path"], "gather us": c["token_all_gather"],
                      "extra GB/GPU": m["extra_weight_bytes_per_gpu"] / 1e9,
@@ -93,13 +95,14 @@ def placement_panel(ev: Any) -> None:
                                f"{table['drafter_forward_us']:.1f} us per draft call at the target's TP - "
                                f"{table['drafter_forward_source']}.")))
         frame = table_frame(table).round(2)
-        st.dataframe(frame, width="stretch", hide_index=True,  # headers "draft step µs", ... (the page's unit)
+        st.dataframe(frame, width="stretch", hide_index=True,  # headers "whole draft step µs", ... (the page's unit)
                      column_config={c: st.column_config.Column(micro(c)) for c in frame.columns if micro(c) != c})
         chart = alt.Chart(sweep).mark_line(point=True).encode(
             x=alt.X("batch:Q", scale=alt.Scale(type="log"), title="batch (sequences)"),
-            y=alt.Y("draft_step_us:Q", title="draft step, µs per decode step (best strategy)"),
-            color="placement:N", tooltip=["placement", "batch", alt.Tooltip("draft_step_us:Q", title="draft step (µs)"),
-                                          "best_strategy"])
+            y=alt.Y("whole_draft_step_us:Q", title="best strategy's whole draft step (µs)"),
+            color="placement:N",
+            tooltip=["placement", "batch", alt.Tooltip("whole_draft_step_us:Q", title="whole draft step (µs)"),
+                     "best_strategy"])
         st.altair_chart(chart, width="stretch")
         st.caption("Engines: vLLM runs the draft at the target's TP only (draft_tensor_parallel_size=1 is ignored "
                    "by the EAGLE proposer), SGLang and TensorRT-LLM likewise; see docs/placement.md.")

@@ -77,7 +77,8 @@ def serving_tab(ev: Evaluation) -> None:
         f"{name}: {ab['requests']} requests, request rate {rate}, max concurrency {ab['max_concurrency']}, "
         f"{ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f}, K {ab['num_spec_tokens']}. "
         f"Step fit: {ab['step_fit']}. TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms. Draft "
-        f"step: {ab['draft_step']}; {ab['point_seeds']} seeds per strategy (value) + {ab['seeds']} (interval).")))
+        f"per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy (value) + "
+        f"{ab['seeds']} (interval).")))
     table = pd.DataFrame(ab_rows(ab))
     st.markdown(f"**A/B table** (measured: the run's own metric; value and 90% interval: the replay; change: vs the "
                 f"{ab['reference']} replay - the strategy the run ran -, seed by seed)")

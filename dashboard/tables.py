@@ -110,7 +110,7 @@ def column_labels(frame: pd.DataFrame) -> dict[str, str]:
 def verdict_table(point: pd.DataFrame, crossovers: pd.DataFrame) -> pd.DataFrame:
     """One row per strategy at the chosen batch: time, savings vs the baseline, crossover batch."""
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
-    out = point[cols + ["strategy", "total_us", "saving_per_draft_step_us", "saving_pct", "saving_per_decode_step_us",
+    out = point[cols + ["strategy", "total_us", "saving_per_draft_call_us", "saving_pct", "saving_per_decode_step_us",
                         "wire_bytes_per_rank", "valid", "fastest"]]
     return _described_with_crossovers(out, crossovers)
 
@@ -127,18 +127,18 @@ def step_verdict_table(point: pd.DataFrame, rows: pd.DataFrame, crossovers: pd.D
     """`verdict_table` of the whole draft step (costmodel.answers.whole_step.verdict_rows: `rows` and `crossovers`),
     us per decode step, with the scenario columns of the per-call `point` frame (the same scenario):
     whole_draft_step_us = T_step, saving_per_decode_step_us = T_step(baseline) - T_step, saving_pct of the
-    baseline's T_step, saving_per_draft_step_us = the saving / K (the mean per draft call)."""
+    baseline's T_step, saving_per_draft_call_us = the saving / K (the mean per draft call)."""
     scenario = point.drop_duplicates("strategy").set_index("strategy")
     cols = [c for c in SCENARIO_COLUMNS if c in point.columns]
     out = rows[["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
-               "saving_per_draft_step_us", "valid", "fastest"]]
+               "saving_per_draft_call_us", "valid", "fastest"]]
     return _described_with_crossovers(scenario.loc[out["strategy"], cols].reset_index().merge(out, on="strategy"),
                                       crossovers)
 
 
 # the compare panel's headers: short enough that strategy + three numbers fit the ~430 px an 800 px window leaves
 COMPARE_LABELS = {"strategy": "strategy", "total_us": "time (µs)",
-                  "saving_per_draft_step_us": "saving (µs)", "crossover_batch": "crossover batch",
+                  "saving_per_draft_call_us": "saving (µs)", "crossover_batch": "crossover batch",
                   "whole_draft_step_us": "time (µs)", "saving_per_decode_step_us": "saving (µs)"}  # the caption
 # says which: per draft call (the logits path alone) or per decode step (the whole draft step, under an engine)
 # compare_table's columns shown where the whole draft step is every profile's answer (an engine runs the step)
@@ -148,7 +148,7 @@ STEP_COLUMNS = {"whole_draft_step_us": "whole_draft_step_us", "saving_per_decode
 
 def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
     """costmodel.answers.compare.compare_table as one row per (strategy, profile), five narrow columns, so the
-    compare panel fits an 800 px window (the wide form's seven columns headed `saving_per_draft_step_us[<profile>]`
+    compare panel fits an 800 px window (the wide form's seven columns headed `saving_per_draft_call_us[<profile>]`
     were cut on the right at 800 and 1440 px); strategies in the STRATEGIES order, profiles as compared. Where an
     engine runs the step (`whole_step_is_the_answer`) the whole draft step's time, saving and crossover per decode
     step, else the per-call ones."""
@@ -157,7 +157,7 @@ def compare_long_table(table: pd.DataFrame) -> pd.DataFrame:
     if whole_step_is_the_answer(table):  # the whole draft step, us per decode step (compare_table)
         out = table[["strategy", "profile", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS)
     else:
-        out = table[["strategy", "profile", "total_us", "saving_per_draft_step_us", "crossover_batch"]].copy()
+        out = table[["strategy", "profile", "total_us", "saving_per_draft_call_us", "crossover_batch"]].copy()
     out["_s"], out["_p"] = out["strategy"].map(order), out["profile"].map(profiles)
     return out.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)
 

@@ -70,7 +70,7 @@ class Verdict:
     def comparison(self) -> str:
         """One sentence: FOCUS against the baseline at this batch (savings: baseline time - strategy time)."""
         word = "faster" if self.focus_faster else "slower"
-        text = (f"{FOCUS} is {word} than {BASELINE} by {format_us(abs(self.focus_saving_us))} per draft step "
+        text = (f"{FOCUS} is {word} than {BASELINE} by {format_us(abs(self.focus_saving_us))} per draft call "
                 f"({format_pct(abs(self.focus_saving_pct), sign=False)}) and "
                 f"{format_us(abs(self.focus_saving_decode_us))} per decode step.")
         if self.uncertain:
@@ -78,7 +78,7 @@ class Verdict:
         return text
 
     def interval_texts(self) -> tuple[str, str, str] | None:
-        """Interval captions of the saving per draft step, per decode step and the crossover batch tiles."""
+        """Interval captions of the saving per draft call, per decode step and the crossover batch tiles."""
         u = self.interval
         if u is None:
             return None
@@ -123,10 +123,10 @@ def verdict_from(point: pd.DataFrame, crossovers: pd.DataFrame, interval: Strate
     batch = cross["crossover_batch"]
     return Verdict(
         batch=float(focus["batch"]), fastest=fastest,
-        focus_faster=bool(focus["saving_per_draft_step_us"] > 0), focus_valid=bool(focus["valid"]),
-        focus_saving_us=float(focus["saving_per_draft_step_us"]), focus_saving_pct=float(focus["saving_pct"]),
+        focus_faster=bool(focus["saving_per_draft_call_us"] > 0), focus_valid=bool(focus["valid"]),
+        focus_saving_us=float(focus["saving_per_draft_call_us"]), focus_saving_pct=float(focus["saving_pct"]),
         focus_saving_decode_us=float(focus["saving_per_decode_step_us"]),
-        best_saving_us=float(best["saving_per_draft_step_us"]), best_saving_pct=float(best["saving_pct"]),
+        best_saving_us=float(best["saving_per_draft_call_us"]), best_saving_pct=float(best["saving_pct"]),
         best_saving_decode_us=float(best["saving_per_decode_step_us"]),
         crossover_batch=None if batch is None or (isinstance(batch, float) and math.isnan(batch)) else float(batch),
         crossover_status=str(cross["status"]),

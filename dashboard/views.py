@@ -161,7 +161,7 @@ def verdict(ev: Evaluation) -> None:
     tiles = [column.container(border=True) for column in columns]
     for tile, name in zip(tiles, [FOCUS, FOCUS, FOCUS, f"fastest: {v.fastest}"]):
         tile.caption(name)  # every tile names its strategy
-    tiles[0].metric("Saving / draft step", format_us(v.focus_saving_us, sign=True),
+    tiles[0].metric("Saving / draft call", format_us(v.focus_saving_us, sign=True),
                     format_pct(v.focus_saving_pct),
                     help=f"{BASELINE} time minus {FOCUS} time for one draft call (positive: {FOCUS} is faster)")
     tiles[1].metric("Saving / decode step", format_us(v.focus_saving_decode_us, sign=True),
@@ -175,7 +175,7 @@ def verdict(ev: Evaluation) -> None:
                         delta_arrow="off", help=f"no strategy is faster than {BASELINE} here")
     else:
         tiles[3].metric("Best saving / decode step", format_us(v.best_saving_decode_us, sign=True),
-                        f"{format_pct(v.best_saving_pct)} per draft step",
+                        f"{format_pct(v.best_saving_pct)} per draft call",
                         help=f"{v.fastest} vs {BASELINE}, saving per decode step")
     intervals = v.interval_texts()
     if intervals is not None:
@@ -271,12 +271,12 @@ def breakdown_tab(ev: Evaluation) -> None:
     verdict = ev.verdict_table()
     if ev.whole_step:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}, the whole "
-                    "draft step per decode step (saving_per_draft_step_us: its mean per draft call)")
+                    "draft step per decode step (saving_per_draft_call_us: its mean per draft call)")
         shown = ["strategy", "whole_draft_step_us", "saving_per_decode_step_us", "saving_pct",
-                 "saving_per_draft_step_us", "fastest", "valid", "crossover_batch"]
+                 "saving_per_draft_call_us", "fastest", "valid", "crossover_batch"]
     else:
         st.markdown(f"**Verdict table**: every strategy at batch {ev.inputs.batch} against {BASELINE}")
-        shown = ["strategy", "total_us", "saving_per_draft_step_us", "saving_pct",
+        shown = ["strategy", "total_us", "saving_per_draft_call_us", "saving_pct",
                  "saving_per_decode_step_us", "wire_bytes_per_rank", "fastest", "valid", "crossover_batch"]
     # fits a 1440 px window (issue 35): the crossover's status and words, and each strategy's description, are in
     # the CSV (with the scenario columns), the crossover expander and "What the strategies do"
@@ -291,7 +291,7 @@ def breakdown_tab(ev: Evaluation) -> None:
                    "launches the GPU work hides cost nothing; its parts per placement: the Draft placement panel.")
         chart("breakdown_chart", table, BREAKDOWN_ONE_CALL)
     else:
-        st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft step, per rank).")
+        st.markdown(f"**Where the time goes** at batch {ev.inputs.batch} (per draft call, per rank).")
         chart("breakdown_chart", table)
     download(table, "breakdown", ev=ev)
     with st.expander("Full prediction table (Prediction.to_frame())"):

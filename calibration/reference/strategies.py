@@ -706,7 +706,7 @@ def greedy_verify(strategy: Strategy, target_local: torch.Tensor, comm: Comm, he
 
     target_local: this rank's shard of the target logits for the B x (K + 1) verified rows ([B*(K+1), s],
     row b*(K+1) + j = position j of request b); draft_ids: [B, K]. The target argmax of every row comes from
-    `strategy` at top-k 1 (the same code as a draft step), then accepted = the length of the prefix where
+    `strategy` at top-k 1 (the same code as a draft call), then accepted = the length of the prefix where
     draft == target argmax, and the tokens emitted are the target ids of positions 0..accepted (the accepted
     drafts plus the target's own next token). Returns (accepted [B] int64, target ids [B, K+1]).
     """

@@ -1,4 +1,4 @@
-"""The same scenario on two (or more) profiles side by side: per strategy the time per draft step, the saving
+"""The same scenario on two (or more) profiles side by side: per strategy the time per draft call, the saving
 versus full_all_gather and the crossover batch (`crossover.crossover`). Used by `python -m costmodel compare` and the
 dashboard's compare view; no pricing of its own: each profile prices the scenario as `predict` does.
 
@@ -63,7 +63,7 @@ def profiles_by_family(names: list[str] | None = None) -> list[tuple[str, str]]:
 def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: float = 65536.0,
                   arch: DraftArch | None = None, kv_len: int = 2048, forward_us: float | None = None) -> pd.DataFrame:
     """Long table, one row per (profile, strategy), for a single scenario: total_us (the logits path alone, per draft
-    call), the answer's saving_per_draft_step_us and saving_per_decode_step_us (vs full_all_gather), crossover_batch
+    call), the answer's saving_per_draft_call_us and saving_per_decode_step_us (vs full_all_gather), crossover_batch
     (first sign change of the saving in 1..max_batch, NaN: none) and crossover (the same in words, `Crossover.text`:
     "wins at every batch in range" / "never wins in range" / the roots) - the whole draft step's where it is the
     answer (`_whole_step`: an engine, TP > 1, `arch` given; then also whole_draft_step_us, its time per decode
@@ -88,7 +88,7 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
             cross_words = "-" if cross is None else cross.text
             row = {"profile": label, "kind": prof.provenance.kind, "gpu": prof.provenance.gpu,
                    "family": gpu_family(prof.provenance.gpu), "strategy": name, "total_us": float(result.total_us),
-                   "saving_per_draft_step_us": saving,
+                   "saving_per_draft_call_us": saving,
                    "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
                    "crossover_batch": cross_batch, "crossover": cross_words,
                    "logits_path_saving_per_call_us": saving, "logits_path_crossover_batch": cross_batch,
@@ -96,7 +96,7 @@ def compare_table(scenario: Scenario, profiles: list[Profile], *, max_batch: flo
             if ws:  # the whole draft step is the answer: its saving and crossover under the answer's names
                 w = ws["strategies"][name]
                 row.update(whole_draft_step_us=w["whole_draft_step_us"],
-                           saving_per_draft_step_us=w["saving_per_draft_step_us"],
+                           saving_per_draft_call_us=w["saving_per_draft_call_us"],
                            saving_per_decode_step_us=w["saving_per_decode_step_us"],
                            crossover_batch=_nan_if_none(w.get("crossover_batch")),
                            crossover=(w.get("crossover") or {}).get("text", "-"))
@@ -135,7 +135,7 @@ def compare_wide(table: pd.DataFrame) -> pd.DataFrame:
     (`whole_step_is_the_answer`), else the per-call ones."""
     order = list(dict.fromkeys(table["profile"]))
     values = (["whole_draft_step_us", "saving_per_decode_step_us", "crossover_batch"] if whole_step_is_the_answer(table)
-              else ["total_us", "saving_per_draft_step_us", "crossover_batch"])
+              else ["total_us", "saving_per_draft_call_us", "crossover_batch"])
     wide = table.pivot(index="strategy", columns="profile", values=values)
     wide = wide.reindex(columns=[(v, p) for v in values for p in order])
     wide.columns = [f"{a}[{b}]" for a, b in wide.columns]

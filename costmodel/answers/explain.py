@@ -195,7 +195,7 @@ def format_explanation(pred: Prediction) -> str:
     lines = []
     items = explain(pred)
     for name, result in pred.strategies.items():
-        lines.append(f"{name}: total {float(result.total_us):.3f} us per draft step")
+        lines.append(f"{name}: total {float(result.total_us):.3f} us per draft call")
         for item in items:
             if item.strategy == name:
                 lines.append(f"  {item.component}: {item.text}")

@@ -6,9 +6,9 @@ the whole draft step as its logits-path part. Every face reads them from here - 
 nothing (issue 35) - and they name each quantity as `predict --json` and `sweep` do:
 
     total_us                   T(B, s), us per draft call (the logits path alone)
-    saving_per_draft_step_us   T(B, full_all_gather) - T(B, s)                       (positive = s is faster)
-    saving_per_decode_step_us  saving_per_draft_step_us x calls per decode step (K with serial drafting)
-    saving_pct                 100 x saving_per_draft_step_us / T(B, full_all_gather)
+    saving_per_draft_call_us   T(B, full_all_gather) - T(B, s)                       (positive = s is faster)
+    saving_per_decode_step_us  saving_per_draft_call_us x calls per decode step (K with serial drafting)
+    saving_pct                 100 x saving_per_draft_call_us / T(B, full_all_gather)
     fastest                    s == argmin_s T(B, s) (`Prediction.best`; the first in STRATEGIES order on a tie)
 
 `crossover_frame` is `costmodel.model.crossover.crossovers` of the named strategies against the baseline over a
@@ -27,7 +27,7 @@ from ..model.scenario import Scenario
 from ..profiles.types import Profile
 from .step_sweep_frame import PER_CALL_ANSWER
 
-SAVING = "saving_per_draft_step_us"  # Prediction.to_frame's `saving_us`, under the answer's name
+SAVING = "saving_per_draft_call_us"  # Prediction.to_frame's `saving_us`, under the answer's name
 
 
 def point_frame(scenario: Scenario, profile: Profile) -> pd.DataFrame:
@@ -37,7 +37,7 @@ def point_frame(scenario: Scenario, profile: Profile) -> pd.DataFrame:
 
 def frame_of(pred: Prediction) -> pd.DataFrame:
     """`Prediction.to_frame()` of a one-batch prediction (an `Answer.prediction`) with `saving_us` named
-    `saving_per_draft_step_us`, plus `fastest` and `saving_pct` (module doc); attrs["component_order"]: each
+    `saving_per_draft_call_us`, plus `fastest` and `saving_pct` (module doc); attrs["component_order"]: each
     strategy's components in the order the step runs them (the CLI's "= all_gather ..., argmax ..." order)."""
     frame = _tidy(pred)
     frame["fastest"] = frame["strategy"] == str(np.asarray(pred.best()).reshape(-1)[0])  # 0-d array or str

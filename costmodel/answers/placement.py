@@ -1,9 +1,9 @@
 """Where should the draft run? The placement table of one scenario and the (placement, strategy, collective) triple.
 
 `placement_table` prices every placement (`costmodel.model.draft_step.placements_for`) with every strategy: per
-placement the draft step total of its best valid strategy, the components (drafter forward, its all-reduces,
-lm_head, the logits path, dp's token all-gather), the draft's memory per GPU and whether it fits the GPU
-(data/presets/gpus.csv), and what the engine does with it (`draft_step.engine_support`: supported, silently
+placement the whole draft step (us per decode step) of its best valid strategy, the components (drafter forward,
+its all-reduces, lm_head, the logits path, dp's token all-gather), the draft's memory per GPU and whether it fits the
+GPU (data/presets/gpus.csv), and what the engine does with it (`draft_step.engine_support`: supported, silently
 ignored or unsupported - from the engines' current source, docs/placement.md). `recommend_placement` weighs a
 workload's batch mix and returns the fastest (placement, strategy, collective) that fits, the engine runs and - as
 `Answer.workload` asks - the headline's decision rule adopts, with the config to paste where the engine has one and
@@ -40,7 +40,7 @@ def _row(step: DraftStep, profile: Profile, engine: str, p: int, free_bytes: flo
     calls = step.calls
     return {
         "placement": step.placement.name, "draft_tp": step.placement.q, "best_strategy": best,
-        "draft_step_us": total,
+        "whole_draft_step_us": total,
         "per_strategy_us": {k: float(np.asarray(v).item(0)) for k, v in step.total_us.items()},
         "components_us": {"drafter_forward": float(np.asarray(step.forwards_gpu_us).flat[0]),
                           "of_which_all_reduces": calls * float(step.all_reduce_us.item(0)),
@@ -104,7 +104,7 @@ class SetAside:
 
 @dataclass(frozen=True)
 class PlacementChoice:
-    """The recommended triple and the expected draft step time over the workload (weighted mean, us)."""
+    """The recommended triple and the expected whole draft step time over the workload (weighted mean, us)."""
 
     placement: str
     strategy: str
@@ -185,17 +185,19 @@ def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None)
     """The placement table as text lines (predict)."""
     out = ["", f"drafter forward (context, common to every strategy): {table['drafter_forward_us']:.1f} us per draft "
            f"call at the target's TP ({table['drafter_forward_source']}); KV length {table['kv_len']}",
-           f"{'placement':10s} {'q':>3s} {'draft step us':>13s} {'forward':>8s} {'(all-red.)':>10s} {'lm_head':>8s} "
+           f"{'placement':10s} {'q':>3s} {'us/decode step':>14s} {'forward':>8s} {'(all-red.)':>10s} {'lm_head':>8s} "
            f"{'logits':>7s} {'gather':>7s} {'extra GB/GPU':>12s} {'KV MB/seq':>9s}  best strategy / engine"]
     for r in table["rows"]:
         c, m = r["components_us"], r["memory"]
         fit = "" if r["fits"] is None else "  DOES NOT FIT"
-        out.append(f"{r['placement']:10s} {r['draft_tp']:3d} {r['draft_step_us']:13.1f} {c['drafter_forward']:8.1f} "
-                   f"{c['of_which_all_reduces']:10.1f} {c['lm_head']:8.1f} {c['logits_path']:7.1f} "
-                   f"{c['token_all_gather']:7.1f} {m['extra_weight_bytes_per_gpu'] / 1e9:12.2f} "
-                   f"{m['kv_bytes_per_sequence'] / 1e6:9.2f}  {r['best_strategy']}; {r['engine'].split(':')[0]}{fit}")
-    out.append("(draft step = the K draft calls of one decode step, pipelined as the engine runs them; components "
-               "are GPU time per decode step; extra GB = draft weights beyond what the target already holds)")
+        out.append(f"{r['placement']:10s} {r['draft_tp']:3d} {r['whole_draft_step_us']:14.1f} "
+                   f"{c['drafter_forward']:8.1f} {c['of_which_all_reduces']:10.1f} "
+                   f"{c['lm_head']:8.1f} {c['logits_path']:7.1f} {c['token_all_gather']:7.1f} "
+                   f"{m['extra_weight_bytes_per_gpu'] / 1e9:12.2f} {m['kv_bytes_per_sequence'] / 1e6:9.2f}  "
+                   f"{r['best_strategy']}; {r['engine'].split(':')[0]}{fit}")
+    out.append("(us/decode step: the whole draft step, the K draft calls of one decode step, pipelined as the "
+               "engine runs them; components are GPU time per decode step; extra GB = draft weights beyond what the "
+               "target already holds)")
     savings = table.get("target_savings") or {}
     if savings:
         parts = []
@@ -212,14 +214,14 @@ def placement_lines(table: dict[str, Any], chosen: dict[str, Any] | None = None)
 
 def chosen_line(chosen: dict[str, Any]) -> str:
     """The --placement row in one line (predict; also where the table itself cannot be priced)."""
-    return (f"--placement {chosen['placement']}: {chosen['draft_step_us']:.1f} us per decode step with "
+    return (f"--placement {chosen['placement']}: {chosen['whole_draft_step_us']:.1f} us per decode step with "
             f"{chosen['best_strategy']}; engine: {chosen['engine']}")
 
 
 def placement_sweep(scenario: Scenario, profile: Profile, arch: DraftArch, batches, *, kv_len: int = 2048,
                     forward_us: float | None = None) -> list[dict[str, Any]]:
-    """Tidy rows (placement, batch, draft_step_us, best_strategy) over `batches` for every placement: the best
-    valid strategy's draft step per decode step (the dashboard's chart)."""
+    """Tidy rows (placement, batch, whole_draft_step_us, best_strategy) over `batches` for every placement: the best
+    valid strategy's whole draft step, us per decode step (the dashboard's chart)."""
     b = np.asarray(batches, dtype=float)
     rows: list[dict[str, Any]] = []
     for step in draft_steps(scenario.with_(batch=b), profile, arch, kv_len=kv_len, forward_us=forward_us):
@@ -227,7 +229,7 @@ def placement_sweep(scenario: Scenario, profile: Profile, arch: DraftArch, batch
         for i, batch in enumerate(b):
             name = str(best[i])
             rows.append({"placement": step.placement.name, "batch": float(batch), "best_strategy": name,
-                         "draft_step_us": float(np.broadcast_to(step.total_us[name], b.shape)[i])})
+                         "whole_draft_step_us": float(np.broadcast_to(step.total_us[name], b.shape)[i])})
     return rows
 
 

@@ -48,7 +48,7 @@ def prediction_dict(pred: Prediction, *, max_batch: float = 65536.0, crossovers:
             "wire_bytes_per_rank": float(r.wire_bytes_per_rank),
             "valid": bool(r.valid),
             "extrapolated": bool(r.extrapolated),
-            "saving_per_draft_step_us": float(pred.saving_us(name)),
+            "saving_per_draft_call_us": float(pred.saving_us(name)),
             "saving_per_decode_step_us": float(pred.saving_per_decode_step_us(name)),
             "saving_pct": float(pred.saving_pct(name)),
         }
@@ -147,7 +147,7 @@ def add_intervals(result: dict[str, Any], pred: Prediction, *, max_batch: float)
             entry["interval"] = unc[name].to_dict()
             entry["verdict"] = unc[name].verdict
         elif name != BASELINE:
-            s = entry["saving_per_draft_step_us"]
+            s = entry["saving_per_draft_call_us"]
             entry["verdict"] = "faster" if s > 0 else "slower" if s < 0 else "equal"
         if name != BASELINE and not entry["valid"]:  # not exact here (fp32 ids, or packed keys at top-k > 1)
             entry["verdict"] = "invalid"
@@ -169,14 +169,14 @@ def apply_whole_step(result: dict[str, Any], ws: dict[str, Any]) -> None:
         entry["per_call"] = {k: entry.pop(k) for k in PER_CALL_KEYS if k in entry}
         if entry["per_call"].get("crossover_batch", 0) is None:  # not priced per call (the answer's is below)
             del entry["per_call"]["crossover_batch"]
-        entry["per_call"]["logits_path_saving_per_call_us"] = entry.pop("saving_per_draft_step_us")
+        entry["per_call"]["logits_path_saving_per_call_us"] = entry.pop("saving_per_draft_call_us")
         entry["per_call"]["logits_path_saving_pct"] = entry.pop("saving_pct")
         if "saving_per_decode_step_us" in entry["per_call"]:  # the logits path x calls: its own name
             entry["per_call"]["logits_path_saving_per_decode_step_us"] = entry["per_call"].pop(
                 "saving_per_decode_step_us")
         # of the baseline's whole draft step
         entry["saving_pct"] = 100.0 * w["saving_per_decode_step_us"] / base_step_us
-        entry["saving_per_draft_step_us"] = w["saving_per_draft_step_us"]  # the whole step's, per draft call (mean)
+        entry["saving_per_draft_call_us"] = w["saving_per_draft_call_us"]  # the whole step's, per draft call (mean)
         entry["saving_per_decode_step_us"] = w["saving_per_decode_step_us"]
         entry["whole_draft_step_us"] = w["whole_draft_step_us"]
         for key in ("crossover", "crossover_batch", "interval", "verdict"):

@@ -5,7 +5,7 @@ share of decode steps w_i, `costmodel/answers/workload.py`), per strategy s (us,
 than the baseline `full_all_gather`):
 
     expected saving per decode step  E[s] = sum_i w_i * saving_per_decode_step_us(s, B_i)
-    expected saving per draft step          sum_i w_i * saving_us(s, B_i)
+    expected saving per draft call          sum_i w_i * saving_us(s, B_i)
     saving_pct  = 100 * E[s] / sum_i w_i * T_baseline(B_i) * calls_per_decode_step
     win share   = sum_i w_i [s is the fastest valid strategy at B_i]
     90% interval of E[s]: E[s] recomputed under every member of the profile's ensemble - the members
@@ -77,7 +77,7 @@ class StrategyOutcome:
 
     strategy: str
     expected_saving_per_decode_step_us: float
-    expected_saving_per_draft_step_us: float
+    expected_saving_per_draft_call_us: float
     saving_pct: float
     interval_us: tuple[float, float] | None  # 90% interval of the expected saving per decode step
     win_share: float                         # share of decode steps where it is the fastest valid strategy
@@ -130,7 +130,7 @@ class Recommendation:
                    "workload_source": self.workload.source, "mean_batch": self.workload.mean_batch,
                    "strategy": name, "expected_saving_per_decode_step_us": o.expected_saving_per_decode_step_us,
                    "interval_low_us": None if iv is None else iv[0], "interval_high_us": None if iv is None else iv[1],
-                   "expected_saving_per_draft_step_us": o.expected_saving_per_draft_step_us,
+                   "expected_saving_per_draft_call_us": o.expected_saving_per_draft_call_us,
                    "saving_pct": o.saving_pct, "win_share": o.win_share,
                    "beats_baseline_share": o.beats_baseline_share, "valid_share": o.valid_share,
                    "verdict": o.verdict, "shipped_as": o.shipped_as or "", "decision": self.decision,

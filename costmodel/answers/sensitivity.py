@@ -3,7 +3,7 @@
 For every numeric parameter theta of the profile's collective curves, kernel roofline, host launch costs, GPU
 kernel model (`kernels.model`: reduction rates and floors, the relayout copy rate, pair-reduce costs, ...) and
 lm_head GEMM model (not the measured tables, nor the SM count and threads per SM - integer hardware facts), the
-elasticity of the saving S (us per draft step, strategy vs the baseline) is the central difference
+elasticity of the saving S (us per draft call, strategy vs the baseline) is the central difference
 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)),   h = 1%
 

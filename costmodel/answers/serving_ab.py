@@ -1,9 +1,9 @@
 """`simulate`'s answer: a serving run's A/B table per strategy, with 90% intervals and detectability.
 
-1. Calibrate: the baseline step (`costmodel.answers.serving_fit.fit_step`, target + baseline draft step) from the
+1. Calibrate: the baseline step (`costmodel.answers.serving_fit.fit_step`, target + the baseline's draft) from the
    run's gaps; without a timeline (a run described by flags) a constant step of `--itl-ms`.
-2. Draft step per strategy s at every decode batch n = 1..slots: `whole_step_totals` (the one-answer pipeline's
-   whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole step
+2. The draft per decode step of each strategy s at decode batch n = 1..slots: `whole_step_totals` (the one-answer
+   pipeline's whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole step
    does not apply (`whole_step.applies`: engine none, TP 1) the per-call logits path `predict(...).total_us(s)`
    x calls per decode step (point only). delta_s(n) = T_s(n) - T_full_all_gather(n), delta(0) = 0.
 3. TTFT overhead: overhead_s += mean_ttft(run) - mean_ttft(baseline replay at overhead_s), from 0, twice, >= 0.
@@ -282,7 +282,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
             run.max_concurrency, "slots": slots, "acceptance_length": acc, "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
-            "ttft_overhead_ms": 1e3 * overhead, "draft_step": how, "reference": ref, "seeds": cfg.seeds,
+            "ttft_overhead_ms": 1e3 * overhead, "draft_per_decode_step": how, "reference": ref, "seeds": cfg.seeds,
             "point_seeds": ps,
             "metrics": shown,
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,

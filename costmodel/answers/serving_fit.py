@@ -13,7 +13,7 @@ B = requests decoding at the gap's midpoint (first token sent, last not yet), P 
 whose first token falls inside the gap (their prefill ran in that step); gaps under 1 us are left out (two chunks
 read at once). gamma < 0 is refitted as 0, beta < 0 or alpha < 0 as a constant step (the mean gap). The fit's
 error is reported as R^2 and the RMS relative residual of g. alpha + beta * B is the *whole* baseline step
-(target forward + the baseline strategy's draft step); a strategy's step adds its draft-step difference.
+(target forward + the baseline strategy's draft per decode step); a strategy's step adds its difference in that.
 
 TTFT beyond the prefill step (tokenization, HTTP, detokenization: time that does not hold other requests up) is
 `overhead_s`, fitted by `costmodel.answers.serving_ab` so the baseline replay's mean TTFT matches the run's.

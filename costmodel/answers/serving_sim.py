@@ -105,8 +105,8 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
                   client_capped: bool, max_batched_tokens: int, overhead_s: float = 0.0, rng_seed: int = 0,
                   itl_hist: bool = False) -> SimResult:
     """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) send times
-    per seed, ascending; seed_of: (R,) each replica's seed; delta_us: (R, slots + 1) the draft-step difference at
-    n_draft = 0..slots."""
+    per seed, ascending; seed_of: (R,) each replica's seed; delta_us: (R, slots + 1) the draft difference per decode
+    step at n_draft = 0..slots."""
     inp = np.maximum(np.asarray(input_lens, dtype=np.int64), 1)  # every request prefills at least one token
     out = np.asarray(output_lens, dtype=np.int64)
     n, r_count = out.size, seed_of.size

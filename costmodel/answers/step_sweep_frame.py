@@ -87,7 +87,7 @@ def focus_saving_rows(frame: pd.DataFrame, focus: str) -> pd.DataFrame:
     dashboard's heatmap cells under an engine):
 
         saving_per_decode_step_us = T_step(full_all_gather) - T_step(focus)
-        saving_per_draft_step_us  = saving_per_decode_step_us / calls_per_decode_step     (the mean per call)
+        saving_per_draft_call_us  = saving_per_decode_step_us / calls_per_decode_step     (the mean per call)
         saving_pct                = 100 * saving_per_decode_step_us / T_step(full_all_gather)
         fastest_strategy          = argmin over strategies of T_step (the first in STRATEGIES order on a tie)
     """
@@ -97,6 +97,6 @@ def focus_saving_rows(frame: pd.DataFrame, focus: str) -> pd.DataFrame:
     mine = frame[frame["strategy"] == focus]
     saving = mine["saving_per_decode_step_us"].to_numpy(float)
     return pd.DataFrame({"batch": mine["batch"].to_numpy(),
-                         "saving_per_draft_step_us": saving / mine["calls_per_decode_step"].to_numpy(float),
+                         "saving_per_draft_call_us": saving / mine["calls_per_decode_step"].to_numpy(float),
                          "saving_per_decode_step_us": saving, "saving_pct": mine["saving_pct"].to_numpy(float),
                          "fastest_strategy": np.asarray(names, dtype=object)[np.argmin(times, axis=0)]})

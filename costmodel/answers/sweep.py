@@ -15,7 +15,7 @@ value (batch < 1, an unknown dtype, ...) is still a one-line error.
 Where an engine runs the step, the answer of a row is the WHOLE draft step as `predict` prices it
 (`costmodel.answers.sweep_step`, issue 17): `whole_draft_step_us` (us per decode step), `saving_per_decode_step_us`
 (versus full_all_gather, us per decode step: the answer, as `predict --json` names it) and
-`saving_per_draft_step_us` (its mean per draft call), with `answer` = "whole draft step" and `mode` = "engine"
+`saving_per_draft_call_us` (its mean per draft call), with `answer` = "whole draft step" and `mode` = "engine"
 (the engine's plan sets each component's execution); `total_us`, the `<component>_us` columns
 and `logits_path_saving_per_call_us` stay the
 logits path alone, per draft call. Under engine none (or where the whole step does not apply:
@@ -250,7 +250,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
             return full(np.where(whole, step if per_decode else step / calls,
                                  per_call * (calls if per_decode else 1.0)))
 
-        table["saving_per_draft_step_us"] = pa.chunked_array(
+        table["saving_per_draft_call_us"] = pa.chunked_array(
             [pa.array(answer_saving(s, False), mask=mask) for s in names])
         table["saving_per_decode_step_us"] = pa.chunked_array(
             [pa.array(answer_saving(s, True), mask=mask) for s in names])
@@ -265,7 +265,7 @@ def sweep_table(models: list[dict[str, Any]], grid: dict[str, list], profile: Pr
         table["valid"] = stacked(lambda s: pred.strategies[s].valid, bool, False, nulls=False)
         table["extrapolated"] = stacked(lambda s: pred.strategies[s].extrapolated, bool, False, nulls=False)
     else:
-        for key in ("total_us", "saving_per_draft_step_us", "saving_per_decode_step_us",
+        for key in ("total_us", "saving_per_draft_call_us", "saving_per_decode_step_us",
                     "logits_path_saving_per_call_us", "whole_draft_step_us", "draft_kv_len", "draft_forward_us",
                     "wire_bytes_per_rank"):
             table[key] = pa.nulls(n * s_count, pa.float64())

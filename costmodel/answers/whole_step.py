@@ -51,7 +51,7 @@ def applies(scenario: Scenario, profile: Profile, forward_us: float | None = Non
     if str(np.asarray(scenario.engine).item(0)) == "none":
         return "engine none: the logits path alone, as one --mode prices it (the whole draft step is context)"
     if int(np.max(scenario.tp)) == 1:
-        return "TP 1: nothing to gather, every strategy is the same draft step"
+        return "TP 1: nothing to gather, every strategy is the same draft call"
     if profile.lm_head is None and forward_us is None:
         return "the profile has no lm_head GEMM model to price the drafter forward (give --forward-us)"
     return ""
@@ -83,7 +83,7 @@ def priced_or_why(scenario: Scenario, profile: Profile, arch: DraftArch | None, 
 
 def _step(sc: Scenario, profile: Profile, arch: DraftArch, kv_len: int, forward_us: float | None,
           strategies: tuple[str, ...] = STRATEGIES) -> DraftStep:
-    """Every strategy's (or `strategies`') draft step at the target placement."""
+    """Every strategy's (or `strategies`') whole draft step at the target placement."""
     return draft_step(sc, profile, parse_placement("target", int(np.max(sc.tp))), arch, kv_len=kv_len,
                       forward_us=forward_us, strategies=strategies)
 
@@ -174,7 +174,7 @@ def whole_step_answer(scenario: Scenario, profile: Profile, arch: DraftArch, *, 
     for name, total in point.total_us.items():
         t = float(np.asarray(total).item(0))
         entry: dict[str, Any] = {"whole_draft_step_us": t, "saving_per_decode_step_us": base - t,
-                                 "saving_per_draft_step_us": (base - t) / calls,
+                                 "saving_per_draft_call_us": (base - t) / calls,
                                  "valid": bool(np.asarray(point.valid.get(name, True)).item(0))}
         if name != BASELINE:
             cross = crosses[name]
@@ -222,7 +222,7 @@ def whole_step_member_savings(sc: Scenario, profile: Profile, arch: DraftArch, w
 
 def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A `whole_step_answer` as the dashboard verdict's two tables (one row per strategy): the point rows
-    (strategy, batch, fastest, valid, saving_per_draft_step_us = the mean per draft call, saving_pct of the
+    (strategy, batch, fastest, valid, saving_per_draft_call_us = the mean per draft call, saving_pct of the
     baseline's whole step, saving_per_decode_step_us = the whole step's, whole_draft_step_us) and the crossover rows
     (strategy, crossover_batch, status, direction, text - `Crossover.to_dict`). The dashboard is a view: it shows
     these, it prices nothing."""
@@ -230,7 +230,7 @@ def verdict_rows(ws: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
     point, cross = [], []
     for name, s in ws["strategies"].items():
         point.append({"strategy": name, "batch": ws["batch"], "fastest": name == ws["best"], "valid": s["valid"],
-                      "saving_per_draft_step_us": s["saving_per_draft_step_us"],
+                      "saving_per_draft_call_us": s["saving_per_draft_call_us"],
                       "saving_pct": 100.0 * s["saving_per_decode_step_us"] / base,
                       "saving_per_decode_step_us": s["saving_per_decode_step_us"],
                       "whole_draft_step_us": s["whole_draft_step_us"]})

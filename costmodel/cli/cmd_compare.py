@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 LETTERS = "12"  # the profiles in the order given
 # the text table's headers (the CSV keeps compare_table's field names): quantity -> short header, as predict's
-TEXT_HEADERS = {"total_us": "us/step", "saving_per_draft_step_us": "saving/step", "crossover_batch": "crossover B"}
+TEXT_HEADERS = {"total_us": "us/call", "saving_per_draft_call_us": "saving/call", "crossover_batch": "crossover B"}
 # the same for the whole draft step (us per decode step, as predict's whole-step table)
 STEP_HEADERS = {"whole_draft_step_us": "us/decode step", "saving_per_decode_step_us": "saving",
                 "crossover_batch": "crossover B"}

@@ -83,8 +83,8 @@ def format_ab(ab: dict[str, Any]) -> str:
              f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f}, "
              f"K {ab['num_spec_tokens']}",
              f"step fit: {ab['step_fit']}", f"TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms",
-             f"draft step: {ab['draft_step']}; {ab['point_seeds']} seeds per strategy (point) + {ab['seeds']} "
-             "(members)",
+             f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "
+             f"(point) + {ab['seeds']} (members)",
              *([f"fabric: {ab['fabric']}"] if ab.get("fabric") else []),
              "", f"{'metric':<24}{'measured':>11}  {'strategy':<28}{'value':>11}  {'90% interval':>23}"
              f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]

@@ -182,7 +182,7 @@ ACCEPTANCE = bounded_float(1.0, 1025.0)  # tokens per decode step: 1..K+1 (check
 def add_placement_args(p: argparse.ArgumentParser) -> None:
     """Where the draft runs (costmodel/model/draft_step.py), a custom draft (`add_draft_args`) and the memory."""
     p.add_argument("--placement", type=placement_spec, default=None,
-                   help="target | tp1 | dp | q=N: price the draft step at this placement (refused when the draft "
+                   help="target | tp1 | dp | q=N: price the whole draft step at this placement (refused when the draft "
                         "does not fit the GPU); predict shows every placement in its table")
     p.add_argument("--no-placements", action="store_true", help="skip the placement table (predict)")
     add_draft_args(p)

@@ -25,7 +25,7 @@ def _format_table(result: dict[str, Any]) -> str:
     ]
     if "whole_draft_step" in result:
         return "\n".join(lines + _per_call_lines(result) + whole_step_lines(result) + _decode_lines(result))
-    lines.append(f"{'strategy':30s} {'us/draft step':>13s} {'saving/step':>12s} {'saving/decode':>14s}  crossover B")
+    lines.append(f"{'strategy':30s} {'us/draft call':>13s} {'saving/call':>12s} {'saving/decode':>14s}  crossover B")
     for name, s in result["strategies"].items():
         cross = s.get("crossover_batch")
         cross_txt = "-" if name == result["baseline"] else (
@@ -33,10 +33,10 @@ def _format_table(result: dict[str, Any]) -> str:
         flag = "" if s["valid"] else ("  (invalid: packed keys are exact at top-k 1 only)"
                                       if name == "packed_allreduce_max" and sc.get("top_k", 1) > 1
                                       else "  (invalid: ids not exact in fp32)")
-        lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_step_us']:12.1f} "
+        lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_call_us']:12.1f} "
                      f"{s['saving_per_decode_step_us']:14.1f}  {cross_txt}{flag}")  # words: left-aligned, last
         if "interval" in s:
-            lines.append(_interval_line(s["interval"]["saving_per_draft_step_us"], s["interval"]["crossover_batch"],
+            lines.append(_interval_line(s["interval"]["saving_per_draft_call_us"], s["interval"]["crossover_batch"],
                                         s["verdict"]))
         lines += _cannot_lines(s, result)
         lines += _component_lines(s, result)
@@ -155,7 +155,7 @@ def _kernel_lines(result: dict[str, Any]) -> list[str]:
         return []
     lines = [f"kernels: {ctx['kernels']}"]
     if ctx.get("lm_head_us") is not None:
-        lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft step "
+        lines.append(f"lm_head GEMM (context, common to every strategy): {ctx['lm_head_us']:.1f} us per draft call "
                      f"at hidden {result['scenario']['hidden']} ({ctx['lm_head_source']})")
     elif result["scenario"].get("hidden") is not None:
         lines.append(f"lm_head GEMM: {ctx['lm_head_source']}")

@@ -1,4 +1,4 @@
-"""The 90% intervals of one decode step's saving: K draft steps plus the target's greedy verification.
+"""The 90% intervals of one decode step's saving: K draft calls plus the target's greedy verification.
 
 The same ensemble as `costmodel.evidence.intervals.propagate` (`costmodel.evidence.ensemble.ensemble`), priced for
 the draft scenario and the verification scenario (`costmodel.model.verification`) in one stacked evaluation each;

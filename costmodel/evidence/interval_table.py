@@ -39,7 +39,7 @@ class IntervalTable:
 
     strategy: str
     batches: np.ndarray          # ascending, unique
-    members_saving_us: np.ndarray        # (members, batches): saving per draft step of each member
+    members_saving_us: np.ndarray        # (members, batches): saving per draft call of each member
     members_decode_us: np.ndarray        # (members, batches): saving per decode step of each member
     crossover: Interval | None
     crossover_found_fraction: float

@@ -55,11 +55,11 @@ class StrategyUncertainty:
         def interval(x: dict[str, float] | None) -> Interval | None:
             return None if x is None else Interval(float(x["low"]), float(x["high"]), float(x["level"]))
 
-        return cls(strategy, interval(d["saving_per_draft_step_us"]), interval(d["saving_per_decode_step_us"]),
+        return cls(strategy, interval(d["saving_per_draft_call_us"]), interval(d["saving_per_decode_step_us"]),
                    interval(d.get("crossover_batch")), float(d["crossover_found_fraction"]), str(d["verdict"]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"saving_per_draft_step_us": self.saving_us.to_dict(),
+        return {"saving_per_draft_call_us": self.saving_us.to_dict(),
                 "saving_per_decode_step_us": self.saving_per_decode_step_us.to_dict(),
                 "crossover_batch": None if self.crossover_batch is None else self.crossover_batch.to_dict(),
                 "crossover_found_fraction": self.crossover_found_fraction, "verdict": self.verdict}

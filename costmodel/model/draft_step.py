@@ -29,7 +29,7 @@ is exposed. Where the engine captures the whole chain (SGLang `EAGLEDraftCudaGra
 worker, engine "none" in graph mode) the host cost is one graph launch for the whole decode step. EAGLE-3's fc
 (once per decode step) leads the chain; dp's token all-gather (a c10d call when not captured) ends it.
 
-The draft step time of a strategy = step_time_us(all stages) + nothing else; savings between strategies are
+The whole draft step time of a strategy = step_time_us(all stages) + nothing else; savings between strategies are
 differences of these totals, so they count how much of each strategy's host launches the forward hides.
 
 `graph_launch_us` is the profile's `kernels.host.graph_launch_us` when present, else an ASSUMPTION of one torch
@@ -113,7 +113,7 @@ def placements_for(p: int) -> list[Placement]:
 
 @dataclass(frozen=True)
 class DraftStep:
-    """One placement's draft step (module doc), per strategy; scalars or arrays over the scenario's shape."""
+    """One placement's whole draft step (module doc), per strategy; scalars or arrays over the scenario's shape."""
 
     placement: Placement
     total_us: dict[str, np.ndarray]  # strategy -> the K steps' time (+ dp gather), us per decode step
@@ -149,7 +149,7 @@ def _forward_captured(sc: Scenario) -> np.ndarray:
 def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch: DraftArch, *, kv_len: int = 2048,
                forward_us: float | None = None, strategies: tuple[str, ...] = STRATEGIES,
                factors: dict[str, float] | None = None) -> DraftStep:
-    """Price the placement's draft step for every strategy (module doc). K must be one value.
+    """Price the placement's whole draft step for every strategy (module doc). K must be one value.
 
     factors: one interval-ensemble member's multipliers (`evidence.ensemble`), as `strategies.build_components`
     takes them: the logits path's ops and serving term there; here "host" scales every host time of the chain,
@@ -159,7 +159,7 @@ def draft_step(scenario: Scenario, profile: Profile, placement: Placement, arch:
     f_host, f_ar = f.get("host", 1.0), f.get("all_reduce", 1.0)
     ks = np.unique(np.asarray(sc.num_spec_tokens))
     if ks.size != 1:
-        raise InputError("the draft step takes one --num-spec-tokens value")
+        raise InputError("the whole draft step takes one --num-spec-tokens value")
     p = int(np.max(sc.tp))
     q = placement.q
     if p % q:

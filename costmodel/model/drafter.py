@@ -65,7 +65,7 @@ class DraftArch:
     vocab: int  # the draft lm_head's vocabulary (EAGLE-3: draft_vocab_size)
     qkv_in_mult: int = 1  # the first layer's qkv input, in hidden sizes (EAGLE-3: 2)
     fc_in_mult: int = 2  # the fc's input in hidden sizes (EAGLE-1 / MTP 2, EAGLE-3 3; 0 = no fc)
-    fc_per_step: bool = True  # the fc runs in every draft step (else once per decode step)
+    fc_per_step: bool = True  # the fc runs in every draft call (else once per decode step)
     lm_head_shared: bool = True  # shares the target's lm_head (EAGLE-1, MTP)
     mlp_weight_mult: float = 1.0  # resident MLP weights / active MLP weights (MoE drafts)
     source: str = ""

@@ -24,13 +24,13 @@ vllm   - `vllm/v1/spec_decode/eagle.py`, `EagleProposer.propose`: the draft mode
          inside `with set_forward_context(..., cudagraph_runtime_mode=...)` (where vLLM dispatches
          its CUDA graphs); `self.model.compute_logits(...)` (lm_head GEMM + the logits all-gather in
          `LogitsProcessor`) and `logits.argmax(dim=-1)` (or `get_top_tokens` with
-         `use_local_argmax_reduction`) run after that block, eagerly, in every draft step; the loop
+         `use_local_argmax_reduction`) run after that block, eagerly, in every draft call; the loop
          over `num_speculative_tokens` has no `.item()` / `.cpu()` / `.tolist()`, so the host does
-         not sync between draft steps. Plan: every component eager, no sync, head start = the
+         not sync between draft calls. Plan: every component eager, no sync, head start = the
          lm_head GEMM's GPU time (queued just before; 0 when the profile cannot price it).
 sglang - `python/sglang/srt/speculative/eagle_worker.py`, `EAGLEWorker.draft`: when
          `self.cuda_graph_runner.can_run(forward_batch)` it calls `cuda_graph_runner.replay`
-         (`EAGLEDraftCudaGraphRunner` captures `draft_forward`: every draft step's forward, its
+         (`EAGLEDraftCudaGraphRunner` captures `draft_forward`: every draft call's forward, its
          logits (`LogitsProcessor`, which all-gathers the vocab-parallel logits) and the
          `fast_topk` selection); otherwise it runs `draft_forward` eagerly. The host syncs once
          before (`torch.sum(batch.seq_lens).item()` in `_draft_preprocess_decode`), not inside
@@ -48,7 +48,7 @@ trtllm - `tensorrt_llm/_torch/speculative/mtp.py`, `MTPWorker.draft_sampler`: at
 launched by the host, no sync) - for users who know better than these plans.
 
 vllm-v2 - `vllm/v1/worker/gpu/spec_decode/eagle/speculator.py`, `EagleSpeculator.capture` /
-         `multi_step_decode`: each draft step's `generate_draft` (forward + `compute_logits` + `_sample_draft`
+         `multi_step_decode`: each draft call's `generate_draft` (forward + `compute_logits` + `_sample_draft`
          + input update) is one FULL CUDA graph (`eagle/cudagraph.py` `EagleCudaGraphManager`, FULL only),
          replayed per step; the host builds attention metadata between replays, no sync. Plan: every
          component captured. Which vLLM runs V2: `costmodel/model/recipes.py`.
@@ -116,10 +116,10 @@ PLANS: dict[str, EnginePlan] = {
     "vllm": EnginePlan("vllm", frozenset(), head_start="lm_head",
                        source="vllm/v1/spec_decode/eagle.py EagleProposer.propose",
                        notes=("draft forward in the CUDA-graph context; compute_logits + argmax / get_top_tokens "
-                              "eager after it; no host sync between draft steps",)),
+                              "eager after it; no host sync between draft calls",)),
     "sglang": EnginePlan("sglang", frozenset({"*"}),
                          source="python/sglang/srt/speculative/eagle_worker.py EAGLEWorker.draft",
-                         notes=("EAGLEDraftCudaGraphRunner replays every draft step (forward, logits "
+                         notes=("EAGLEDraftCudaGraphRunner replays every draft call (forward, logits "
                                 "all-gather, top-k) as one CUDA graph when can_run",)),
     "trtllm": EnginePlan("trtllm", frozenset({"*"}), default_strategy="local_argmax_pairs",
                          source="tensorrt_llm/_torch/speculative/mtp.py MTPWorker.draft_sampler",
@@ -127,7 +127,7 @@ PLANS: dict[str, EnginePlan] = {
                                 "the PyTorch backend's CUDA graph",)),
     "vllm-v2": EnginePlan("vllm-v2", frozenset({"*"}),
                           source="vllm/v1/worker/gpu/spec_decode/eagle/speculator.py EagleSpeculator.multi_step_decode",
-                          notes=("Model Runner V2: forward + compute_logits + sampling of each draft step replayed "
+                          notes=("Model Runner V2: forward + compute_logits + sampling of each draft call replayed "
                                  "as one FULL CUDA graph (EagleCudaGraphManager)",)),
     "tokenspeed": EnginePlan("tokenspeed", frozenset({"*"}), default_strategy="packed_allreduce_max",
                              source="lightseekorg/tokenspeed python/tokenspeed/runtime/layers/logits_processor.py "

@@ -289,7 +289,7 @@ LM_HEAD_DEFAULT = ("no kernels.lm_head in the profile: default - vLLM's head sta
 
 
 def lm_head_time_us(profile: Profile, rows, hidden, shard) -> np.ndarray | None:
-    """The draft step's lm_head GEMM [rows, hidden] x [hidden, shard] per call (us), from the profile's
+    """The draft call's lm_head GEMM [rows, hidden] x [hidden, shard] per call (us), from the profile's
     `kernels.lm_head` model (costmodel.profiles.kernel_params.LmHeadModel); None when the profile has none.
 
     Context only: every strategy runs the same GEMM, so it never changes a saving or a crossover.
@@ -300,7 +300,7 @@ def lm_head_time_us(profile: Profile, rows, hidden, shard) -> np.ndarray | None:
 
 
 def kernel_context(profile: Profile, scenario) -> dict:
-    """What priced the kernels, and the draft step's lm_head GEMM time (context, common to every strategy) for a
+    """What priced the kernels, and the draft call's lm_head GEMM time (context, common to every strategy) for a
     scalar scenario: {"kernels": provenance text, "lm_head_us": float | None, "lm_head_source": str}.
 
     lm_head_us = lm_head_time_us(rows per call, hidden, shard) per draft call; None without a hidden size

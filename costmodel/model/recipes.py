@@ -14,7 +14,7 @@ vllm-v2 (Model Runner V2, `vllm/v1/worker/gpu/`)
     `vllm/v1/worker/gpu/spec_decode/eagle/speculator.py` `EagleSpeculator.capture` records `generate_draft`
     (model forward + `compute_logits` + `_sample_draft` (`logits.argmax(dim=-1)` when greedy) +
     `update_eagle_draft_inputs`) as one FULL CUDA graph per batch size (`eagle/cudagraph.py`
-    `EagleCudaGraphManager`, FULL mode only) and `multi_step_decode` replays it per draft step
+    `EagleCudaGraphManager`, FULL mode only) and `multi_step_decode` replays it per draft call
     (`run_fullgraph`). Same collective, relayout and ATen argmax as V1. Local path: current vLLM's
     `vllm/v1/worker/gpu/spec_decode/speculator.py` `DraftModelSpeculator._greedy_sample_draft` calls the model's
     `get_top_tokens` when `use_local_argmax_reduction` is on (vllm-project/vllm#46448, merged 2026-06-23; the
@@ -26,7 +26,7 @@ vllm-v2 (Model Runner V2, `vllm/v1/worker/gpu/`)
     release's `use_v2_model_runner` (uncertain: version boundaries read from third-party notes of the source).
 sglang
     `python/sglang/srt/speculative/eagle_worker_v2.py` `EagleDraftWorker.draft_forward` (and `eagle_worker.py`
-    `EAGLEWorker.draft_forward`), per draft step: at top-k 1 on CUDA `draft_topk1_postprocess`
+    `EAGLEWorker.draft_forward`), per draft call: at top-k 1 on CUDA `draft_topk1_postprocess`
     (`python/sglang/kernels/ops/speculative/topk1.py`, sgl-project/sglang PR #30947: a split-vocab Triton argmax,
     `_draft_topk1_partial_argmax_kernel` over (B, cdiv(V, BLOCK)) CTAs + a one-warp finalize kernel; no softmax);
     at top-k 1 on other non-ROCm devices `torch.argmax`; above top-k 1, or on ROCm (`not _is_hip` gates the top-k

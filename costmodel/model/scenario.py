@@ -1,4 +1,4 @@
-"""What the user asks about: one draft step of a tensor-parallel draft model.
+"""What the user asks about: one draft call of a tensor-parallel draft model.
 
 `Scenario` is a frozen dataclass whose numeric fields may be scalars or numpy
 arrays (they broadcast together), so one object can describe a million
@@ -55,7 +55,7 @@ def _categorical(name: str, value: Any, allowed: tuple[str, ...]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One (or a broadcast array of) draft-step configuration(s).
+    """One (or a broadcast array of) draft-call configuration(s).
 
     vocab: target vocabulary V_target (unpadded).
     draft_vocab: the draft model's lm_head vocabulary (defaults to `vocab`,

@@ -1,4 +1,4 @@
-"""Per decode step: K draft steps plus target-side greedy verification, and the strategy x collective matrix.
+"""Per decode step: K draft calls plus target-side greedy verification, and the strategy x collective matrix.
 
 Greedy verification (temperature-0 requests): the target model's logits for the B x (K + 1) verified rows
 are only argmaxed, so they can stay vocab-sharded like the draft's (calibration/reference/strategies.py `greedy_verify`
@@ -107,9 +107,9 @@ def verification_dict(step: DecodeStep) -> dict[str, Any]:
 
 def matrix(scenario: Scenario, profile: Profile | None = None, *, verify: bool = False, greedy_fraction: float = 1.0,
            target_dtype: str | None = None, max_batch: float = 65536.0, crossovers: bool = True) -> pd.DataFrame:
-    """Strategy x collective table for one scenario: per-draft-step and per-decode-step us, saving versus the
+    """Strategy x collective table for one scenario: us per draft call and per decode step, saving versus the
     NCCL baseline, validity, whether the implementation ran natively (else the NCCL fallback priced it) and the
-    crossover batch of the strategy against the baseline under the same collective (draft step).
+    crossover batch of the strategy against the baseline under the same collective (per draft call).
     The frame of `matrix_rows`."""
     import pandas as pd  # only for the frame: `matrix_rows` + `best_pair` (the predict verdict) need none
 
@@ -142,7 +142,7 @@ def matrix_rows(scenario: Scenario, profile: Profile | None = None, *, verify: b
         for name in STRATEGIES:
             cross = found[name].batch if name in found else None
             total = at(wide.total_us(name), i)
-            rows.append({"strategy": name, "collective": impl, "draft_step_us": at(wide.draft.total_us(name), i),
+            rows.append({"strategy": name, "collective": impl, "draft_call_us": at(wide.draft.total_us(name), i),
                          "verify_us": at(wide.verify_us(name), i), "decode_step_us": total,
                          "saving_vs_nccl_baseline_us": reference - total,
                          "valid": valid[name], "native": _native(wide.draft, name, profile, impl),

@@ -20,7 +20,7 @@ def test_columns_follow_the_argument_order(capsys):
                  "--engine", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("[1] h200-sxm-nvlink") and out[2].startswith("[2] h100-sxm-nvlink")
-    assert out[3].index("us/step [1]") < out[3].index("us/step [2]")
+    assert out[3].index("us/call [1]") < out[3].index("us/call [2]")
 
 
 def test_profile_flag_is_refused_not_ignored(capsys):
@@ -32,7 +32,7 @@ def test_compare_text_is_narrow_and_says_the_crossover_in_words(capsys):
     """issue 18: compare printed ~235 columns and NaN for both 'wins everywhere' and 'never wins'."""
     assert main(["compare", "h200-sxm-nvlink", "cpu-gloo", "--tp", "8", "--batch", "16", "--engine", "none"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    table = [x for x in lines if "us/step [1]" in x or x.split() and x.split()[0] in STRATEGIES]
+    table = [x for x in lines if "us/call [1]" in x or x.split() and x.split()[0] in STRATEGIES]
     assert max(len(x) for x in table) <= 140 and max(len(x) for x in lines if x not in table) <= 100
     assert any("wins at every batch in range" in x for x in table) and not any(" nan" in x for x in table)
     frame = compare_table(Scenario(vocab=202048, tp=8, batch=16), [load_profile("cpu-gloo")])

@@ -22,11 +22,11 @@ def test_point_frame_is_predict_json_per_call(capsys):
     assert main(["predict", "--profile", PROFILE, "--tp", "8", "--batch", "32", "--engine", "none", "--json"]) == 0
     want = json.loads(capsys.readouterr().out)["strategies"]
     frame = per_call.point_frame(SC, load_profile(PROFILE)).set_index("strategy")
-    assert "saving_us" not in frame.columns  # one name per quantity: saving_per_draft_step_us
+    assert "saving_us" not in frame.columns  # one name per quantity: saving_per_draft_call_us
     for name, s in want.items():
         row = frame.loc[name]
         assert row["total_us"] == pytest.approx(s["total_us"], rel=1e-12)
-        assert row["saving_per_draft_step_us"] == pytest.approx(s["saving_per_draft_step_us"], rel=1e-12, abs=1e-9)
+        assert row["saving_per_draft_call_us"] == pytest.approx(s["saving_per_draft_call_us"], rel=1e-12, abs=1e-9)
         assert row["saving_per_decode_step_us"] == pytest.approx(s["saving_per_decode_step_us"], rel=1e-12,
                                                                  abs=1e-9)
     assert frame["fastest"].sum() == 1
@@ -38,9 +38,9 @@ def test_sweep_and_focus_rows_agree_with_the_point_frame():
     rows = per_call.focus_rows(SC, profile, batches, "local_argmax_pairs").set_index("batch")
     point = per_call.point_frame(SC, profile).set_index("strategy")
     at32 = table[(table["batch"] == 32) & (table["strategy"] == "local_argmax_pairs")].iloc[0]
-    assert at32["saving_per_draft_step_us"] == pytest.approx(point.loc["local_argmax_pairs",
-                                                                       "saving_per_draft_step_us"], rel=1e-12)
-    assert rows.loc[32, "saving_per_draft_step_us"] == pytest.approx(at32["saving_per_draft_step_us"], rel=1e-12)
+    assert at32["saving_per_draft_call_us"] == pytest.approx(point.loc["local_argmax_pairs",
+                                                                       "saving_per_draft_call_us"], rel=1e-12)
+    assert rows.loc[32, "saving_per_draft_call_us"] == pytest.approx(at32["saving_per_draft_call_us"], rel=1e-12)
     assert set(table["answer"]) == {"per draft call"} == set(rows["answer"])
 
 

@@ -50,7 +50,7 @@ def test_a_sweep_row_under_an_engine_is_predicts_whole_draft_step(capsys, profil
                 assert got.loc[name, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-12,
                                                                              abs=1e-9)
                 # one name per quantity (issue 35): the answer's saving under predict's own names
-                for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):
+                for key in ("saving_per_decode_step_us", "saving_per_draft_call_us"):
                     assert got.loc[name, key] == pytest.approx(entry[key], rel=1e-12, abs=1e-9)
                 # the per-call columns stay the logits path alone, per draft call (predict's per-call numbers)
                 assert got.loc[name, "total_us"] == pytest.approx(entry["total_us"], rel=1e-12)
@@ -72,7 +72,7 @@ def test_engine_none_keeps_the_per_call_numbers_and_has_no_whole_step(capsys):
         got = rows.set_index("strategy")
         for name, r in pred.strategies.items():
             assert got.loc[name, "total_us"] == pytest.approx(float(r.total_us), rel=1e-12)
-            assert got.loc[name, "saving_per_draft_step_us"] == pytest.approx(float(pred.saving_us(name)),
+            assert got.loc[name, "saving_per_draft_call_us"] == pytest.approx(float(pred.saving_us(name)),
                                                                               rel=1e-12, abs=1e-9)
             assert got.loc[name, "saving_per_decode_step_us"] == pytest.approx(
                 float(pred.saving_per_decode_step_us(name)), rel=1e-12, abs=1e-9)
@@ -82,7 +82,7 @@ def test_rows_where_the_whole_step_does_not_apply_say_why(capsys):
     table = _sweep(capsys, "--engine", "vllm", "--tp", "1,8", "--batch", "4", "--vocab", "202048")
     one, eight = table[table["tp"] == 1], table[table["tp"] == 8]
     assert set(one["answer"]) == {"per draft call"} and one["whole_draft_step_us"].isna().all()
-    assert set(one["why_not_whole_draft_step"]) == {"TP 1: nothing to gather, every strategy is the same draft step"}
+    assert set(one["why_not_whole_draft_step"]) == {"TP 1: nothing to gather, every strategy is the same draft call"}
     assert set(eight["answer"]) == {"whole draft step"} and eight["whole_draft_step_us"].notna().all()
 
 
@@ -125,7 +125,7 @@ def test_compare_under_an_engine_is_predicts_whole_draft_step_per_profile(capsys
         assert set(got["quantity"]) == {QUANTITY}
         for s, entry in want["strategies"].items():
             assert got.loc[s, "whole_draft_step_us"] == pytest.approx(entry["whole_draft_step_us"], rel=1e-9)
-            for key in ("saving_per_decode_step_us", "saving_per_draft_step_us"):  # predict's names, its numbers
+            for key in ("saving_per_decode_step_us", "saving_per_draft_call_us"):  # predict's names, its numbers
                 assert got.loc[s, key] == pytest.approx(entry[key], rel=1e-9, abs=1e-9)
             assert got.loc[s, "total_us"] == pytest.approx(entry["total_us"], rel=1e-9)  # per call, as before
             assert got.loc[s, "logits_path_saving_per_call_us"] == pytest.approx(

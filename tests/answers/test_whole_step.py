@@ -124,7 +124,7 @@ def test_predict_json_headline_uses_the_whole_step(capsys):
     assert local["interval"] == ws["strategies"]["local_argmax_pairs"]["interval"]
     assert local["per_call"]["logits_path_saving_per_decode_step_us"] == pytest.approx(
         5 * local["per_call"]["logits_path_saving_per_call_us"])
-    assert local["saving_per_decode_step_us"] == pytest.approx(5 * local["saving_per_draft_step_us"])
+    assert local["saving_per_decode_step_us"] == pytest.approx(5 * local["saving_per_draft_call_us"])
     assert out["crossover_batch"] == local["crossover_batch"]
     iv = local["interval"]["saving_per_decode_step_us"]
     assert iv["low"] <= local["saving_per_decode_step_us"] <= iv["high"]
@@ -148,7 +148,7 @@ def test_predict_sensitivity_is_of_the_answers_saving(capsys, engine, quantity):
     rows = out["sensitivity"]
     assert rows and {r["quantity"] for r in rows} == {quantity}
     local = out["strategies"]["local_argmax_pairs"]
-    want = local["saving_per_decode_step_us"] if quantity == QUANTITY else local["saving_per_draft_step_us"]
+    want = local["saving_per_decode_step_us"] if quantity == QUANTITY else local["saving_per_draft_call_us"]
     assert rows[0]["saving_us"] == pytest.approx(want, rel=1e-12)
 
 
@@ -163,7 +163,7 @@ def test_recommend_ranks_the_whole_step_where_an_engine_runs_it():
     saving = totals["full_all_gather"] - totals["local_argmax_pairs"]
     expected = float(np.dot(wl.weight, saving))
     assert rec.flag.expected_saving_per_decode_step_us == pytest.approx(expected)
-    assert rec.flag.expected_saving_per_draft_step_us == pytest.approx(expected / calls)
+    assert rec.flag.expected_saving_per_draft_call_us == pytest.approx(expected / calls)
     lo, hi = rec.flag.interval_us
     assert lo <= expected <= hi
     none = recommend({**kw, "engine": "none"}, wl, p, arch=_arch(sc), with_discrepancy=False)

@@ -31,7 +31,7 @@ def test_predict_json_done_when_command():
     assert out["question"]["engine"] == "vllm" and out["question"]["quantity"].startswith("whole draft step under vllm")
     for name, s in out["strategies"].items():
         assert s["total_us"] == pytest.approx(sum(s["components"].values()))
-        assert s["saving_per_decode_step_us"] == pytest.approx(5 * s["saving_per_draft_step_us"])
+        assert s["saving_per_decode_step_us"] == pytest.approx(5 * s["saving_per_draft_call_us"])
         whole = out["whole_draft_step"]["strategies"][name]
         assert s["saving_per_decode_step_us"] == whole["saving_per_decode_step_us"]
         assert "crossover_batch" in s and "logits_path_saving_per_call_us" in s["per_call"]
@@ -181,7 +181,7 @@ def test_sweep_csv_carries_the_scenario_columns_and_parquet_matches(tmp_path):
     assert (a.profile == load_profile(None).name).all()
     assert a.total_us.to_numpy() == pytest.approx(b.total_us.to_numpy())
     k5 = a[(a.num_spec_tokens == 5)]
-    assert k5.saving_per_decode_step_us.to_numpy() == pytest.approx(5 * k5.saving_per_draft_step_us.to_numpy())
+    assert k5.saving_per_decode_step_us.to_numpy() == pytest.approx(5 * k5.saving_per_draft_call_us.to_numpy())
 
 
 def test_sweep_text_cells_are_formula_safe(tmp_path):

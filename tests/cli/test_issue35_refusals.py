@@ -179,7 +179,7 @@ def test_tp1_and_dp_are_priced_where_the_draft_cannot_shard_at_the_target_tp(cap
     table = json.loads(out)["placement"]
     assert table["unavailable"] == "draft TP 5: must divide the draft's 40 heads and its intermediate size 16384"
     assert (table["chosen"]["placement"], table["chosen"]["draft_tp"]) == (placement, 1)
-    assert table["chosen"]["draft_step_us"] > 0
+    assert table["chosen"]["whole_draft_step_us"] > 0
     code, out, err = cli(capsys, "predict", "--vocab", "128000", "--tp", "5", "--placement", placement,
                          "--no-intervals")
     assert code == 0, err

@@ -24,10 +24,10 @@ def test_predict_header_lines_fit_in_the_width(capsys):
 
 
 def test_sweep_names_the_saving_as_every_other_table_does(tmp_path):
-    """issue 18: `saving_us` in the sweep vs `saving_per_draft_step_us` in compare / recommend / the dashboard."""
+    """issue 18: `saving_us` in the sweep vs `saving_per_draft_call_us` in compare / recommend / the dashboard."""
     import csv
 
     out = tmp_path / "s.csv"
     assert main(["sweep", "--tp", "8", "--batch", "1,64", "--out", str(out)]) == 0
     header = next(csv.reader(out.open()))
-    assert "saving_per_draft_step_us" in header and "saving_us" not in header
+    assert "saving_per_draft_call_us" in header and "saving_us" not in header

@@ -117,7 +117,7 @@ def test_defaults_run_clean_and_match_costmodel():
     profile = load_profile(at.session_state["profile"])
     pred = predict(sc, profile)
     assert headline(at) == f"Fastest at batch {at.session_state['batch']}: {fastest(pred)}"
-    assert metric(at, "Saving / draft step") == format_us(pred.saving_us(FOCUS).item(), sign=True)
+    assert metric(at, "Saving / draft call") == format_us(pred.saving_us(FOCUS).item(), sign=True)
     assert metric(at, "Saving / decode step") == format_us(pred.saving_per_decode_step_us(FOCUS).item(), sign=True)
     cross = crossover(sc, FOCUS, profile)
     assert metric(at, "Crossover batch") == format_batch(cross.batch)
@@ -451,13 +451,13 @@ def test_query_params_round_trip():
         assert state.inputs_from_session(state.session_values(inputs)) == inputs
 
 
-def test_cache_keys_ignore_what_never_changes_a_per_draft_step_price():
+def test_cache_keys_ignore_what_never_changes_a_per_draft_call_price():
     spec = state.Inputs(hidden=5120, k=5, engine="none").spec
-    assert data.per_draft_step(spec) == data.per_draft_step(spec.with_(hidden=8192, num_spec_tokens=2))
+    assert data.per_draft_call(spec) == data.per_draft_call(spec.with_(hidden=8192, num_spec_tokens=2))
     parallel = spec.with_(drafting="parallel")
-    assert data.per_draft_step(parallel).num_spec_tokens == 5  # parallel: B*K rows per call
+    assert data.per_draft_call(parallel).num_spec_tokens == 5  # parallel: B*K rows per call
     vllm = spec.with_(engine="vllm")  # the hidden size prices vLLM's head start (the lm_head GEMM)
-    assert data.per_draft_step(vllm).hidden == 5120
+    assert data.per_draft_call(vllm).hidden == 5120
 
 
 def test_dashboard_vllm_crossover_is_the_clis():
@@ -576,7 +576,7 @@ def test_verdict_csv(ev):
     for name in STRATEGIES:
         row = out[out["strategy"] == name].iloc[0]
         assert row["total_us"] == pytest.approx(pred.total_us(name).item())
-        assert row["saving_per_draft_step_us"] == pytest.approx(pred.saving_us(name).item())
+        assert row["saving_per_draft_call_us"] == pytest.approx(pred.saving_us(name).item())
         assert row["saving_per_decode_step_us"] == pytest.approx(3 * pred.saving_us(name).item())
         assert bool(row["fastest"]) == (name == fastest(pred))
     focus = out[out["strategy"] == FOCUS].iloc[0]
@@ -623,7 +623,7 @@ def test_heatmap_csvs(ev):
     assert 16 in data.heat_tps(dataclasses.replace(spec, tp=16, nodes=2), ev.profile)
     cell = tp[(tp["tp"] == 2) & (tp["batch"] == 8)].iloc[0]
     sc = Scenario(vocab=spec.vocab, tp=2, num_spec_tokens=3, batch=8)
-    assert cell["saving_per_draft_step_us"] == pytest.approx(predict(sc, ev.profile).saving_us(FOCUS).item())
+    assert cell["saving_per_draft_call_us"] == pytest.approx(predict(sc, ev.profile).saving_us(FOCUS).item())
     assert cell["fastest_strategy"] == fastest(predict(sc, ev.profile))
 
 
@@ -1005,8 +1005,8 @@ def test_engine_choice_prices_what_the_engine_executes():
     arch = DraftArch.from_fields({**preset_draft(at.session_state["preset"]), "vocab": int(sc.draft_vocab)})
     ws = whole_step_answer(sc, load_profile(at.session_state["profile"]), arch, intervals=False)
     focus = ws["strategies"][FOCUS]
-    assert metric(at, "Saving / draft step") == format_us(focus["saving_per_draft_step_us"], sign=True)
-    assert ws["strategies"][FOCUS]["saving_per_draft_step_us"] != pytest.approx(pred.saving_us(FOCUS).item())
+    assert metric(at, "Saving / draft call") == format_us(focus["saving_per_draft_call_us"], sign=True)
+    assert ws["strategies"][FOCUS]["saving_per_draft_call_us"] != pytest.approx(pred.saving_us(FOCUS).item())
     assert at.query_params["engine"] == "vllm"
 
 

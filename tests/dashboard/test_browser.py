@@ -206,7 +206,7 @@ def test_change_batch_download_csv_and_restore_link(server, browser):
     download = info.value
     assert download.suggested_filename == "time_vs_batch.csv"
     table = pd.read_csv(download.path())
-    assert {"batch", "strategy", "total_us", "saving_per_draft_step_us"} <= set(table.columns)
+    assert {"batch", "strategy", "total_us", "saving_per_draft_call_us"} <= set(table.columns)
     assert table["batch"].min() == Inputs.batch_min and table["batch"].max() == Inputs.batch_max
     row = table[(table["batch"] == 256) & (table["strategy"] == FOCUS)].iloc[0]
     inputs = Inputs(engine="none")
@@ -487,7 +487,7 @@ def check_layout(probe: dict, width: int) -> None:
 
 
 def check_compare(probe: list, width: int) -> None:
-    """Issue 18: the side-by-side compare table (seven columns headed `saving_per_draft_step_us[<profile>]`) was
+    """Issue 18: the side-by-side compare table (seven columns headed `saving_per_draft_call_us[<profile>]`) was
     cut on the right at 800 and 1440 px; now one table per profile (strategy, time, saving, crossover batch under
     short headers) that fits the page without a horizontal scroll."""
     assert len(probe) == 2, (width, probe)  # one table per profile compared

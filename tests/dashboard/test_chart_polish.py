@@ -31,7 +31,7 @@ def _all_specs() -> list[dict]:
     points, curves = _points()
     heat = pd.DataFrame({"batch": [1, 2, 1, 2], "tp": [2, 2, 4, 4],
                          "saving_per_decode_step_us": [-3.0, 40.0, 900.0, 2500.0],
-                         "saving_per_draft_step_us": [-1.0, 8.0, 180.0, 500.0], "saving_pct": [1.0] * 4,
+                         "saving_per_draft_call_us": [-1.0, 8.0, 180.0, 500.0], "saving_pct": [1.0] * 4,
                          "fastest_strategy": ["full_all_gather"] * 4})
     work = pd.DataFrame({"batch": [1, 8], "weight": [0.25, 0.75], "best": ["full_all_gather", "local_argmax_pairs"]})
     curve = pd.DataFrame({"top_k": [1, 2, 4, 1, 2, 4], "collective": ["nccl"] * 3 + ["oneshot"] * 3,
@@ -89,7 +89,7 @@ def test_ops_and_collectives_keep_fixed_colours():
 
 def test_heatmap_colour_legend_has_more_than_its_end_values():
     heat = pd.DataFrame({"batch": [1, 2], "tp": [2, 4], "saving_per_decode_step_us": [-30.0, 2500.0],
-                         "saving_per_draft_step_us": [-6.0, 500.0], "saving_pct": [1.0, 2.0],
+                         "saving_per_draft_call_us": [-6.0, 500.0], "saving_pct": [1.0, 2.0],
                          "fastest_strategy": ["a", "b"]})
     (legend,) = [c["legend"] for c in _find(charts.heatmap(heat, "tp", "TP").to_dict(), "color")
                  if isinstance(c, dict) and "legend" in c]
@@ -124,11 +124,11 @@ def test_the_specs_are_valid_vega_lite(i):
 
 
 def test_the_compare_table_is_long_and_narrow():
-    """Before: seven columns headed e.g. 'saving_per_draft_step_us[b200-hgx-nvlink]', cut at 800 and 1440 px."""
+    """Before: seven columns headed e.g. 'saving_per_draft_call_us[b200-hgx-nvlink]', cut at 800 and 1440 px."""
     table = compare_table(Scenario(tp=8, batch=64, num_spec_tokens=5),
                           [load_profile("h200-sxm-nvlink"), load_profile("b200-hgx-nvlink")])
     long = compare_long_table(table)
-    assert list(long.columns) == ["strategy", "profile", "total_us", "saving_per_draft_step_us",
+    assert list(long.columns) == ["strategy", "profile", "total_us", "saving_per_draft_call_us",
                                   "crossover_batch"]
     assert len(long) == 2 * len(STRATEGIES)
     assert list(long["strategy"][::2]) == list(STRATEGIES)
@@ -142,7 +142,7 @@ def test_the_compare_table_is_long_and_narrow():
 def test_heatmap_cell_numbers_only_where_the_cells_are_wide_enough():
     heat = pd.DataFrame({"batch": list(range(1, 17)) * 2, "tp": [2] * 16 + [4] * 16,
                          "saving_per_decode_step_us": np.linspace(-50, 3000, 32),
-                         "saving_per_draft_step_us": np.linspace(-10, 600, 32), "saving_pct": [1.0] * 32,
+                         "saving_per_draft_call_us": np.linspace(-10, 600, 32), "saving_pct": [1.0] * 32,
                          "fastest_strategy": ["a"] * 32})
     spec = charts.heatmap(heat, "tp", "TP").to_dict()
     (text,) = [layer for layer in spec["layer"] if (layer["mark"]["type"] if isinstance(layer["mark"], dict)
@@ -158,7 +158,7 @@ def test_sweep_time_axis_ticks_every_decade_and_end_labels_do_not_overlap():
     times = {"full_all_gather": [30.0, 300.0, 5000.0], "full_all_gather_no_relayout": [29.0, 280.0, 4900.0],
              "gather_to_rank0": [31.0, 310.0, 4950.0], "local_argmax_pairs": [40.0, 45.0, 60.0],
              "packed_allreduce_max": [40.5, 45.5, 60.5]}
-    sweep = pd.DataFrame([{"batch": b, "strategy": s, "total_us": t, "saving_per_draft_step_us": 0.0,
+    sweep = pd.DataFrame([{"batch": b, "strategy": s, "total_us": t, "saving_per_draft_call_us": 0.0,
                            "saving_pct": 0.0} for s, ts in times.items() for b, t in zip(batches, ts)])
     spec = charts.sweep_chart(sweep, None)
     y = spec["layer"][0]["encoding"]["y"]

@@ -26,6 +26,6 @@ def test_the_crossover_by_k_chart_has_titles_log_axes_and_the_fixed_palette():
 def test_the_compare_panel_shows_one_table_per_profile():
     at = run_app({"cmp": "b200-hgx-nvlink", "cmp_show": "1"})
     tables = [d.value for d in at.dataframe if list(d.value.columns) == [
-        "strategy", "total_us", "saving_per_draft_step_us", "crossover_batch"]]
+        "strategy", "total_us", "saving_per_draft_call_us", "crossover_batch"]]
     assert len(tables) == 2 and all(len(t) == 5 for t in tables)
     assert any("b200" in m.value and "(derived)" in m.value for m in at.markdown)  # each table is headed

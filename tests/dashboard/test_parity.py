@@ -45,7 +45,7 @@ def test_every_engine_same_answer_on_the_dashboard_and_the_cli(capsys, profile, 
         case = (profile, preset, engine)
         assert v.fastest == cli["best"], case
         assert v.focus_saving_decode_us == pytest.approx(want["saving_per_decode_step_us"], abs=0.1), case
-        assert v.focus_saving_us == pytest.approx(want["saving_per_draft_step_us"], abs=0.1), case
+        assert v.focus_saving_us == pytest.approx(want["saving_per_draft_call_us"], abs=0.1), case
         cross = want["crossover_batch"]
         assert (v.crossover_batch is None) == (cross is None), case
         if cross is not None:

@@ -19,7 +19,7 @@ def test_placement_panel_prices_every_placement():
     assert frames, "no placement table"
     table = frames[0]
     assert list(table["placement"])[:3] == ["target", "tp1", "dp"]  # TP 8 by default: + q=2, q=4
-    assert (table["draft step us"] > 0).all()
+    assert (table["whole draft step us"] > 0).all()
     assert any("Drafter forward" in c.value and "common to every strategy" in c.value for c in at.caption)
     at.number_input(key="placement_layers").set_value(4).run()  # a custom draft: 4 layers cost more
     assert not at.exception, at.exception

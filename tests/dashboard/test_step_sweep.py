@@ -150,7 +150,7 @@ def test_engine_none_keeps_the_per_call_chart_and_says_why():
     shown = views.sweep_quantity(step)[1]  # predict's quantity text, in the page's "µs"
     assert f"Shown: {tables.micro(PER_CALL)}" in shown and tables.micro(step.why) in shown
     out = pd.read_csv(io.BytesIO(tables.csv_bytes(views.download_frame(table, ev))))
-    assert {"total_us", "saving_per_draft_step_us", "answer", "why_not_whole_draft_step",
+    assert {"total_us", "saving_per_draft_call_us", "answer", "why_not_whole_draft_step",
             "provenance"} <= set(out.columns)
     assert set(out["answer"]) == {"per draft call"}
     assert out["why_not_whole_draft_step"].isna().all()  # engine none: the per-call answer is the one asked for
@@ -172,7 +172,7 @@ def test_breakdown_under_an_engine_is_labelled_one_draft_call():
     assert BREAKDOWN_ONE_CALL in json.dumps(spec, ensure_ascii=False)
     assert any("one draft call's logits path" in m.value for m in at.markdown)
     none = run_app({"tab": "Breakdown", "engine": "none"})
-    assert "time per draft step (µs)" in json.dumps(drawn(none, "breakdown_chart"), ensure_ascii=False)
+    assert "time per draft call (µs)" in json.dumps(drawn(none, "breakdown_chart"), ensure_ascii=False)
 
 
 def test_quantity_texts_are_predicts():
@@ -191,7 +191,7 @@ def test_whole_step_charts_are_valid_vega_lite_and_export():
     html = report_html(evaluate(state.inputs_from_session(at.session_state), {}))
     assert "Time per decode step (whole draft step) vs batch" in html and "one draft call&#x27;s logits path" in html
     assert "Every strategy at batch 64: the whole draft step" in html and "time / decode step" in html
-    assert "time / draft step" not in html  # the verdict table is the whole step's, not one call's
+    assert "time / draft call" not in html  # the verdict table is the whole step's, not one call's
 
 
 # -- the heatmaps under an engine -----------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_heatmap_rows_under_an_engine_are_the_whole_step_and_per_call_without_on
     assert set(row["answer"]) == {"whole draft step"}
     np.testing.assert_array_equal(row["saving_per_decode_step_us"].to_numpy(), want)
     calls = int(spec.num_spec_tokens)  # serial drafting: K calls per decode step
-    np.testing.assert_allclose(row["saving_per_draft_step_us"].to_numpy(), want / calls, rtol=1e-12)
+    np.testing.assert_allclose(row["saving_per_draft_call_us"].to_numpy(), want / calls, rtol=1e-12)
     fastest = [min(STRATEGIES, key=lambda s, i=i: (totals[s][i], STRATEGIES.index(s))) for i in range(len(batches))]
     assert list(row["fastest_strategy"]) == fastest
     # a draft vocab row prices the draft with that lm_head vocabulary (and d2t on below the target vocab)

@@ -135,7 +135,7 @@ def test_the_sweep_charts_declare_one_legend_for_the_strategies(name):
     in every layer): a `legend: null` next to the lines' legend was 'Conflicting legend property "disable"' in the
     browser console. Every declaration is now the same legend."""
     rows = [{"batch": b, "strategy": s, "total_us": 10.0 * b + i,
-             "saving_per_draft_step_us": 0.0 if s == BASELINE else b - 2.0, "saving_pct": 1.0,
+             "saving_per_draft_call_us": 0.0 if s == BASELINE else b - 2.0, "saving_pct": 1.0,
              "saving_per_decode_step_us": 0.0 if s == BASELINE else 3.0 * (b - 2.0)}
             for i, s in enumerate(STRATEGIES) for b in (1.0, 4.0, 64.0)]
     spec = getattr(charts, name)(pd.DataFrame(rows), 3.5, (2.0, 5.0))

@@ -115,7 +115,7 @@ def test_predict_json_carries_intervals(capsys):
     assert main(["predict", "--vocab", "202048", "--tp", "8", "--batch", "64", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     iv = out["strategies"]["local_argmax_pairs"]["interval"]
-    assert iv["saving_per_draft_step_us"]["low"] <= iv["saving_per_draft_step_us"]["high"]
+    assert iv["saving_per_draft_call_us"]["low"] <= iv["saving_per_draft_call_us"]["high"]
     assert out["strategies"]["local_argmax_pairs"]["verdict"] in ("faster", "slower", "uncertain")
 
 

@@ -93,5 +93,5 @@ def test_dashboard_profile_text_is_keyed_by_its_digest():
     assert uploaded.digest != h200.digest
     for text, name in ((h200, "h200-sxm-nvlink"), (uploaded, "cpu-gloo")):
         frame = data.crossover_frame(text, spec).set_index("strategy")
-        found = crossovers(data.per_draft_step(spec).scenario(1), data.ALTERNATIVES, load_profile(name))
+        found = crossovers(data.per_draft_call(spec).scenario(1), data.ALTERNATIVES, load_profile(name))
         assert [frame.loc[s, "status"] for s in found] == [c.status for c in found.values()]

@@ -110,7 +110,7 @@ def test_strategy_totals_are_sums_of_components_and_match_hand_values():
     pairs = pred.strategies["local_argmax_pairs"]
     assert float(pairs.wire_bytes_per_rank) == 64 * 8
     assert float(pairs.components_us["all_gather"]) == pytest.approx(4 + 6.6 + 0.6 * 7 + 64 * 8 * 8 * 7 / 8 / 141e3)
-    # per decode step = K x per draft step for serial drafting
+    # per decode step = K x per draft call for serial drafting
     assert float(pred.saving_per_decode_step_us("local_argmax_pairs")) == pytest.approx(
         5 * float(pred.saving_us("local_argmax_pairs")))
     par = predict(sc.with_(drafting="parallel"), H200)
@@ -312,7 +312,7 @@ def test_dtype_free_kernel_tables_apply_to_every_logits_dtype():
 
 
 def test_serial_crossover_does_not_depend_on_k():
-    """The dashboard caches crossovers per draft step: with serial drafting K only scales the decode step."""
+    """The dashboard caches crossovers per draft call: with serial drafting K only scales the decode step."""
     for k in (2, 7):
         for name in ("local_argmax_pairs", "full_all_gather_no_relayout"):
             one = crossover(Scenario(vocab=151936, tp=4, num_spec_tokens=1), name, H200)

@@ -438,5 +438,5 @@ def test_matrix_prices_each_implementation_as_its_own_decode_step(name, fields, 
         rows = table[table["collective"] == impl].set_index("strategy")
         for s in STRATEGIES:
             assert rows.loc[s, "decode_step_us"] == float(step.total_us(s)), (impl, s)
-            assert rows.loc[s, "draft_step_us"] == float(step.draft.total_us(s)), (impl, s)
+            assert rows.loc[s, "draft_call_us"] == float(step.draft.total_us(s)), (impl, s)
             assert rows.loc[s, "valid"] == bool(step.valid(s)), (impl, s)

@@ -174,7 +174,7 @@ def test_cli_profiles_and_compare(tmp_path, capsys):
     assert main(["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--preset", "llama4-maverick", "--tp", "8",
                  "--batch", "64", "--engine", "none", "--csv", str(csv)]) == 0
     text = capsys.readouterr().out
-    assert "[2] b200-hgx-nvlink" in text and "us/step [2]" in text and "local_argmax_pairs" in text
+    assert "[2] b200-hgx-nvlink" in text and "us/call [2]" in text and "local_argmax_pairs" in text
     import pandas as pd
 
     table = pd.read_csv(csv)
