@@ -122,7 +122,7 @@ def add_fabric_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nics-per-node", type=TEXT, default=None,
                    help="scale-out NICs per node (default: the fabric's, else the profile's)")
     p.add_argument("--nic-gbps", type=TEXT, default=None,
-                   help="line rate of one NIC, Gb/s (default: the fabric's, else the profile's)")
+                   help="line rate of one NIC, Gb/s, 1 (1 GbE) to 3200 (default: the fabric's, else the profile's)")
 
 
 def _add_scenario_args(p: argparse.ArgumentParser, *, lists: bool, batch: bool = True) -> None:
