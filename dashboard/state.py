@@ -57,11 +57,14 @@ FLAG_LABELS = {
     "--verify": "Greedy verification", "--greedy-fraction": "Greedy fraction",
 }
 _FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+_PASS_FLAG = re.compile(r"\bpass (--[a-z][a-z0-9-]*) ([^\s,;]+)")
 
 
 def in_dashboard_words(message: str) -> str:
     """An error line with each CLI flag it names replaced by the dashboard input that sets it (FLAG_LABELS, in
-    quotes); a flag the dashboard has no input for stays as written."""
+    quotes; "pass --nodes 2" reads "set “Nodes” to 2"); a flag the dashboard has no input for stays as written."""
+    message = _PASS_FLAG.sub(lambda m: f"set {m.group(1)} to {m.group(2)}" if m.group(1) in FLAG_LABELS
+                             else m.group(), message)
     return _FLAG.sub(lambda m: f"“{FLAG_LABELS[m.group()]}”" if m.group() in FLAG_LABELS else m.group(), message)
 
 

@@ -770,8 +770,8 @@ def test_tp_above_the_gpus_per_node_is_refused_as_the_cli_refuses_it():
     """One validation for every face (issue 35): TP 16 on one 8-GPU node is the CLI's one-line error here too
     (the dashboard used to warn and price it)."""
     at = run_app({"tp": "16"})
-    want = ("tp 16 on 1 node(s) needs 16 GPUs per node, but profile h200-sxm-nvlink has 8 GPUs per node: pass "
-            "--nodes 2 (or more)")
+    want = ("tp 16 on 1 node(s) needs 16 GPUs per node, but profile h200-sxm-nvlink has 8 GPUs per node: set "
+            "“Nodes” to 2 (or more)")  # the CLI's "pass --nodes 2" in the sidebar's words (issue 43)
     assert errors(at) == [want]
     at.number_input(key="nodes").set_value(2).run()
     assert not errors(at)
@@ -1146,6 +1146,8 @@ def test_error_lines_name_the_dashboard_inputs_not_cli_flags():
     (the Impact tab's line: test_impact_tab_shows_every_strategy_with_intervals_and_bounds_the_acceptance_length)."""
     assert state.in_dashboard_words("--itl-ms: needs --acceptance-length too (1..K+1); --bogus stays") == (
         "“Baseline ITL (ms)”: needs “Mean acceptance length (tokens / decode step)” too (1..K+1); --bogus stays")
+    assert state.in_dashboard_words("needs 16 GPUs per node: pass --nodes 2 (or more); pass --out FILE") == (
+        "needs 16 GPUs per node: set “Nodes” to 2 (or more); pass --out FILE")
     sources = [ROOT / "app.py", *sorted((ROOT / "dashboard").glob("*.py"))]
     shown = [line for path in sources for line in path.read_text().splitlines() if "st.error(" in line]
     assert len(shown) >= 10 and all("in_dashboard_words(" in line for line in shown), shown
