@@ -102,7 +102,7 @@ with st.sidebar:
     st.selectbox("Base profile for what the measurements do not cover", PROFILES, key="upload_base",
                  help="the fit takes every parameter it cannot measure from this profile (and says which)")
     if ss["_upload_error"]:
-        st.error(plain(ss["_upload_error"]))
+        st.error(plain(state.in_dashboard_words(ss["_upload_error"])))
     if ss["profile"] in ss["_base_notes"]:
         base_name, taken = ss["_base_notes"][ss["profile"]]
         shown = ", ".join(taken[:BASE_NOTE_ITEMS]) + (f" and {len(taken) - BASE_NOTE_ITEMS} more (Calibration tab)"
@@ -161,7 +161,7 @@ try:
     ev = evaluate(inputs, ss["_uploads"])
     ss["_last_good"] = inputs
 except InputError as exc:
-    st.error(plain(str(exc)))
+    st.error(plain(state.in_dashboard_words(str(exc))))
     try:
         ev = evaluate(ss["_last_good"], ss["_uploads"])
     except InputError:

@@ -20,6 +20,7 @@ from costmodel.profiles.store import bundled_profiles, load_profile
 
 from .data import text_fabric
 from .question import sidebar_arch
+from .state import in_dashboard_words
 from .tables import COMPARE_LABELS, compare_long_table, display
 
 
@@ -61,7 +62,7 @@ def compare_panel(ev: Any) -> None:
         try:
             table = _table(ev.profile, key, other, ev.inputs.spec, float(ev.inputs.batch), ev.inputs.preset, fabric)
         except (InputError, ValueError) as exc:
-            st.error(plain(str(exc)))
+            st.error(plain(in_dashboard_words(str(exc))))
             return
         shown = compare_long_table(table)  # one narrow table per profile: nothing cut at 800 or 1440 px
         kinds_of = dict(zip(table["profile"], table["kind"]))

@@ -21,6 +21,7 @@ from costmodel.io.plain import markdown_text as plain
 from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft
 
+from .state import in_dashboard_words
 from .tables import micro
 
 ARCH_FIELDS = (("layers", "Draft layers"), ("hidden", "Draft hidden"), ("heads", "Heads"),
@@ -89,7 +90,7 @@ def placement_panel(ev: Any) -> None:
             batches = tuple(np.unique(np.round(np.geomspace(lo, hi, 16))).tolist())
             sweep = _sweep(ev.profile, key, ev.inputs.spec, batches, arch, kv_len, None if not fwd else float(fwd))
         except (InputError, ValueError) as exc:
-            st.error(plain(str(exc)))
+            st.error(plain(in_dashboard_words(str(exc))))
             return
         st.caption(plain(micro(f"Drafter forward (context, common to every strategy): "
                                f"{table['drafter_forward_us']:.1f} us per draft call at the target's TP - "

@@ -18,7 +18,7 @@ from costmodel.io.plain import markdown_text as plain
 
 from .data import _CACHE, example_benches
 from .question import question_of
-from .state import Inputs, ScenarioSpec
+from .state import Inputs, ScenarioSpec, in_dashboard_words
 from .tables import micro
 from .verdict import Evaluation
 from .views import ON_PAGE, FilePicker, chart, download, pick_file, show_table
@@ -70,7 +70,7 @@ def serving_tab(ev: Evaluation) -> None:
         with st.spinner("replaying the run per strategy"):
             ab = serving_ab(ev.profile_text, ev.inputs, name, text)
     except InputError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(in_dashboard_words(str(exc))))
         return
     rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
     st.caption(plain(micro(

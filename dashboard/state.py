@@ -16,6 +16,7 @@ workloads live only in the session, so a link that names one falls back to the d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -42,6 +43,31 @@ IMPLS = ("torch", "fused")
 BEST_COLLECTIVE = "best available"
 TOPK_COLLECTIVES = (BEST_COLLECTIVE, *COLLECTIVE_IMPLS)  # the matrix panel's collective choice
 TOPK_LIMIT = 4096
+# The sidebar / panel label of each CLI flag a costmodel InputError may name (the one validation is the CLI's):
+# `in_dashboard_words` shows "Mean acceptance length (tokens / decode step): must be in 1..K+1 ..." where the
+# message says "--acceptance-length: ...", a flag no dashboard reader types (issue 43).
+FLAG_LABELS = {
+    "--acceptance-length": "Mean acceptance length (tokens / decode step)", "--itl-ms": "Baseline ITL (ms)",
+    "--batch": "Batch (sequences per decode step)", "--num-spec-tokens": "K (draft tokens)", "--tp": "TP size",
+    "--nodes": "Nodes", "--vocab": "Target vocab", "--draft-vocab": "Draft vocab", "--hidden": "Draft hidden size",
+    "--d2t": "EAGLE-3 d2t map", "--dtype": "Logits dtype", "--drafting": "Drafting", "--mode": "Mode",
+    "--engine": "Engine", "--impl": "Kernels", "--profile": "Cluster profile", "--preset": "Model preset",
+    "--fabric": "Fabric between nodes", "--kv-len": "KV length (tokens)",
+    "--forward-us": "Measured forward (µs per draft call, optional)", "--top-k": "Top-k",
+    "--verify": "Greedy verification", "--greedy-fraction": "Greedy fraction",
+}
+_FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+_PASS_FLAG = re.compile(r"\bpass (--[a-z][a-z0-9-]*) ([^\s,;]+)")
+
+
+def in_dashboard_words(message: str) -> str:
+    """An error line with each CLI flag it names replaced by the dashboard input that sets it (FLAG_LABELS, in
+    quotes; "pass --nodes 2" reads "set “Nodes” to 2"); a flag the dashboard has no input for stays as written."""
+    message = _PASS_FLAG.sub(lambda m: f"set {m.group(1)} to {m.group(2)}" if m.group(1) in FLAG_LABELS
+                             else m.group(), message)
+    return _FLAG.sub(lambda m: f"“{FLAG_LABELS[m.group()]}”" if m.group() in FLAG_LABELS else m.group(), message)
+
+
 OWN_FABRIC = "profile's own"  # the fabric choice that prices the profile as built (no --fabric)
 FABRICS = (OWN_FABRIC, *fabric_names())
 

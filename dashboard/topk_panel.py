@@ -25,6 +25,7 @@ from costmodel.io.safe_io import write_csv
 from costmodel.model.collective_impls import IMPLS, provenance_text
 
 from .charts import crossover_by_k_chart
+from .state import in_dashboard_words
 
 BEST = "best available"
 COLLECTIVE_CHOICES = (BEST, *IMPLS)
@@ -96,7 +97,7 @@ def topk_panel(ev: Any) -> None:
             curve = _crossover_by_k(ev.profile, key, ev.inputs.spec, float(ev.inputs.batch),
                                     IMPLS if chosen == BEST else (chosen,))
         except (InputError, ValueError) as exc:
-            st.error(plain(str(exc)))
+            st.error(plain(in_dashboard_words(str(exc))))
             return
         fallback = "" if best["native"] else " (some of its collectives fall back to NCCL)"
         st.success(plain(f"Best (strategy, collective) at batch {ev.inputs.batch}, top-k {k}: "

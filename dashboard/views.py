@@ -38,6 +38,7 @@ from .export import PNG_SCALE, chart_png, chart_svg, report_html
 from .fidelity import SENSITIVITY_TOP, explanation_text, reference_profiles, sensitivity_frame, validation
 from .question import answer_of, sidebar_arch, workload_answer
 from .sources_panel import provenance_badge, range_quirks_caption, sources_caption
+from .state import in_dashboard_words
 from .sweep_answer import BREAKDOWN_ONE_CALL, sweep_answer_of, sweep_marks, sweep_quantity
 from .tables import (
     breakdown_table,
@@ -320,7 +321,7 @@ def sensitivity_tab(ev: Evaluation) -> None:
                 "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
                 f"+1%. Measured kernel tables are not perturbed.{shown}")
     if error is not None:
-        st.error(plain(str(error)))
+        st.error(plain(in_dashboard_words(str(error))))
     if table is not None and table.empty:
         st.info("No profile parameter changes this saving.")
     elif table is not None:
@@ -444,7 +445,7 @@ def validation_section(name: str) -> None:
         with st.expander("Validation table for all bundled profiles named in data/reference"):
             _validation_tables(None)
     except InputError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(in_dashboard_words(str(exc))))
 
 
 def measured_section(ev: Evaluation, measurements_csv: str | None) -> None:
@@ -476,7 +477,7 @@ def impact_tab(ev: Evaluation) -> None:
     try:
         result = answer_of(ev.profile_text, inputs).point
     except InputError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(in_dashboard_words(str(exc))))
         return
     frame = pd.DataFrame(impact_rows(result))
     st.markdown(f"**Impact of switching from {BASELINE}** at batch {inputs.batch:,}, baseline ITL "
@@ -558,7 +559,7 @@ def pick_file(picker: FilePicker, examples: dict[str, str]) -> tuple[str, str] |
     right.file_uploader(picker.upload_label, type=list(picker.types), key=f"{picker.key}_upload",
                         on_change=_on_upload, args=(picker,))
     if ss.get(f"_{picker.key}_error"):
-        st.error(plain(ss[f"_{picker.key}_error"]))
+        st.error(plain(in_dashboard_words(ss[f"_{picker.key}_error"])))
     name = ss.get(picker.key)
     if name is None:
         st.info(picker.empty)
@@ -589,7 +590,7 @@ def recommendation_tab(ev: Evaluation) -> None:
     try:
         answer = workload_answer(ev.profile_text, inputs, name, text)
     except InputError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(in_dashboard_words(str(exc))))
         return
     rec = answer.recommendation
     DECISION_BOX[rec.decision](plain(rec.headline))

@@ -768,6 +768,8 @@ def run(cfg: Config, launch: Launch, argv: Sequence[str]) -> int:
             status[0] = str(exc)
     dist.broadcast_object_list(status, src=0)
     if status[0]:
+        if rank != 0:  # rank 0 reports it and exits first; torchrun's SIGTERM then ends this rank quietly, exit 2
+            signal.signal(signal.SIGTERM, _exit_input)
         dist.destroy_process_group()
         raise InputError(status[0])
     done: set[tuple[str, ...]] = status[1]
@@ -853,6 +855,23 @@ def _on_signal(signum: int, _frame: Any) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 
+def _exit_input(_signum: int, _frame: Any) -> None:
+    """SIGTERM to a rank that is exiting on an input error another rank reported: exit 2 at once, no traceback
+    (`Terminated` raised there escaped `main` as the project's own traceback, exit 1: issue 43)."""
+    os._exit(EXIT_INPUT)
+
+
+TORCHRUN_NOTE = ("note: torchrun's ChildFailedError report that follows only restates the exit code {code} "
+                 "(2: bad input, 3: failed run) of the line above; the error: line is the cause")
+
+
+def _torchrun_note(code: int) -> None:
+    """One line explaining torchrun's own ChildFailedError traceback (printed by torchrun after every non-zero rank
+    exit, outside this process: it cannot be suppressed from here); only when torchrun launched this rank."""
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        print(TORCHRUN_NOTE.format(code=code), file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code (0 ok, 2 bad input, 3 failed run)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -880,7 +899,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             (launch.rank == 0 if rendezvous else launch.local_rank == 0)
         if first:
             print(f"error: {exc}", file=sys.stderr, flush=True)
+            _torchrun_note(EXIT_INPUT)
         else:  # torchrun SIGTERMs every rank once one exits non-zero: let the reporting rank exit first
+            signal.signal(signal.SIGTERM, _exit_input)  # that SIGTERM: exit 2 quietly, not a Terminated traceback
             time.sleep(QUIET_RANK_LINGER_S)
         return EXIT_INPUT
     except PointFailed as exc:
@@ -905,6 +926,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # rendezvous failures and the like
         print(f"error: {type(exc).__name__}: {first_line(exc)}; partial results kept in {out}",
               file=sys.stderr, flush=True)
+    if launch is None or launch.rank == 0:
+        _torchrun_note(EXIT_RUNTIME)
     return EXIT_RUNTIME
 
 

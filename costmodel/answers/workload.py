@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io.errors import InputError
+from ..io.errors import InputError, first_line
 from ..io.safe_io import loads_json, read_text
 from ..profiles.store import DATA_DIR
 
@@ -175,8 +175,7 @@ def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
                 if sample.name == RUNNING_GAUGE:
                     values.append(float(sample.value))
     except Exception as exc:  # noqa: BLE001 - any parser failure on untrusted text is the file's problem
-        detail = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
-        raise InputError(f"workload {name}: not Prometheus text format ({detail})") from None
+        raise InputError(f"workload {name}: not Prometheus text format ({_metrics_problem(text, exc)})") from None
     if not values:
         raise InputError(f"workload {name}: no {RUNNING_GAUGE} samples (is this a vLLM /metrics scrape?)")
     arr = np.asarray(values)
@@ -190,6 +189,22 @@ def parse_metrics(text: str, name: str = "metrics.txt") -> Workload:
         method = (f"{RUNNING_GAUGE} gauge, ONE sample (batch {int(busy[0])}): a single scrape is one moment, not "
                   "a distribution of decode batches - concatenate many scrapes (e.g. one a second for 10 minutes)")
     return Workload(busy.astype(np.int64), np.ones(busy.size), "vllm-metrics", name, method, int(arr.size))
+
+
+def _metrics_problem(text: str, exc: Exception) -> str:
+    """What the Prometheus parser refused, in words: the first line it refuses alone (its number, and its
+    message or the line itself) - the parser names neither, and some of its errors have no message at all
+    ('{a="b"} 1', a sample without a metric name, read "(ValueError)")."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            for _ in text_string_to_metric_families(line + "\n"):
+                pass
+        except Exception as line_exc:  # noqa: BLE001 - the same untrusted text, one line of it
+            message = first_line(line_exc, 100) if str(line_exc).strip() else "cannot read this sample line"
+            return f"line {number}: {message}: {line.strip()[:60]!r}"
+    return first_line(exc, 120) if str(exc).strip() else "the parser refused it without saying why"
 
 
 # -- vllm bench serve JSON ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from .options import (
     ACCEPTANCE,
     INT_FLAG_MAX,
     ITL_MS,
+    TEXT,
     Formatter,
     _add_scenario_args,
     add_draft_args,
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "baseline); default 1")
     p.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
                    help="with --verify: the target logits' dtype (default: --dtype)")
-    p.add_argument("--matrix-csv", default=None,
+    p.add_argument("--matrix-csv", type=TEXT, default=None,
                    help="write the strategy x collective matrix (with each crossover batch) as CSV")
     add_placement_args(p)
 
@@ -97,13 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --verify: share of decode steps whose requests are all greedy; default 1")
     r.add_argument("--target-dtype", default=None, choices=tuple(DTYPES),
                    help="with --verify: the target logits' dtype (default: --dtype)")
-    r.add_argument("--csv", default=None, help="write the per-batch savings (with the scenario columns) as CSV")
+    r.add_argument("--csv", type=TEXT, default=None,
+                   help="write the per-batch savings (with the scenario columns) as CSV")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     add_placement_args(r)
 
     s = sub.add_parser("sweep", help="price a grid of scenarios to a tidy CSV", formatter_class=Formatter)
     _add_scenario_args(s, lists=True)
-    s.add_argument("--out", default=None, help="output path (default stdout)")
+    s.add_argument("--out", type=TEXT, default=None, help="output path (default stdout)")
     s.add_argument("--format", default="csv", choices=("csv", "parquet"), help="output format")
     add_draft_args(s)
 
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--profile", default=DEFAULT_PROFILE, help="bundled profile name or profile JSON path")
     pp.add_argument("--in", dest="input", required=True,
                     help="CSV in the measurement schema (op, mode, world_size, bytes_per_rank, ...)")
-    pp.add_argument("--out", required=True, help="CSV to write: the input rows plus predicted_us")
+    pp.add_argument("--out", type=TEXT, required=True, help="CSV to write: the input rows plus predicted_us")
     pp.add_argument("--engine", default=None,
                     help="vllm | vllm-v2 | sglang | trtllm | tokenspeed: price each row as that engine runs the op "
                          "(captured: graph price; vllm: host launches + GPU through the step model); sets the mode "
@@ -125,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=Formatter)
     v.add_argument("--profile", default=None, help="price every row with this profile (default: each row's own)")
     v.add_argument("--reference", nargs="+", default=None, help="reference CSVs (default data/reference/*.csv)")
-    v.add_argument("--out", default=None, help="write the full table as CSV")
+    v.add_argument("--out", type=TEXT, default=None, help="write the full table as CSV")
     v.add_argument("--max-error", type=bounded_float(0.0, 1e6), default=None,
                    help="exit 1 if any |relative error| exceeds this")
     v.add_argument("--held-out-only", action="store_true", help="apply --max-error to held-out rows only")
@@ -156,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_args(cp, lists=False)
     cp.add_argument("--max-batch", type=bounded_float(1.0, float(INT_FLAG_MAX["batch"])), default=65536.0,
                     help="upper end of the crossover search, rows")
-    cp.add_argument("--csv", default=None, help="write the long table (profile, strategy, times, savings) as CSV")
+    cp.add_argument("--csv", type=TEXT, default=None,
+                    help="write the long table (profile, strategy, times, savings) as CSV")
     add_draft_args(cp)
 
     ps = sub.add_parser("presets", help="list model presets (the main columns; --wide: every column)")

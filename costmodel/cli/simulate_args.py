@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .options import ACCEPTANCE, ITL_MS, bounded_float, bounded_int
+from .options import ACCEPTANCE, ITL_MS, TEXT, bounded_float, bounded_int
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -37,4 +37,5 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acceptance-drift", type=bounded_float(0.0, 1.0), default=0.007,
                    help="run-to-run relative spread of the acceptance length (detectability)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--csv", default=None, help="write the long table (strategy, metric, value, low, high) as CSV")
+    p.add_argument("--csv", type=TEXT, default=None,
+                   help="write the long table (strategy, metric, value, low, high) as CSV")

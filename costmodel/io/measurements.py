@@ -7,6 +7,7 @@ means for each kernel op is in `KERNEL_OPS` (and the README). Times are microsec
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,8 @@ def _bad_row(source: str, column: str, frame: pd.DataFrame, bad: np.ndarray, rul
     row = int(np.flatnonzero(bad)[0])
     value = frame[column].iloc[row]
     value = value.item() if isinstance(value, np.generic) else value
+    if value is None or (isinstance(value, float) and math.isnan(value)):  # pandas reads '', NA, nan, null as NaN
+        return InputError(f"{source}: column {column} row {row + 2} has no value (empty, NA or NaN); {rule}")
     return InputError(f"{source}: column {column} row {row + 2} is {value!r}; {rule}")
 
 

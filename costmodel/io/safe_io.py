@@ -193,6 +193,7 @@ def loads_json(text: str | bytes, source: str, *, max_depth: int = MAX_JSON_DEPT
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError:
             raise InputError(f"{source}: not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark (Windows editors save one): not part of the JSON
     limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)

@@ -22,6 +22,8 @@ from .paths import DATA_DIR
 
 FABRICS_CSV = DATA_DIR / "presets" / "fabrics.csv"
 MAX_NICS_PER_NODE = 256  # NICs per node a profile may claim (AWS p5: 32 EFA NICs; 256 leaves room, refuses 1e9)
+MIN_NIC_GBIT = 1.0  # Gb/s per NIC: 1 GbE, the slowest Ethernet NIC a GPU node carries (below it a sweep prices
+# nonsense: 1e-300 Gb/s gave 300-digit times, null crossovers and numpy overflow warnings)
 MAX_NIC_GBIT = 3200.0  # Gb/s per NIC (today's fastest NICs are 800 Gb/s; 1.6T and 3.2T are announced)
 MNNVL_MIN_GPUS_PER_NODE = 36  # a "node" this large is an NVLink rack (GB200 / GB300 NVL72: 72): default mnnvl
 
@@ -117,13 +119,14 @@ def check_nics(value) -> int:
 
 
 def check_nic_gbit(value) -> float:
-    """--nic-gbps: a finite line rate in (0, MAX_NIC_GBIT] Gb/s."""
+    """--nic-gbps: a finite line rate in [MIN_NIC_GBIT, MAX_NIC_GBIT] Gb/s."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise InputError(f"--nic-gbps: not a number: {value!r}") from None
-    if not math.isfinite(x) or not 0 < x <= MAX_NIC_GBIT:
-        raise InputError(f"--nic-gbps: must be a finite line rate in (0, {MAX_NIC_GBIT:g}] Gb/s, got {value!r}")
+    if not math.isfinite(x) or not MIN_NIC_GBIT <= x <= MAX_NIC_GBIT:
+        raise InputError(f"--nic-gbps: must be a finite line rate from {MIN_NIC_GBIT:g} (1 GbE) to {MAX_NIC_GBIT:g} "
+                         f"Gb/s, got {value!r}")
     return x
 
 

@@ -163,3 +163,11 @@ def test_sharegpt_lengths_by_hand():
 def test_sharegpt_refusals(text, words):
     with pytest.raises(InputError, match=words):
         sharegpt_lengths(text, "p.json")
+
+
+def test_a_bench_json_with_a_utf8_bom_is_read_as_a_bom_csv_is(tmp_path):
+    """issue 43: a BOM bench JSON (as Windows editors save it) was refused while a BOM CSV was read."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE.read_bytes())
+    assert load_bench_run(path).n == load_bench_run(EXAMPLE).n == 48
+    assert loads_json(b"\xef\xbb\xbf" + json.dumps(good()).encode(), "t") == good()  # the dashboard's upload bytes

@@ -21,6 +21,11 @@ from costmodel.io.errors import InputError
     ("batch,weight\n" + "1," + "9" * 5000 + "\n", "longer than"),
     ("batch,weight\n", "no rows under the header"),
     ("# TYPE x\n", "not Prometheus text format"),
+    # issue 43: a sample without a metric name was refused as "(ValueError)"; now the line and what is wrong
+    ('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n{a="b"} 1\n',
+     r"""not Prometheus text format \(line 3: cannot read this sample line: '\{a="b"\} 1'\)$"""),
+    ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running abc\n",
+     r"not Prometheus text format \(line 2: could not convert string to float: 'abc'"),
 ])
 def test_bad_tables_are_one_line_errors(text, needle):
     with pytest.raises(InputError, match=needle) as info:

@@ -160,3 +160,20 @@ def test_resume_drops_garbage_and_torn_rows_naming_their_lines(tmp_path, capsys)
                                "mode": "eager", "world_size": "2", "nodes": "1", "bytes_per_rank": "1024"})}
     assert path.read_text() == lines[0] + lines[1]  # only the good rows are kept; the others are measured again
     assert existing_keys(path) == keys and capsys.readouterr().err == ""  # nothing more to drop
+
+
+@pytest.mark.parametrize("cell", ["", "NA", "nan"])
+@pytest.mark.parametrize("column", ["world_size", "median_us"])
+def test_a_missing_value_in_a_fit_row_is_named_missing_not_nan(tmp_path, cell, column):
+    """issue 43: an empty cell of a fit row was reported as "row 2 is nan"."""
+    from calibration.fitting.fit import main as fit_main
+
+    values = {"op": "all_reduce", "mode": "graph", "world_size": "8", "bytes_per_rank": "8", "median_us": "20"}
+    values[column] = cell
+    path = tmp_path / "m.csv"
+    path.write_text(",".join(values) + "\n" + ",".join(values.values()) + "\n")
+    with pytest.raises(InputError) as info:
+        read_measurements(path)
+    message = str(info.value)
+    assert f"column {column} row 2 has no value (empty, NA or NaN)" in message and "is nan" not in message
+    assert fit_main([str(path), "--out", str(tmp_path / "p.json")]) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -337,3 +338,39 @@ def test_ctrl_c_is_an_interrupted_run(tmp_path):
 ])
 def test_end_status_says_failed_unless_the_user_interrupted(exc, status):
     assert collectives.end_status(exc).startswith(status)
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("case", ["foreign-header --resume", "occupied --out"])
+def test_an_unusable_csv_is_one_line_exit_2_on_every_rank_under_torchrun(tmp_path, case):
+    """issue 43: rank 1, lingering after rank 0 reported the input error, was SIGTERMed by torchrun and printed the
+    project's own traceback (`Terminated: SIGTERM`), exit 1. Now every rank exits 2, rank 0 prints the one error
+    line and one note explaining torchrun's ChildFailedError report."""
+    csv = tmp_path / CSV_NAME
+    if case == "occupied --out":
+        header = ",".join(list(MEASUREMENT_COLUMNS) + list(EXTRA_COLUMNS))
+        csv.write_text(f"{header}\nall_gather,gloo,cpu,cpu,fp32,eager,2,1,8,0,0,10,5.0,4.0,6.0,3.0,7.0,sweep\n")
+        extra = []
+    else:
+        csv.write_text("op,median_us\nall_gather,1\n")
+        extra = ["--resume"]
+    before = csv.read_text()
+    proc = torchrun(2, tmp_path, *GRID, *extra, timeout=90)
+    err = proc.stderr
+    assert proc.returncode != 0 and "Terminated" not in err and "[rank1]" not in err, err[-3000:]
+    ours = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(ours) == 1 and ("header" in ours[0] if extra else "--resume" in ours[0]), err[-3000:]
+    assert sum(line.startswith("note: torchrun's ChildFailedError") for line in err.splitlines()) == 1, err[-3000:]
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", err)
+    assert codes and set(codes) == {"2"}, err[-3000:]  # rank 1 too: not 1 (traceback), not -15
+    assert csv.read_text() == before  # the measured rows stay
+
+
+def test_the_limits_doc_states_the_sigterm_status_the_benchmark_records():
+    """issue 43: docs/limits.md said SIGTERM marks a calibration "interrupted"; the collective benchmark records a
+    failure (end_status), the kernel benchmark an interruption: the doc states both as the code does."""
+    text = " ".join((ROOT / "docs" / "limits.md").read_text().split())
+    recorded = collectives.end_status(collectives.Terminated("SIGTERM")).split(" (")[0]
+    assert f"the collective benchmark records `{recorded} (...)`" in text
+    assert 'SIGTERM during a calibration keeps every measured row and marks `provenance.json` "interrupted"' \
+        not in text

@@ -55,6 +55,8 @@ def test_slower_fabric_raises_the_all_gather_and_a_floor_heavy_one_more(capsys):
     (("--fabric", "tcpxo", "--nics-per-node", "0"), "--nics-per-node"),
     (("--nics-per-node", "1e9"), "--nics-per-node"),
     (("--nic-gbps", "nan"), "--nic-gbps"),
+    (("--nic-gbps", "1e-300"), "--nic-gbps"),  # issue 43: 300-digit times, null crossovers, numpy warnings
+    (("--nic-gbps", "0.5"), "1 (1 GbE)"),
 ])
 def test_bad_fabric_input_one_line_exit_2(flags, word):
     proc = run_cli("predict", *TWO_NODES, *flags)
@@ -116,3 +118,17 @@ def test_simulate_names_the_fabric_above_its_table(capsys):
     assert json.loads(capsys.readouterr().out)["fabric"].startswith("2 nodes over tcpxo")
     assert main([*flags[:6], "8", *flags[9:], "--json"]) == 0  # TP 8 on one node: no fabric to name
     assert json.loads(capsys.readouterr().out)["fabric"] is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", *TWO_NODES], ["sweep", *TWO_NODES, "--out", "-"],
+    ["recommend", *TWO_NODES[:6], "--workload", str(ROOT / "data/examples/chat-diurnal.csv")],
+    ["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--tp", "16", "--nodes", "2", "--batch", "1"],
+    ["predict-points", "--in", str(ROOT / "data/examples/chat-diurnal.csv"), "--out", "-",
+     "--profile", "h100-sxm-nvlink"],
+])
+def test_a_sub_gigabit_nic_is_refused_by_every_command(argv, capsys):
+    """--nic-gbps 1e-300 priced 300-digit times (issue 43): every command taking the flag refuses it, one line."""
+    assert main([*argv, "--nic-gbps", "1e-300"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--nic-gbps" in err[0] and "1 (1 GbE) to 3200" in err[0]

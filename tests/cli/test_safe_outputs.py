@@ -60,3 +60,20 @@ def test_the_profile_protected_is_the_one_loaded_even_beside_a_same_named_local_
     before = target.read_bytes()
     assert main(["sweep", "--profile", "h200-sxm-nvlink", "--tp", "2", "--batch", "1", "--out", str(target)]) == 2
     assert "is also an input" in capsys.readouterr().err and target.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "--tp", "2", "--batch", "1", "--out"],
+    ["recommend", "--workload", str(ROOT / "data/examples/chat-diurnal.csv"), "--tp", "8", "--csv"],
+    ["predict", "--tp", "2", "--batch", "4", "--matrix-csv"],
+    ["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--csv"],
+    ["predict-points", "--in", str(ROOT / "data/calibration/cpu-gloo/collectives.csv"), "--out"],
+    ["simulate", "--bench", str(ROOT / "data/examples/vllm-bench-serve-c16.json"), "--csv"],
+    ["validate", "--out"],
+], ids=lambda argv: f"{argv[0]}-{argv[-1]}")
+def test_an_empty_output_path_is_refused_not_a_silent_exit_0(capsys, argv):
+    """issue 43: `--csv ''` exited 0 writing nothing (read as "not given"): one line naming the flag, exit 2."""
+    for blank in ("", "  "):
+        assert main([*argv, blank]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{argv[-1]}: empty value" in err[0], err

@@ -671,8 +671,9 @@ def test_impact_tab_shows_every_strategy_with_intervals_and_bounds_the_acceptanc
         < focus["output_throughput_gain_high_pct"]
     at.number_input(key="acceptance_length").set_value(4.5).run()  # above K + 1 = 4
     assert not at.exception
-    assert errors(at) == [
-        "--acceptance-length: must be in 1..K+1 = 1..4 tokens per decode step with K = 3, got 4.5"]
+    assert errors(at) == [  # the sidebar input's label, not the CLI flag (issue 43: state.in_dashboard_words)
+        "“Mean acceptance length (tokens / decode step)”: must be in 1..K+1 = 1..4 tokens per decode step with K = 3, "
+        "got 4.5"]
 
 
 def test_calibration_points_and_residuals(tmp_path):
@@ -772,8 +773,8 @@ def test_tp_above_the_gpus_per_node_is_refused_as_the_cli_refuses_it():
     """One validation for every face (issue 35): TP 16 on one 8-GPU node is the CLI's one-line error here too
     (the dashboard used to warn and price it)."""
     at = run_app({"tp": "16"})
-    want = ("tp 16 on 1 node(s) needs 16 GPUs per node, but profile h200-sxm-nvlink has 8 GPUs per node: pass "
-            "--nodes 2 (or more)")
+    want = ("tp 16 on 1 node(s) needs 16 GPUs per node, but profile h200-sxm-nvlink has 8 GPUs per node: set "
+            "“Nodes” to 2 (or more)")  # the CLI's "pass --nodes 2" in the sidebar's words (issue 43)
     assert errors(at) == [want]
     at.number_input(key="nodes").set_value(2).run()
     assert not errors(at)
@@ -1140,3 +1141,16 @@ def test_breakdown_stacks_components_in_execution_order():
         assert list(table.loc[table["strategy"] == name, "component"]) == want, name
     spec = dashboard_charts.breakdown_chart(table).to_dict()
     assert spec["layer"][0]["encoding"]["order"]["field"] == "step"
+
+
+def test_error_lines_name_the_dashboard_inputs_not_cli_flags():
+    """issue 43: dashboard error lines said "--acceptance-length: must be in 1..K+1 ..." - a CLI flag no dashboard
+    reader types. The one validation stays the CLI's; every st.error line names the input that sets the value
+    (the Impact tab's line: test_impact_tab_shows_every_strategy_with_intervals_and_bounds_the_acceptance_length)."""
+    assert state.in_dashboard_words("--itl-ms: needs --acceptance-length too (1..K+1); --bogus stays") == (
+        "“Baseline ITL (ms)”: needs “Mean acceptance length (tokens / decode step)” too (1..K+1); --bogus stays")
+    assert state.in_dashboard_words("needs 16 GPUs per node: pass --nodes 2 (or more); pass --out FILE") == (
+        "needs 16 GPUs per node: set “Nodes” to 2 (or more); pass --out FILE")
+    sources = [ROOT / "app.py", *sorted((ROOT / "dashboard").glob("*.py"))]
+    shown = [line for path in sources for line in path.read_text().splitlines() if "st.error(" in line]
+    assert len(shown) >= 10 and all("in_dashboard_words(" in line for line in shown), shown

@@ -4,6 +4,10 @@ and a header check before every untrusted CSV is parsed. Each limit is in docs/l
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +16,7 @@ from calibration.fitting import fit as fit_module
 from calibration.fitting.fit import MAX_FIT_CURVES, MAX_FIT_POINTS, bin_repeats, fit_measurements, fit_plan
 from calibration.logs import import_nccl_tests
 from calibration.logs.import_nccl_tests import _lines, parse_nccl_tests_text, reference_from_manifest
+from costmodel.cli import options
 from costmodel.evidence.reference import load_reference
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import read_measurements, validate_measurements
@@ -157,3 +162,29 @@ def test_a_reference_csv_with_too_many_columns_is_refused_before_parsing(tmp_pat
     long.write_text("op," + "x" * 70000 + "\n")
     with pytest.raises(InputError, match="header line longer than 65536 characters"):
         load_reference([long])
+
+
+SWEEP_BOUND = re.compile(r"peak RSS <= (\d+) MiB \+ ([\d.]+) KiB per scenario")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_sweep_stays_inside_the_memory_bound_docs_limits_states(tmp_path, fmt):
+    """issue 43: a sweep at its 2,000,000-scenario cap peaked at 5.0 GB, no bound stated. docs/limits.md states
+    peak RSS <= A MiB + B KiB per scenario; a 98,304-scenario sweep (a fresh process, ru_maxrss) stays inside it,
+    and so does the full-size measurement the row reports."""
+    lines = (ROOT / "docs" / "limits.md").read_text().splitlines()
+    row = next(line for line in lines if line.startswith("| `sweep` |"))
+    base_mib, per_kib = (float(x) for x in SWEEP_BOUND.search(row).groups())
+    measured_kib = int(re.search(r"ru_maxrss ([\d,]+) KiB", row).group(1).replace(",", ""))
+    full = int(re.search(r"measured at ([\d,]+) scenarios", row).group(1).replace(",", ""))
+    assert full <= options.MAX_SWEEP_SCENARIOS and measured_kib <= base_mib * 1024 + per_kib * full
+    grid = ["--batch", "1:2048", "--vocab", "32000,128256,202048", "--num-spec-tokens", "1:4", "--mode",
+            "graph,eager", "--drafting", "serial,parallel", "--tp", "8"]
+    scenarios = 2048 * 3 * 4 * 2 * 2
+    code = ("import resource, sys; from costmodel.cli.main import main; rc = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "sweep", *grid, "--format", fmt, "--out",
+                           str(tmp_path / f"s.{fmt}")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak_kib = int(proc.stdout.split()[-1])  # Linux: KiB
+    assert peak_kib <= base_mib * 1024 + per_kib * scenarios, (peak_kib, scenarios)
