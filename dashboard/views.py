@@ -245,8 +245,8 @@ def lazy_expander(label: str, key: str) -> Any:
 
 
 def crossover_tables(ev: Evaluation) -> None:
-    """The crossover batch of every strategy vs the baseline (the answer's), and per draft call where the whole
-    draft step is the answer."""
+    """The crossover batch of every strategy vs the baseline (the answer's), and also per draft call where the
+    answer is the whole draft step."""
     crossovers = ev.crossover_table()
     show_table(crossovers)
     download(crossovers, "crossovers", ev=ev)
