@@ -162,6 +162,25 @@ def test_verdict_flips_at_the_crossover():
     assert texts[below][0] != texts[above][0]
 
 
+def test_no_crossover_interval_where_the_point_has_no_crossover():
+    """Issue 43 item 6: where the point answer has no crossover ("wins at every batch in range"), the crossover
+    tile's caption printed "90% interval: 1 to 4" - the range of the replicates that do cross; it now says the
+    point has none and how many replicates cross, and the sweep charts draw no crossover band."""
+    at = run_app({"profile": "h200-sxm-nvlink", "preset": "llama3-8b", "tp": "2", "batch": "8"})
+    assert not at.exception
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    assert crossover(sc, FOCUS, profile).batch is None  # the case: no point crossover ...
+    u = propagate(sc, profile, level=0.9)[FOCUS]
+    assert u.crossover_batch is not None and 0 < u.crossover_found_fraction < 1  # ... but some replicates cross
+    shown = captions(at)
+    cross = f"90% interval: {format_batch(u.crossover_batch.low)} to {format_batch(u.crossover_batch.high)}"
+    assert not any(c.startswith(cross) for c in shown), shown
+    want = (f"no crossover at the point estimate ({u.crossover_found_fraction:.0%} of replicates cross in "
+            "batch 1-65,536)")
+    assert want in shown, shown
+
+
 def test_default_verdict_shows_the_intervals_of_the_derived_ensemble():
     at = run_app()
     sc = shown_scenario(at)
