@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
+from costmodel.answers.sensitivity import GAINS, LOSSES
 from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, WHOLE_STEP_ANSWER
 from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
@@ -478,17 +479,18 @@ def impact_chart(table: pd.DataFrame) -> alt.LayerChart:
 def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Horizontal bars: change of the saving (us per draft step) for +1% of each parameter, in the rows' order.
 
-    The colour follows the sign of that saving change (blue: raising the parameter raises the saving, red: it
-    lowers it) - not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
+    The colour follows the table's `effect` (costmodel.answers.sensitivity.effect: blue where +1% is in the
+    strategy's favour - "raises the saving", or with a negative saving "narrows the loss" - red where it is
+    against it), not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
     labelled with its parameter (axis) and its value (text at the bar's end).
     """
-    data = table.assign(effect=np.where(table["saving_change_us_per_1pct"] >= 0, "raises the saving",
-                                        "lowers the saving"),
-                        label=[format_us(v, sign=True) for v in table["saving_change_us_per_1pct"]],
+    data = table.assign(label=[format_us(v, sign=True) for v in table["saving_change_us_per_1pct"]],
                         align=np.where(table["saving_change_us_per_1pct"] >= 0, "left", "right"))
     y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
               axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
     change = data["saving_change_us_per_1pct"].to_numpy(dtype=float)
+    pair = 0 if data.empty or float(data["saving_us"].iloc[0]) > 0 else 1  # the saving's sign: which words
+    effects = [GAINS[pair], LOSSES[pair]]
     extent = float(np.abs(change).max(initial=0.0)) or 1.0
     lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
     hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent
@@ -496,8 +498,7 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
         y=y,
         x=alt.X("saving_change_us_per_1pct:Q", title="change of the saving per draft step for +1% (µs)",
                 scale=alt.Scale(domain=[lo, hi], nice=False)),  # room for the value labels at both ends
-        color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
-                                                    range=["#4c78a8", "#e45756"]),
+        color=alt.Color("effect:N", scale=alt.Scale(domain=effects, range=["#4c78a8", "#e45756"]),
                         legend=alt.Legend(orient="bottom", title=None)),
         tooltip=["parameter:N", alt.Tooltip("saving_change_us_per_1pct:Q", format="+,.3~r",
                                             title="saving change for +1% (µs)"),

@@ -13,6 +13,7 @@ import streamlit as st
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.point import impact_rows
 from costmodel.answers.provenance import with_provenance
+from costmodel.answers.sensitivity import elasticity_meaning
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
@@ -296,9 +297,11 @@ def sensitivity_tab(ev: Evaluation) -> None:
         st.caption("The whole draft step's saving per decode step, as the verdict: the K draft calls' drafter "
                    "forward, lm_head and logits path as the engine pipelines them - host launches the forward hides "
                    "move nothing.")
-    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
-                "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
-                f"+1%. Measured kernel tables are not perturbed.{shown}")
+    saving = None if table is None or table.empty else float(table["saving_us"].iloc[0])
+    here = "" if saving is None else f" ({format_us(saving, sign=True)})"
+    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}{here}: elasticity = "
+                f"{elasticity_meaning(1.0 if saving is None else saving)} (central difference, ±1%), and the "
+                f"saving's change in µs for that +1%. Measured kernel tables are not perturbed.{shown}")
     if error is not None:
         st.error(plain(str(error)))
     if table is not None and table.empty:

@@ -762,10 +762,12 @@ def test_sensitivity_colour_follows_the_sign_of_the_saving_change():
     assert bars["encoding"]["color"]["field"] == "effect"
     rows = spec["datasets"][bars["data"]["name"]]
     assert len(rows) == len(table)
-    for row in rows:
-        assert row["effect"] == ("raises the saving" if row["saving_change_us_per_1pct"] >= 0 else
-                                 "lowers the saving")
+    for row in rows:  # the saving is negative: its words are the loss's (issue 43 item 6)
+        assert row["effect"] == ("narrows the loss" if row["saving_change_us_per_1pct"] >= 0 else
+                                 "widens the loss")
+    assert bars["encoding"]["color"]["scale"]["domain"] == ["narrows the loss", "widens the loss"]
     assert any(r["elasticity"] > 0 > r["saving_change_us_per_1pct"] for r in rows)  # the case the issue reports
+    assert any("the saving is negative here, so positive widens the loss" in m.value for m in at.markdown)
     # every bar labelled: the axis keeps every parameter, and each bar carries its value
     assert bars["encoding"]["y"]["axis"]["labelOverlap"] is False
     labelled = sum(len(spec["datasets"][layer["data"]["name"]]) for layer in spec["layer"][1:3])
