@@ -531,26 +531,31 @@ def workload_chart(per_batch: pd.DataFrame) -> alt.LayerChart:
 SERVING_ROW_PX = 22
 
 
-def serving_change_chart(changes: pd.DataFrame) -> alt.FacetChart:
-    """The Serving A/B tab: per metric (one row each) every strategy's predicted change vs the baseline replay (%,
-    point) with its 90% interval (whisker), over the run's noise band (grey: the |change| one A/B of the run's
-    size resolves, costmodel.answers.serving_ab.detectability); one legend, the strategy colour."""
+def serving_change_chart(changes: pd.DataFrame) -> alt.LayerChart:
+    """The Serving A/B tab: per metric (one band of the y axis each, its strategies side by side in it: yOffset)
+    every strategy's predicted change vs the baseline replay (%, point) with its 90% interval (whisker), over the
+    run's noise band (grey: the |change| one A/B of the run's size resolves,
+    costmodel.answers.serving_ab.detectability); one legend, the strategy colour, under the plot.
+
+    One layered view, not a facet per metric, so that it takes its container's width (width "container": the
+    tab draws it stretched); the facet's fixed 560 px plot, row headers and legend made it 867 px wide, cut on the
+    right of a 466 px column at an 800 px window (issue 43 item 6)."""
     order = [s for s in STRATEGIES if s in set(changes["strategy"])]
     metrics = list(dict.fromkeys(changes["metric"]))
     data = changes.assign(noise_low_pct=-changes["noise_pct"])
-    y = alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labels=False, ticks=False))
+    y = alt.Y("metric:N", sort=metrics, title=None, axis=alt.Axis(labelLimit=150, ticks=False, domain=False),
+              scale=alt.Scale(paddingInner=0.25, paddingOuter=0.1))
+    offset = alt.YOffset("strategy:N", sort=order, scale=alt.Scale(paddingInner=0.2))
     x = alt.X("change_pct:Q", title="predicted change vs the baseline replay (%)")
     band = alt.Chart().mark_bar(color="#bbbbbb", opacity=0.45).encode(y=y, x="noise_low_pct:Q", x2="noise_pct:Q")
     whiskers = alt.Chart().mark_rule(strokeWidth=2).encode(
-        y=y, x="change_low_pct:Q", x2="change_high_pct:Q", color=_strategy_color(shown=order))
+        y=y, yOffset=offset, x="change_low_pct:Q", x2="change_high_pct:Q", color=_strategy_color(shown=order))
     points = alt.Chart().mark_point(filled=True, size=60).encode(
-        y=y, x=x, color=_strategy_color(shown=order),
+        y=y, yOffset=offset, x=x, color=_strategy_color(shown=order),
         tooltip=["metric:N", "strategy:N", alt.Tooltip("change_pct:Q", format="+.2f", title="change (%)"),
                  alt.Tooltip("change_low_pct:Q", format="+.2f", title="90% low (%)"),
                  alt.Tooltip("change_high_pct:Q", format="+.2f", title="90% high (%)"),
                  alt.Tooltip("noise_pct:Q", format=".2f", title="resolves above (%)")])
     zero = alt.Chart().mark_rule(color="black").encode(x=alt.datum(0))
-    layer = alt.layer(band, whiskers, points, zero, data=data).properties(
-        width=560, height=SERVING_ROW_PX * max(len(order), 1))
-    return layer.facet(row=alt.Row("metric:N", sort=metrics, title=None,
-                                   header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=200)))
+    return alt.layer(band, whiskers, points, zero, data=data).properties(
+        width="container", height=SERVING_ROW_PX * max(len(order), 1) * max(len(metrics), 1) + 20)

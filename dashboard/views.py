@@ -107,6 +107,8 @@ ON_PAGE = {
     "recommendation": ["strategy", "expected_saving_per_decode_step_us", "saving_low_us", "saving_high_us",
                        "win_share_pct", "verdict"],  # %, throughput: the tiles above; shipped_as: the CSV
     "serving_ab": ["metric", "strategy", "measured", "value", "low_90", "high_90", "change_pct", "verdict"],
+    "impact": ["strategy", "saving_per_decode_step_us", "itl_after_ms", "itl_reduction_pct", "tpot_after_ms",
+               "output_throughput_gain_pct"],  # the befores: the text above; the intervals: the whiskers, the tiles
 }
 
 
@@ -486,7 +488,7 @@ def impact_tab(ev: Evaluation) -> None:
                                     f"{format_pct(row['output_throughput_gain_high_pct'])}")
     st.markdown("**Output throughput gain per strategy** (bars; whiskers: the 90% interval)")
     chart("impact_chart", frame)
-    show_table(frame)
+    show_table(frame, column_order=ON_PAGE["impact"])
     download(frame, "impact", ev=ev)
 
 
