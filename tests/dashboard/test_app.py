@@ -179,6 +179,8 @@ def test_no_crossover_interval_where_the_point_has_no_crossover():
     want = (f"no crossover at the point estimate ({u.crossover_found_fraction:.0%} of replicates cross in "
             "batch 1-65,536)")
     assert want in shown, shown
+    specs = [c.proto.spec for c in at.get("vega_lite_chart")]
+    assert specs and not any("crossover interval from" in spec for spec in specs)  # no band in the sweep charts
 
 
 def test_default_verdict_shows_the_intervals_of_the_derived_ensemble():
