@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
+from costmodel.answers.sensitivity import GAINS, LOSSES
 from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, WHOLE_STEP_ANSWER
 from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
@@ -479,19 +480,20 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     """Horizontal bars: change of the saving for +1% of each parameter, in the rows' order; the saving is the
     table's own `quantity` (us per draft call, or the whole draft step's us per decode step: the axis says which).
 
-    The colour follows the sign of that saving change (blue: raising the parameter raises the saving, red: it
-    lowers it) - not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
+    The colour follows the table's `effect` (costmodel.answers.sensitivity.effect: blue where +1% is in the
+    strategy's favour - "raises the saving", or with a negative saving "narrows the loss" - red where it is
+    against it), not the sign of the elasticity, which flips when the saving itself is negative. Every bar is
     labelled with its parameter (axis) and its value (text at the bar's end).
     """
-    data = table.assign(effect=np.where(table["saving_change_us_per_1pct"] >= 0, "raises the saving",
-                                        "lowers the saving"),
-                        label=[format_us(v, sign=True) for v in table["saving_change_us_per_1pct"]],
+    data = table.assign(label=[format_us(v, sign=True) for v in table["saving_change_us_per_1pct"]],
                         align=np.where(table["saving_change_us_per_1pct"] >= 0, "left", "right"))
     y = alt.Y("parameter:N", sort=list(data["parameter"]), title=None,
               axis=alt.Axis(labelLimit=460, labelOverlap=False, labelFontSize=11))
     change = data["saving_change_us_per_1pct"].to_numpy(dtype=float)
     whole = "quantity" in table and table["quantity"].astype(str).str.startswith(WHOLE_STEP_ANSWER).any()
     per = "decode step" if whole else "draft call"  # the data's own quantity (sensitivity.elasticities)
+    pair = 0 if data.empty or float(data["saving_us"].iloc[0]) > 0 else 1  # the saving's sign: which words
+    effects = [GAINS[pair], LOSSES[pair]]
     extent = float(np.abs(change).max(initial=0.0)) or 1.0
     lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
     hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent
@@ -499,8 +501,7 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
         y=y,
         x=alt.X("saving_change_us_per_1pct:Q", title=f"change of the saving per {per} for +1% (µs)",
                 scale=alt.Scale(domain=[lo, hi], nice=False)),  # room for the value labels at both ends
-        color=alt.Color("effect:N", scale=alt.Scale(domain=["raises the saving", "lowers the saving"],
-                                                    range=["#4c78a8", "#e45756"]),
+        color=alt.Color("effect:N", scale=alt.Scale(domain=effects, range=["#4c78a8", "#e45756"]),
                         legend=alt.Legend(orient="bottom", title=None)),
         tooltip=["parameter:N", alt.Tooltip("saving_change_us_per_1pct:Q", format="+,.3~r",
                                             title="saving change for +1% (µs)"),
@@ -533,26 +534,31 @@ def workload_chart(per_batch: pd.DataFrame) -> alt.LayerChart:
 SERVING_ROW_PX = 22
 
 
-def serving_change_chart(changes: pd.DataFrame) -> alt.FacetChart:
-    """The Serving A/B tab: per metric (one row each) every strategy's predicted change vs the baseline replay (%,
-    point) with its 90% interval (whisker), over the run's noise band (grey: the |change| one A/B of the run's
-    size resolves, costmodel.answers.serving_ab.detectability); one legend, the strategy colour."""
+def serving_change_chart(changes: pd.DataFrame) -> alt.LayerChart:
+    """The Serving A/B tab: per metric (one band of the y axis each, its strategies side by side in it: yOffset)
+    every strategy's predicted change vs the baseline replay (%, point) with its 90% interval (whisker), over the
+    run's noise band (grey: the |change| one A/B of the run's size resolves,
+    costmodel.answers.serving_ab.detectability); one legend, the strategy colour, under the plot.
+
+    One layered view, not a facet per metric, so that it takes its container's width (width "container": the
+    tab draws it stretched); the facet's fixed 560 px plot, row headers and legend made it 867 px wide, cut on the
+    right of a 466 px column at an 800 px window (issue 43 item 6)."""
     order = [s for s in STRATEGIES if s in set(changes["strategy"])]
     metrics = list(dict.fromkeys(changes["metric"]))
     data = changes.assign(noise_low_pct=-changes["noise_pct"])
-    y = alt.Y("strategy:N", sort=order, title=None, axis=alt.Axis(labels=False, ticks=False))
+    y = alt.Y("metric:N", sort=metrics, title=None, axis=alt.Axis(labelLimit=150, ticks=False, domain=False),
+              scale=alt.Scale(paddingInner=0.25, paddingOuter=0.1))
+    offset = alt.YOffset("strategy:N", sort=order, scale=alt.Scale(paddingInner=0.2))
     x = alt.X("change_pct:Q", title="predicted change vs the baseline replay (%)")
     band = alt.Chart().mark_bar(color="#bbbbbb", opacity=0.45).encode(y=y, x="noise_low_pct:Q", x2="noise_pct:Q")
     whiskers = alt.Chart().mark_rule(strokeWidth=2).encode(
-        y=y, x="change_low_pct:Q", x2="change_high_pct:Q", color=_strategy_color(shown=order))
+        y=y, yOffset=offset, x="change_low_pct:Q", x2="change_high_pct:Q", color=_strategy_color(shown=order))
     points = alt.Chart().mark_point(filled=True, size=60).encode(
-        y=y, x=x, color=_strategy_color(shown=order),
+        y=y, yOffset=offset, x=x, color=_strategy_color(shown=order),
         tooltip=["metric:N", "strategy:N", alt.Tooltip("change_pct:Q", format="+.2f", title="change (%)"),
                  alt.Tooltip("change_low_pct:Q", format="+.2f", title="90% low (%)"),
                  alt.Tooltip("change_high_pct:Q", format="+.2f", title="90% high (%)"),
                  alt.Tooltip("noise_pct:Q", format=".2f", title="resolves above (%)")])
     zero = alt.Chart().mark_rule(color="black").encode(x=alt.datum(0))
-    layer = alt.layer(band, whiskers, points, zero, data=data).properties(
-        width=560, height=SERVING_ROW_PX * max(len(order), 1))
-    return layer.facet(row=alt.Row("metric:N", sort=metrics, title=None,
-                                   header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=200)))
+    return alt.layer(band, whiskers, points, zero, data=data).properties(
+        width="container", height=SERVING_ROW_PX * max(len(order), 1) * max(len(metrics), 1) + 20)

@@ -87,6 +87,6 @@ def serving_tab(ev: Evaluation) -> None:
     det = ab["detectable"]
     st.markdown(f"**Predicted change per metric** (points; whiskers: the 90% interval; grey: the noise band, the "
                 f"change one A/B of {det['requests']} requests resolves)")
-    chart("serving_change_chart", pd.DataFrame(change_rows(ab)), stretch=False)
+    chart("serving_change_chart", pd.DataFrame(change_rows(ab)))  # its container's width
     st.caption(f"Noise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
                f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD.")

@@ -38,9 +38,10 @@ def sweep_quantity(step: StepSweep) -> tuple[str, str]:
 
 
 def crossover_band(ev: Evaluation) -> tuple[float, float] | None:
-    """(low, high) of the FOCUS crossover interval, or None."""
+    """(low, high) of the FOCUS crossover interval, or None (also where the point answer has no crossover: the
+    crossing replicates' range is then no interval of it)."""
     u = ev.verdict.interval
-    if u is None or u.crossover_batch is None:
+    if u is None or u.crossover_batch is None or ev.verdict.crossover_batch is None:
         return None
     return float(u.crossover_batch.low), float(u.crossover_batch.high)
 

@@ -88,6 +88,9 @@ class Verdict:
         decode = f"{pct} interval: {format_interval_us(per_decode.low, per_decode.high)}"
         if u.crossover_batch is None:
             cross = "no replicate crosses in batch 1-65,536"
+        elif self.crossover_batch is None:  # the point has none: the crossing members' range is no interval of it
+            cross = (f"no crossover at the point estimate ({u.crossover_found_fraction:.0%} of replicates cross in "
+                     "batch 1-65,536)")
         else:
             cross = f"{pct} interval: {format_batch(u.crossover_batch.low)} to {format_batch(u.crossover_batch.high)}"
             if u.crossover_found_fraction < 1:

@@ -14,6 +14,7 @@ import streamlit as st
 from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.point import impact_rows
 from costmodel.answers.provenance import with_provenance
+from costmodel.answers.sensitivity import elasticity_meaning
 from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
@@ -108,6 +109,8 @@ ON_PAGE = {
     "recommendation": ["strategy", "expected_saving_per_decode_step_us", "saving_low_us", "saving_high_us",
                        "win_share_pct", "verdict"],  # %, throughput: the tiles above; shipped_as: the CSV
     "serving_ab": ["metric", "strategy", "measured", "value", "low_90", "high_90", "change_pct", "verdict"],
+    "impact": ["strategy", "saving_per_decode_step_us", "itl_after_ms", "itl_reduction_pct", "tpot_after_ms",
+               "output_throughput_gain_pct"],  # the befores: the text above; the intervals: the whiskers, the tiles
 }
 
 
@@ -317,9 +320,11 @@ def sensitivity_tab(ev: Evaluation) -> None:
         st.caption("The whole draft step's saving per decode step, as the verdict: the K draft calls' drafter "
                    "forward, lm_head and logits path as the engine pipelines them - host launches the forward hides "
                    "move nothing.")
-    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}: elasticity = % change of the saving "
-                "per +1% of one profile parameter (central difference, ±1%), and the saving's change in µs for that "
-                f"+1%. Measured kernel tables are not perturbed.{shown}")
+    saving = None if table is None or table.empty else float(table["saving_us"].iloc[0])
+    here = "" if saving is None else f" ({format_us(saving, sign=True)})"
+    st.markdown(f"**What moves the {FOCUS} saving** at batch {inputs.batch}{here}: elasticity = "
+                f"{elasticity_meaning(1.0 if saving is None else saving)} (central difference, ±1%), and the "
+                f"saving's change in µs for that +1%. Measured kernel tables are not perturbed.{shown}")
     if error is not None:
         st.error(plain(in_dashboard_words(str(error))))
     if table is not None and table.empty:
@@ -504,7 +509,7 @@ def impact_tab(ev: Evaluation) -> None:
                                     f"{format_pct(row['output_throughput_gain_high_pct'])}")
     st.markdown("**Output throughput gain per strategy** (bars; whiskers: the 90% interval)")
     chart("impact_chart", frame)
-    show_table(frame)
+    show_table(frame, column_order=ON_PAGE["impact"])
     download(frame, "impact", ev=ev)
 
 

@@ -11,7 +11,8 @@ streamlit's AppTest cold `run()` of app.py, imports included); --model adds `scr
 tests/dashboard/test_browser.py): each page from navigation until the script run is idle and its charts are drawn,
 with an engine (vLLM, the default) and with none, on the Batch sweep and the Sensitivity tab, and a bare Streamlit
 page (scripts/bare_page.py: one Altair chart and one table) from its own server, alternated in one run; the engine /
-none ratio (issue 35's target: <= 1.2x; Sensitivity <= 2 s) and the dashboard / bare page ratio (issue 43: <= 1.5x). The on-disk interval caches
+none ratio (issue 35's target: <= 1.2x; Sensitivity <= 2 s) and the dashboard / bare page ratio (issue 43: <= 1.5x).
+The on-disk interval caches
 (COSTMODEL_CACHE_DIR: the residual pool and, with --dashboard, the dashboard's interval table of the default view)
 are warmed once first, as a user's second run would find them. Bytecode caches are not: where
 PYTHONDONTWRITEBYTECODE is set (this project's sandbox sets it) and no .pyc exists, every fresh process compiles

@@ -1499,6 +1499,30 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def bootstrap_summary(profile: dict[str, Any], asked: int) -> str:
+    """What `--bootstrap asked` did, for the CLI's last line: the replicates each curve was refitted with
+    (scaled down to at least MIN_BOOTSTRAP where a group has many sizes) and the ensemble members stored (the
+    first MAX_STORED_REPLICATES; a fit with fewer members than its base repeats its own over the base's,
+    base_parts module doc) - not the stored count alone, which reads 100 whatever `asked` is."""
+    stored = len(profile.get("bootstrap") or [])
+    if asked <= 0:
+        return "no bootstrap (--bootstrap 0)" + (f"; {stored} ensemble members from the base profile's spread"
+                                                 if stored else "")
+    used = sorted({int(r["n_bootstrap"]) for r in profile.get("fit_report", [])
+                   if r.get("kind") == "collective" and r.get("n_bootstrap")})
+    if not used:  # kernel rows only: every op and the kernel model get min(asked, MAX_STORED_REPLICATES)
+        used = [min(asked, MAX_STORED_REPLICATES)]
+    per_curve = (f"{used[0]} replicates per curve" if len(used) == 1 else
+                 f"{used[0]}-{used[-1]} replicates per curve (scaled down where a curve has many sizes)")
+    text = f"--bootstrap {asked}: {per_curve}"
+    own = min(used[0], MAX_STORED_REPLICATES)
+    if stored > own:
+        return f"{text}; {stored} ensemble members stored (the fit's {own} repeated over the base profile's members)"
+    if stored < used[-1]:
+        return f"{text}; the first {stored} stored (at most {MAX_STORED_REPLICATES})"
+    return f"{text}; {stored} stored"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     out_arg = "--out"
     try:
@@ -1531,8 +1555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = " ".join(str(row[c]) for c in ("op", "world_size", "mode") if row[c] is not None)
             print(f"warning: {row['kind']} {where}: {row['status']}", file=sys.stderr)
     print(format_fit_report(profile))
-    print(f"wrote {args.out} ({profile['provenance']['kind']}, {len(profile['collectives'])} curves, "
-          f"{len(profile.get('bootstrap', []))} bootstrap replicates)")
+    print(f"wrote {args.out} ({profile['provenance']['kind']}, {len(profile['collectives'])} curves; "
+          f"{bootstrap_summary(profile, args.bootstrap)})")
     return 0
 
 

@@ -7,7 +7,11 @@ elasticity of the saving S (us per draft call, strategy vs the baseline) is the 
 
     E = [S(theta (1 + h)) - S(theta (1 - h))] / (2 h S(theta)),   h = 1%
 
-i.e. the % change of the saving per 1% change of the parameter. Parameters that are 0, or that the scenario never
+i.e. the % change of the saving per 1% change of the parameter. E = dS / S is also the % change of the saving's
+size |S|, so where the saving is negative (the strategy is slower: a loss) E > 0 means the loss widens: the
+table's `effect` words follow the sign of the saving (`effect`: "raises the saving" / "lowers the saving", or
+"narrows the loss" / "widens the loss"), and `elasticity_meaning` says how to read E (issue 43 item 6: "+1.343"
+next to "-3.80 us per +1%" read as a rising saving). Parameters that are 0, or that the scenario never
 touches, have E = 0 and are dropped. S is the answer's quantity: per draft call (the logits path alone, `predict`),
 or - given a `WholeStep` (where an engine runs the step: `costmodel.answers.whole_step.applies`) - the whole draft
 step's saving per decode step, T_step(baseline) - T_step(strategy) at the target placement
@@ -53,6 +57,25 @@ _REGIME_KEYS = ("alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us", "busb
 _CURVE_KEYS = ("launch_us", "eager_overhead_us", "inter_node_busbw_gbps")
 _OP_KEYS = ("launches", "fixed_us", "bw_gbps")
 _LM_HEAD_KEYS = ("floor_us", "weight_gbps", "tflops")
+
+
+GAINS = ("raises the saving", "narrows the loss")  # a parameter's +1% in the strategy's favour
+LOSSES = ("lowers the saving", "widens the loss")  # ... against it
+
+
+def effect(saving_us: float, change_us: float) -> str:
+    """What +1% of a parameter does to a strategy's saving `saving_us` (its change `change_us`), in words that follow
+    the saving's sign: a positive saving rises or falls, a negative one (a loss) narrows or widens."""
+    if saving_us > 0:
+        return GAINS[0] if change_us >= 0 else LOSSES[0]
+    return GAINS[1] if change_us >= 0 else LOSSES[1]
+
+
+def elasticity_meaning(saving_us: float) -> str:
+    """How to read the elasticity at this saving: of the saving, or - the saving negative - of the loss's size."""
+    if saving_us > 0:
+        return "% change of the saving per +1% of the parameter; positive raises it"
+    return "% change of the loss per +1% of the parameter; the saving is negative here, so positive widens the loss"
 
 
 @dataclass(frozen=True)
@@ -282,6 +305,7 @@ def elasticities(scenario: Scenario, profile: Profile, strategy: str = "local_ar
             rows.append({"parameter": param.label, "elasticity": e,
                          "saving_change_us_per_1pct": (up - down) / (2 * step) * 0.01})
     table = pd.DataFrame(rows, columns=["parameter", "elasticity", "saving_change_us_per_1pct"])
+    table["effect"] = [effect(base, c) for c in table["saving_change_us_per_1pct"]]
     table.insert(0, "strategy", strategy)
     table["saving_us"] = base
     table["quantity"] = PER_CALL if whole_step is None else QUANTITY

@@ -46,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if args.sensitivity:
         rows = result["sensitivity"]
         per = "" if not rows or rows[0]["quantity"] == PER_CALL else ", whole draft step per decode step"
-        print(f"\nsensitivity of the local_argmax_pairs saving{per} (elasticity = % change per 1% change):")
+        from ..answers.sensitivity import elasticity_meaning  # pandas: only with --sensitivity (answer.py)
+
+        saving = f" ({rows[0]['saving_us']:+.1f} us here)" if rows else ""
+        print(f"\nsensitivity of the local_argmax_pairs saving{per}{saving}:")
+        print(f"  elasticity = {elasticity_meaning(rows[0]['saving_us'] if rows else 1.0)}")
         for row in rows[:12]:
-            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_1pct']:+.2f} us per +1%)  "
-                  f"{row['parameter']}")
+            print(f"  {row['elasticity']:+8.3f}  ({row['saving_change_us_per_1pct']:+.2f} us per +1%: "
+                  f"{row['effect']})  {row['parameter']}")
     return 0

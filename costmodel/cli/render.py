@@ -36,7 +36,7 @@ def _format_table(result: dict[str, Any]) -> str:
         lines.append(f"{name:30s} {s['total_us']:13.1f} {s['saving_per_draft_call_us']:12.1f} "
                      f"{s['saving_per_decode_step_us']:14.1f}  {cross_txt}{flag}")  # words: left-aligned, last
         if "interval" in s:
-            lines.append(_interval_line(s["interval"]["saving_per_draft_call_us"], s["interval"]["crossover_batch"],
+            lines.append(_interval_line(s["interval"]["saving_per_draft_call_us"], s["interval"], cross,
                                         s["verdict"]))
         lines += _cannot_lines(s, result)
         lines += _component_lines(s, result)
@@ -89,9 +89,19 @@ def _cannot_lines(s: dict[str, Any], result: dict[str, Any]) -> list[str]:
     return [f"{'':30s}   not runnable under {result['engine']['name']}: {note}"] if note else []
 
 
-def _interval_line(saving: dict[str, Any], cross: dict[str, Any] | None, verdict: str) -> str:
-    """"90% interval: saving LOW..HIGH us, crossover LOW..HIGH -> verdict" (the crossover part when there is one)."""
-    cx_txt = "" if cross is None else f", crossover {cross['low']:.1f}..{cross['high']:.1f}"
+def _interval_line(saving: dict[str, Any], interval: dict[str, Any], point_cross: float | None, verdict: str) -> str:
+    """"90% interval: saving LOW..HIGH us, crossover LOW..HIGH -> verdict": the crossover part only where the point
+    answer has a crossover (`point_cross`). Where it has none ("wins at every batch in range", "never wins"), the
+    members that do cross are a minority's range, not an interval of the answer's crossover: the line says so
+    instead of printing one (issue 43 item 6)."""
+    cross, found = interval.get("crossover_batch"), float(interval.get("crossover_found_fraction") or 0.0)
+    if cross is None:
+        cx_txt = ""
+    elif point_cross is None:
+        cx_txt = f", no crossover at the point ({found:.0%} of members cross in range)"
+    else:
+        cx_txt = f", crossover {cross['low']:.1f}..{cross['high']:.1f}" + (
+            "" if found >= 1.0 else f" ({found:.0%} of members cross)")
     return f"{'':30s}   90% interval: saving {saving['low']:.1f}..{saving['high']:.1f} us{cx_txt} -> {verdict}"
 
 
@@ -197,8 +207,8 @@ def whole_step_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"{name:30s} {w['whole_draft_step_us']:14.1f} {w['saving_per_decode_step_us']:10.1f}  {cross}"
                      + ("" if w["valid"] else "  (invalid)"))
         if "interval" in w:
-            lines.append(_interval_line(w["interval"]["saving_per_decode_step_us"], w["interval"]["crossover_batch"],
-                                        s["verdict"]))
+            lines.append(_interval_line(w["interval"]["saving_per_decode_step_us"], w["interval"],
+                                        s.get("crossover_batch"), s["verdict"]))
         lines += _cannot_lines(s, result)
         if "impact" in s and name != result["baseline"]:
             im = s["impact"]

@@ -352,3 +352,17 @@ def test_model_runner_v2_gets_the_flag_to_paste():
     assert cfg[0]["vllm"].text == cfg[1]["vllm"].text
     assert not v2.headline.startswith("vLLM Model Runner V2")
     assert any("#46448" in n for n in v2.config_notes) and not any("#46448" in n for n in v1.config_notes)
+
+
+def test_an_mtp_draft_config_names_no_draft_model(capsys):
+    """Issue 43 item 6: DeepSeek-V3's config to paste asked for "<your draft model>", but an MTP draft is the
+    target checkpoint's own MTP layers (vLLM takes the target when `model` is unset); EAGLE still asks for one."""
+    from costmodel.cli.main import main
+
+    for preset_name, method, named in (("deepseek-v3", "mtp", False), ("llama4-maverick", "eagle", True)):
+        assert main(["recommend", "--workload", str(EXAMPLES / "chat-diurnal.csv"), "--preset", preset_name,
+                     "--engine", "vllm", "--tp", "8", "--num-spec-tokens", "3", "--json"]) == 0
+        vllm = next(c for c in json.loads(capsys.readouterr().out)["configs"] if c["engine"] == "vllm")
+        cfg = json.loads(vllm["text"].split("'")[1])
+        assert cfg["method"] == method and cfg["num_speculative_tokens"] == 3
+        assert ("model" in cfg) is named and ("<your draft model>" in vllm["text"]) is named

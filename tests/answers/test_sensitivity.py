@@ -129,3 +129,35 @@ def test_every_kernel_model_parameter_and_host_cost_is_perturbed():
     table = elasticities(Scenario(vocab=202048, tp=8, batch=64), profile, STRATEGY)
     assert "kernel model copy_gbps.bf16" in set(table["parameter"])  # the relayout copy rate moves this saving
     assert not _stackable(profile, ("kernels", "host", "torch_op_us"))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--preset", "qwen3-8b-eagle3", "--tp", "4", "--batch", "1"], ("narrows the loss", "widens the loss")),
+    (["--preset", "llama3-8b", "--tp", "2", "--batch", "8"], ("raises the saving", "lowers the saving"))])
+def test_predict_sensitivity_words_follow_the_sign_of_the_saving(capsys, args, words):
+    """Issue 43 item 6: with a negative saving, "+1.343 (-3.80 us per +1%) host torch_op_us" read as if more host
+    cost raised the saving; E = dS/S is the % change of the loss's size there. Every row now says what +1% does
+    in words that follow the saving's sign, and the header says how to read E."""
+    import json
+    import re
+
+    from costmodel.cli.main import main
+
+    argv = ["predict", *args, "--no-placements", "--no-intervals", "--sensitivity"]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["sensitivity"]
+    negative = rows[0]["saving_us"] < 0
+    assert negative is (words[1] == "widens the loss")
+    assert all(r["effect"] == (words[0] if r["saving_change_us_per_1pct"] >= 0 else words[1]) for r in rows)
+    assert main(argv) == 0
+    text = capsys.readouterr().out.split("sensitivity of the local_argmax_pairs saving", 1)[1].splitlines()
+    assert f"({rows[0]['saving_us']:+.1f} us here)" in text[0]
+    assert ("the saving is negative here, so positive widens the loss" in text[1]) is negative
+    printed = [re.match(r"\s+([+-][\d.]+)\s+\(([+-][\d.]+) us per \+1%: ([a-z ]+)\)", line) for line in text[2:]]
+    printed = [m for m in printed if m]
+    assert len(printed) == min(12, len(rows))
+    for m in (m for m in printed if float(m.group(1))):  # "+0.000": too small to read a sign from
+        gain = (float(m.group(1)) > 0) is not negative  # E = dS / S: the change's sign is E's times S's
+        assert m.group(3) == (words[0] if gain else words[1]), m.group(0)
+    if negative:  # the case the issue reports: a positive elasticity that widens the loss
+        assert any(float(m.group(1)) > 0 and m.group(3) == "widens the loss" for m in printed)

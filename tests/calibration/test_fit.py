@@ -328,6 +328,22 @@ def test_cli_round_trip(tmp_path, capsys):
     assert {"in_median_rel_err", "cv_p90_rel_err", "breakpoints_bytes"} <= set(table.columns)
 
 
+def test_cli_reports_the_bootstrap_it_was_asked_for(tmp_path, capsys):
+    """Issue 43 item 6: the last line said "100 bootstrap replicates" whatever --bootstrap N was (the stored
+    ensemble: the base's 100 members, or the first 100); it now says N per curve and what was stored."""
+    csv = tmp_path / "m.csv"
+    collective_rows("all_gather", 2, "eager", TWO, seed=5).to_csv(csv, index=False)
+    for asked in (7, 130):
+        out = tmp_path / f"fit{asked}.json"
+        assert main([str(csv), "--out", str(out), "--bootstrap", str(asked)]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        stored = len(expand_document(json.loads(out.read_text())).get("bootstrap", []))
+        assert f"--bootstrap {asked}: {asked} replicates per curve" in last, last
+        assert f"{stored} ensemble members stored" in last or f"the first {stored} stored" in last, last
+    assert main([str(csv), "--out", str(tmp_path / "none.json"), "--bootstrap", "0"]) == 0
+    assert "no bootstrap (--bootstrap 0)" in capsys.readouterr().out
+
+
 def test_cli_bad_input_in_a_subprocess(tmp_path):
     """The real entry point: exit 2, one line on stderr naming the field, nothing written."""
     bad = tmp_path / "bad.csv"

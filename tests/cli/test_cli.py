@@ -285,3 +285,28 @@ def test_launched_tools_name_the_argmax_tp_command_in_their_usage(capsys):
     assert capsys.readouterr().out.startswith("usage: argmax-tp fit ")
     assert main(["kernel-report", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: argmax-tp kernel-report ")
+
+
+@pytest.mark.parametrize("extra", [(), ("--engine", "vllm", "--forward-us", "300")])
+def test_no_crossover_interval_where_the_point_has_no_crossover(capsys, extra):
+    """Issue 43 item 6: "wins at every batch in range" / "never wins in range" rows were followed by "90% interval:
+    ..., crossover 1.0..3.9" (the range of the minority of members that do cross); the interval line now says the
+    point has none and how many members cross, and a crossover interval stands only under a point crossover."""
+    args = ["predict", "--preset", "llama3-8b", "--tp", "2", "--batch", "8", "--no-placements", *extra]
+    assert main([*args, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    lone = [n for n, s in result["strategies"].items()
+            if s.get("crossover_batch") is None and (s.get("interval") or {}).get("crossover_batch")]
+    assert lone, "the case: a strategy with no point crossover whose crossing members have an interval"
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [(above, line) for above, line in zip(lines, lines[1:]) if "90% interval:" in line]
+    assert len(rows) >= 4
+    for above, line in rows:
+        no_point = "wins at every batch in range" in above or "never wins in range" in above
+        if no_point:
+            assert ", crossover " not in line, (above, line)
+    for name in lone:
+        above, line = next((a, b) for a, b in rows if a.startswith(name + " "))
+        frac = result["strategies"][name]["interval"]["crossover_found_fraction"]
+        assert f"no crossover at the point ({frac:.0%} of members cross in range)" in line, line

@@ -162,6 +162,27 @@ def test_verdict_flips_at_the_crossover():
     assert texts[below][0] != texts[above][0]
 
 
+def test_no_crossover_interval_where_the_point_has_no_crossover():
+    """Issue 43 item 6: where the point answer has no crossover ("wins at every batch in range"), the crossover
+    tile's caption printed "90% interval: 1 to 4" - the range of the replicates that do cross; it now says the
+    point has none and how many replicates cross, and the sweep charts draw no crossover band."""
+    at = run_app({"profile": "h200-sxm-nvlink", "preset": "llama3-8b", "tp": "2", "batch": "8"})
+    assert not at.exception
+    sc = shown_scenario(at)
+    profile = load_profile(at.session_state["profile"])
+    assert crossover(sc, FOCUS, profile).batch is None  # the case: no point crossover ...
+    u = propagate(sc, profile, level=0.9)[FOCUS]
+    assert u.crossover_batch is not None and 0 < u.crossover_found_fraction < 1  # ... but some replicates cross
+    shown = captions(at)
+    cross = f"90% interval: {format_batch(u.crossover_batch.low)} to {format_batch(u.crossover_batch.high)}"
+    assert not any(c.startswith(cross) for c in shown), shown
+    want = (f"no crossover at the point estimate ({u.crossover_found_fraction:.0%} of replicates cross in "
+            "batch 1-65,536)")
+    assert want in shown, shown
+    specs = [c.proto.spec for c in at.get("vega_lite_chart")]
+    assert specs and not any("crossover interval from" in spec for spec in specs)  # no band in the sweep charts
+
+
 def test_default_verdict_shows_the_intervals_of_the_derived_ensemble():
     at = run_app()
     sc = shown_scenario(at)
@@ -747,10 +768,12 @@ def test_sensitivity_colour_follows_the_sign_of_the_saving_change():
     assert bars["encoding"]["color"]["field"] == "effect"
     rows = spec["datasets"][bars["data"]["name"]]
     assert len(rows) == len(table)
-    for row in rows:
-        assert row["effect"] == ("raises the saving" if row["saving_change_us_per_1pct"] >= 0 else
-                                 "lowers the saving")
+    for row in rows:  # the saving is negative: its words are the loss's (issue 43 item 6)
+        assert row["effect"] == ("narrows the loss" if row["saving_change_us_per_1pct"] >= 0 else
+                                 "widens the loss")
+    assert bars["encoding"]["color"]["scale"]["domain"] == ["narrows the loss", "widens the loss"]
     assert any(r["elasticity"] > 0 > r["saving_change_us_per_1pct"] for r in rows)  # the case the issue reports
+    assert any("the saving is negative here, so positive widens the loss" in m.value for m in at.markdown)
     # every bar labelled: the axis keeps every parameter, and each bar carries its value
     assert bars["encoding"]["y"]["axis"]["labelOverlap"] is False
     labelled = sum(len(spec["datasets"][layer["data"]["name"]]) for layer in spec["layer"][1:3])

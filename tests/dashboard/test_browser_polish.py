@@ -163,6 +163,18 @@ CHART_PROBE = """() => [...document.querySelectorAll('[data-testid="stMain"] [da
   })"""
 
 
+# every visible chart of the open tab: its drawing's right edge against its own column's and the main area's
+CHART_FIT_PROBE = """() => {
+  const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
+  return [...document.querySelectorAll('[role="tabpanel"] [data-testid="stVegaLiteChart"]')]
+    .filter(c => c.offsetParent !== null && c.querySelector('svg')).map(c => {
+      const svg = c.querySelector('svg').getBoundingClientRect();
+      const column = c.closest('[data-testid="stVerticalBlock"]').getBoundingClientRect();
+      return {width: svg.width, column: column.width, cut: Math.max(svg.right - column.right, svg.right - main.right)};
+    });
+}"""
+
+
 def _alpha(css_color: str) -> float:
     """The alpha of the first colour in a computed `scrollbar-color` ('rgba(0, 0, 0, 0) rgba(...)' -> 0.0)."""
     import re
@@ -191,6 +203,8 @@ def every_tab(server, browser):
     scrollbar could not be measured), the panels under the verdict open, walked through every tab: the console
     messages of the whole walk and, per tab, the probe of every visible table (TABLE_PROBE) and whether its
     horizontal scrollbar is drawn, and the boxes of every visible chart's titles in its SVG (CHART_PROBE)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     b = browser.browser_type.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
                                     ignore_default_args=["--hide-scrollbars"])  # the same Playwright, bars drawn
     try:
@@ -226,10 +240,22 @@ def every_tab(server, browser):
                 probes.append(table)
             tables[tab] = probes
             titles[tab] = page.evaluate(CHART_PROBE)
+        # the Serving A/B change chart at 800 px: drawn (its points), then re-laid out to its column (waited for;
+        # a chart that never fits is probed as it stands, and the test reports how far it is cut)
+        page.set_viewport_size({"width": 800, "height": 1000})
+        page.get_by_role("tab", name="Serving A/B").click()
+        settle_run(page)
+        charts = page.locator('[role="tabpanel"] [data-testid="stVegaLiteChart"]').locator("visible=true")
+        charts.first.locator("svg .mark-symbol path").first.wait_for(timeout=60_000)
+        try:
+            page.wait_for_function(f"() => ({CHART_FIT_PROBE})().every(c => c.cut <= 1)", timeout=10_000)
+        except PlaywrightTimeout:
+            pass
+        narrow = page.evaluate(CHART_FIT_PROBE)
         page.close()
     finally:
         b.close()
-    return console, tables, titles
+    return console, tables, titles, narrow
 
 
 def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
@@ -237,7 +263,7 @@ def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
     description) and Streamlit's scrollbars are transparent until hovered: nothing showed there was more. Every table
     now fits the main area, and a table wider than its frame has a horizontal scrollbar that takes room and is drawn
     (non-transparent thumb, pixels in its strip)."""
-    _, tables, _ = every_tab
+    _, tables, _, _ = every_tab
     assert sum(len(t) for t in tables.values()) >= 8, tables  # the panels' and the tabs' tables were probed
     bad = []
     for tab, probes in tables.items():
@@ -253,21 +279,29 @@ def test_no_table_is_cut_without_a_visible_scrollbar(every_tab):
 
 # the tabs whose tables fit a 1440 px window whole (issue 35: the columns on the page, `views.ON_PAGE`; every CSV
 # keeps its columns); hidden px before: Breakdown 572, Sensitivity 304, Calibration 854, Recommendation 662,
-# Serving A/B 344-399
-FIT_TABS = ("Breakdown", "Sensitivity", "Calibration", "Recommendation", "Serving A/B")
+# Serving A/B 344-399; Impact (issue 43 item 6)
+FIT_TABS = ("Breakdown", "Sensitivity", "Calibration", "Impact", "Recommendation", "Serving A/B")
 
 
 def test_the_tabs_tables_fit_1440_px_without_a_scroll(every_tab):
-    _, tables, _ = every_tab
+    _, tables, _, _ = every_tab
     hidden = {tab: [t["hidden"] for t in tables.get(tab, []) if t["inTab"]] for tab in FIT_TABS}  # not the panels'
     assert all(hidden.values()), hidden  # each tab's tables were probed
     assert all(px <= 1 for pxs in hidden.values() for px in pxs), hidden
 
 
+def test_the_serving_change_chart_fits_its_column_at_800_px(every_tab):
+    """Issue 43 item 6: at an 800 px window the Serving A/B change chart (a facet per metric, 560 px plot, row
+    headers and legend: 867 px) was cut on the right of its 466 px column. It now takes its column's width."""
+    *_, narrow = every_tab
+    assert narrow, "the Serving A/B tab drew no chart"
+    assert all(c["cut"] <= 1 and c["width"] <= c["column"] + 1 for c in narrow), narrow
+
+
 def test_no_conflicting_legend_warning_on_any_tab(every_tab):
     """Before: Vega logged 'Conflicting legend property "disable" (false and true)' for the two batch-sweep charts
     (their end labels declared no legend for the colour the lines' legend shows)."""
-    console, tables, _ = every_tab
+    console, tables, _, _ = every_tab
     assert set(tables) == set(TABS)
     warnings = [m for m in console if "Conflicting" in m or "WARN" in m]
     assert warnings == [], "\n".join(warnings)
@@ -278,7 +312,7 @@ def test_the_topk_chart_axis_titles_are_whole_inside_the_chart(every_tab):
     """Before: the top-k panel's y title "crossover batch (sequences per decode step)" (~250 px) was centred on a
     ~100 px plot (the chart's 300 px, axes and four legend entries included) and cut at the top of the SVG. Now every
     axis title of that chart lies inside its SVG, uncut; so do the titles of every other chart drawn in the walk."""
-    _, _, titles = every_tab
+    _, _, titles, _ = every_tab
     charts = [chart for per_tab in titles.values() for chart in per_tab]
     topk = [chart for chart in charts if any(t["text"].startswith("top-k") for t in chart)]
     assert topk, charts
