@@ -268,6 +268,24 @@ def test_validation_table_for_the_selected_profile():
     assert {"h200-sxm-nvlink", "h100-sxm-nvlink"} <= set(rows["profile"])
 
 
+def test_the_first_page_computes_no_closed_expander():
+    """issue 43 item 4: what the first page does not show is not computed before its first paint. The batch sweep
+    tab's crossover tables and the fused-kernel panel are computed only once their expander is opened (it reruns),
+    and then show the answer's crossovers."""
+    at = run_app({"engine": "vllm"})
+    crossover_columns = [d for d in at.dataframe if "crossover_batch" in d.value.columns]
+    assert crossover_columns == []  # neither the crossovers nor the fused panel (crossover_batch_torch / _fused)
+    assert [e.label for e in at.expander if e.label.startswith(("Crossover batches", "Fused kernels"))] == [
+        "Crossover batches of every strategy vs the baseline (whole draft step)",
+        "Fused kernels: crossover batch with torch ops vs the fused Triton kernels"]
+    at.session_state["crossovers_open"] = True
+    at.run()
+    assert not at.exception and not at.error
+    shown = [d.value for d in at.dataframe if "crossover_batch" in d.value.columns]
+    assert len(shown) == 2  # the whole draft step's, and per draft call (context)
+    assert all(FOCUS in set(table["strategy"]) for table in shown)
+
+
 def test_fused_panel_shows_both_crossovers():
     at = run_app()
     assert not [d for d in at.dataframe if "crossover_batch_fused" in d.value.columns]  # closed: not computed (#43)
