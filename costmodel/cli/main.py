@@ -185,7 +185,8 @@ LAUNCHERS: dict[str, tuple[str, bool, str]] = {
                       "achieved bandwidth and fused speed-ups of a kernels CSV"),
 }
 # the repository's .streamlit/config.toml, for an installed package started from any directory
-STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--browser.gatherUsageStats", "false",
+STREAMLIT_FLAGS = ("--server.maxUploadSize", "20", "--server.fileWatcherType", "none",
+                   "--browser.gatherUsageStats", "false",
                    "--client.toolbarMode", "viewer",
                    "--client.showErrorDetails", "none", "--theme.base", "light", "--theme.primaryColor", "#4c78a8")
 

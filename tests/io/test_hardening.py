@@ -224,6 +224,17 @@ def test_streamlit_hides_error_details():
     assert flags["--client.showErrorDetails"] == "none"
 
 
+def test_the_launcher_passes_the_repository_config():
+    """`argmax-tp dashboard` from any directory runs Streamlit as the repository's .streamlit/config.toml does
+    (every option but headless: the launcher may open a browser) - e.g. no file watcher (issue 43 item 4)."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    wanted = {f"--{section}.{key}": str(value).lower() if isinstance(value, bool) else str(value)
+              for section, options in config.items() for key, value in options.items() if key != "headless"}
+    flags = dict(zip(cli.STREAMLIT_FLAGS[::2], cli.STREAMLIT_FLAGS[1::2], strict=True))
+    assert flags == wanted
+    assert flags["--server.fileWatcherType"] == "none"
+
+
 def test_dashboard_shows_a_hostile_query_parameter_as_text():
     from streamlit.testing.v1 import AppTest
 
