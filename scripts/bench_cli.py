@@ -72,20 +72,6 @@ PAGES = (("page load, engine vllm", APP, "engine=vllm", None), ("page load, engi
          ("bare Streamlit page (one chart, one table)", BARE, "", None),
          ("Sensitivity tab (cold), engine vllm", APP, "engine=vllm&batch={batch}", "Sensitivity"),
          ("Sensitivity tab (cold), engine none", APP, "engine=none&batch={batch}", "Sensitivity"))
-# the script's run state on Streamlit's root element ("running", then "notRunning"; tests/dashboard/test_browser.py)
-# and every visible chart drawn: the page a user sees, whatever Streamlit's status widget (shown 500 ms into a run)
-IDLE = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-  && [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].filter(c => c.offsetParent !== null)
-       .every(c => c.querySelector('svg, canvas'))"""
-RUNS_DONE = """() => {
-  if (window.__runsDone === undefined) {
-    window.__runsDone = 0;
-    new MutationObserver(rs => { for (const r of rs) if (r.oldValue === 'running') window.__runsDone++; })
-      .observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
-                                          attributeFilter: ['data-test-script-state']});
-  }
-  return window.__runsDone;
-}"""
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -117,8 +103,11 @@ def _ratio_row(label: str, times: dict[str, list[float]], a: str, b: str, target
 def browser_rows(python: str, repeat: int) -> list[str]:
     """Each of PAGES loaded `repeat` times in turn (alternated, after one warm-up load each) in a fresh page, the
     dashboard and the bare page each from its own server: navigation until the script is idle and every visible
-    chart is drawn (IDLE); rows, the engine / none ratio and the dashboard / bare page ratio."""
+    chart is drawn (dashboard.page_state); rows, the engine / none ratio and the dashboard / bare page ratio."""
     from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(ROOT))  # dashboard.page_state from the checkout
+    from dashboard.page_state import CHARTS_DRAWN_JS, RUNS_DONE_JS, page_ready_js, run_ended_js
 
     servers = {script: _streamlit(python, script) for script in (APP, BARE)}
     times: dict[str, list[float]] = {label: [] for label, _, _, _ in PAGES}
@@ -131,12 +120,13 @@ def browser_rows(python: str, repeat: int) -> list[str]:
                     page = browser.new_page(viewport={"width": 1440, "height": 1000})
                     start = time.perf_counter()
                     page.goto(f"{servers[script][1]}/?{query.format(batch=40 + round_)}")
-                    page.wait_for_function(IDLE, timeout=120_000)
+                    page.wait_for_function(page_ready_js(), timeout=120_000)
                     if tab is not None:
-                        done = page.evaluate(RUNS_DONE)
+                        done = page.evaluate(RUNS_DONE_JS)
                         start = time.perf_counter()
                         page.get_by_role("tab", name=tab).click()
-                        page.wait_for_function(f"() => window.__runsDone > {done} && ({IDLE})()", timeout=120_000)
+                        page.wait_for_function(f"() => ({run_ended_js(done)})() && ({CHARTS_DRAWN_JS})()",
+                                               timeout=120_000)
                     if round_:  # round 0 warms the server's caches for every page
                         times[label].append(time.perf_counter() - start)
                     page.close()

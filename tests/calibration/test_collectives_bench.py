@@ -298,8 +298,13 @@ def _stop_mid_run(tmp_path: Path, stop) -> dict:
         assert all(proc.poll() is None for proc in procs), f"a rank ended before two rows: {finish(procs, 30)}"
         time.sleep(0.1)
     stop(procs)
-    finish(procs, timeout=60)
-    return json.loads((tmp_path / PROVENANCE_NAME).read_text())
+    # past gloo's own timeout (60 s, calibration.bench.collectives: max(60, 2 x --watchdog-s)), so a rank left in a
+    # collective its peer never joins ends with its own error, not the test's kill; the ranks' exits and stderr
+    # tails travel with the provenance into the assertion message
+    ends = finish(procs, timeout=150)
+    prov = json.loads((tmp_path / PROVENANCE_NAME).read_text())
+    prov["_ranks"] = [(code, err[-600:]) for code, err in ends]
+    return prov
 
 
 def collectives_rows(out: Path) -> int:
@@ -317,7 +322,7 @@ def test_a_killed_rank_is_a_failed_run_not_an_interrupted_one(tmp_path):
         procs[1].kill()
 
     prov = _stop_mid_run(tmp_path, kill_rank_1)
-    assert prov["status"].startswith("failed: ") and "SIGTERM" in prov["status"], prov["status"]
+    assert prov["status"].startswith("failed: ") and "SIGTERM" in prov["status"], (prov["status"], prov["_ranks"])
     assert collectives_rows(tmp_path) >= 2  # the measured rows stay
 
 
@@ -328,7 +333,8 @@ def test_ctrl_c_is_an_interrupted_run(tmp_path):
         for proc in procs:
             proc.send_signal(signal.SIGINT)
 
-    assert _stop_mid_run(tmp_path, ctrl_c)["status"] == "interrupted"
+    prov = _stop_mid_run(tmp_path, ctrl_c)
+    assert prov["status"] == "interrupted", prov["_ranks"]
 
 
 @pytest.mark.parametrize("exc, status", [

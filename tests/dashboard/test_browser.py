@@ -22,6 +22,7 @@ import pytest
 
 from costmodel import load_profile, predict
 from costmodel.answers import per_call
+from dashboard.page_state import CHARTS_DRAWN_JS, IDLE_JS, RUNS_DONE_JS, run_ended_js
 from dashboard.state import TABS, Inputs
 
 pytestmark = pytest.mark.browser
@@ -100,27 +101,6 @@ def browser(server):
         b.close()
 
 
-# Streamlit's frontend shows the script's run state on its root element, data-test-script-state: "initial" before the
-# first run, "running", then "notRunning". The tests wait for that state, never for a time (issue 43 item 5: the
-# status widget they waited on appears only 500 ms into a run, so on a loaded machine a wait could end before the
-# run it waited for had begun, and a tab was probed before it rendered).
-IDLE_JS = """() => document.querySelector('[data-testid="stApp"]')
-  ?.getAttribute('data-test-script-state') === 'notRunning'"""
-CHARTS_DRAWN_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
-  .filter(c => c.offsetParent !== null).every(c => c.querySelector('svg, canvas'))"""
-# how many script runs this page has seen finish (an attribute change whose old value was "running"), counted from the
-# first call on
-RUNS_DONE_JS = """() => {
-  if (window.__runsDone === undefined) {
-    window.__runsDone = 0;
-    new MutationObserver(records => { for (const r of records) if (r.oldValue === 'running') window.__runsDone++; })
-      .observe(document.documentElement, {subtree: true, attributes: true, attributeOldValue: true,
-                                          attributeFilter: ['data-test-script-state']});
-  }
-  return window.__runsDone;
-}"""
-
-
 def settle(page) -> None:
     """Wait until the script is idle after a finished run and every visible chart is drawn (at least one)."""
     settle_run(page)
@@ -133,7 +113,7 @@ def rerun_by(page, action: Callable[[], object]) -> None:
     ended after the action and the script is idle): the state the caller asserts on, whatever the machine's load."""
     done = page.evaluate(RUNS_DONE_JS)
     action()
-    page.wait_for_function(f"() => window.__runsDone > {done} && ({IDLE_JS})()", timeout=60_000)
+    page.wait_for_function(run_ended_js(done), timeout=60_000)
 
 
 def switch_on(page, key_class: str, tries: int = 3) -> None:

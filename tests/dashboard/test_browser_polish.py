@@ -14,13 +14,13 @@ import pytest
 
 from costmodel import bundled_profiles
 from dashboard.compare_panel import profile_label
+from dashboard.page_state import CHARTS_DRAWN_JS
 from dashboard.state import TABS
 from dashboard.tables import PROFILE_LABEL_CHARS
 
 from . import test_browser as harness
 from .test_browser import (
     ARTIFACTS,
-    CHARTS_DRAWN_JS,
     CHROMIUM,
     CHROMIUM_ARGS,
     rerun_by,
