@@ -133,8 +133,17 @@ def torchrun(nproc: int, out: Path, *args: str, timeout: float = 120) -> subproc
     return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def _foreground_signals() -> None:
+    """SIGINT at its default, as in a foreground job, whose Ctrl-C the tests send: a suite started as a background job
+    (`cmd &`, nohup, a CI runner) inherits SIGINT ignored, Python then installs no KeyboardInterrupt handler, and
+    the ranks ran on through the test's SIGINT (issue 43 item 5: "'ok' == 'interrupted'" and "'running'" under load
+    were this, not timing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn_ranks(nproc: int, out: Path, *args: str, **extra_env: str) -> list[subprocess.Popen]:
-    """The ranks as torchrun would start them (same environment), so each rank's exit code is visible."""
+    """The ranks as torchrun would start them from a terminal (same environment, SIGINT at its default), so each
+    rank's exit code is visible."""
     port = str(free_port())
     procs = []
     for rank in range(nproc):
@@ -142,7 +151,8 @@ def spawn_ranks(nproc: int, out: Path, *args: str, **extra_env: str) -> list[sub
                    GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **extra_env)
         procs.append(subprocess.Popen([sys.executable, "-m", "calibration.collectives", "--backend", "gloo",
                                        "--out", str(out), *args], cwd=ROOT, env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      preexec_fn=_foreground_signals))
     return procs
 
 
