@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from costmodel import BASELINE, STRATEGIES
-from costmodel.answers.sensitivity import GAINS, LOSSES
+from costmodel.answers.sensitivity import effect
 from costmodel.answers.step_sweep_frame import PER_CALL_ANSWER, WHOLE_STEP_ANSWER
 from costmodel.io.formatting import format_batch, format_pct, format_small_pct, format_us
 
@@ -492,8 +492,8 @@ def sensitivity_chart(table: pd.DataFrame) -> alt.LayerChart:
     change = data["saving_change_us_per_1pct"].to_numpy(dtype=float)
     whole = "quantity" in table and table["quantity"].astype(str).str.startswith(WHOLE_STEP_ANSWER).any()
     per = "decode step" if whole else "draft call"  # the data's own quantity (sensitivity.elasticities)
-    pair = 0 if data.empty or float(data["saving_us"].iloc[0]) > 0 else 1  # the saving's sign: which words
-    effects = [GAINS[pair], LOSSES[pair]]
+    saving = 1.0 if data.empty else float(data["saving_us"].iloc[0])
+    effects = [effect(saving, 1.0), effect(saving, -1.0)]  # the words of +1% for and against, at this saving's sign
     extent = float(np.abs(change).max(initial=0.0)) or 1.0
     lo = min(0.0, float(change.min(initial=0.0))) - 0.25 * extent
     hi = max(0.0, float(change.max(initial=0.0))) + 0.25 * extent

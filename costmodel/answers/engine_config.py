@@ -40,8 +40,9 @@ class EngineConfig:
 def vllm_speculative_config(num_spec_tokens: int, *, enable: bool, method: str = "eagle",
                             parallel: bool = False) -> str:
     """The `--speculative-config` JSON: the draft `model` left for the user to fill in, except for an MTP method
-    ("mtp", "deepseek_mtp", ...), whose draft is the target checkpoint's own MTP layers - vLLM's SpeculativeConfig
-    takes the target model when `model` is unset, and there is no separate draft to name (issue 43 item 6)."""
+    ("mtp", "deepseek_mtp", ...), whose draft is the target checkpoint's own MTP layers - vLLM takes the target model
+    when `model` is unset and, for MTP, the target's model config as the draft's (vllm/config/speculative.py,
+    SpeculativeConfig.__post_init__): there is no separate draft to name (issue 43 item 6)."""
     mtp = method == "mtp" or method.endswith("_mtp")
     cfg: dict[str, Any] = {"method": method, **({} if mtp else {"model": "<your draft model>"}),
                            "num_speculative_tokens": num_spec_tokens, "use_local_argmax_reduction": enable}
