@@ -50,7 +50,8 @@ def explain_collective(profile: Profile, op: str, bytes_per_rank: float, p: int,
     factor = float(bus_factor(op, p))
     index = int(chosen_regime(curve, bytes_per_rank, p, nodes))
     r = curve.regimes[index]
-    alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
+    across = r.alpha_per_peer_across_nodes_us if nodes > 1 else 0.0
+    alpha = r.alpha_base_us + (r.alpha_per_peer_us + across) * (p - 1) + r.alpha_per_node_us * (nodes - 1)
     busbw = r.busbw_gbps
     if nodes > 1 and curve.inter_node_busbw_gbps is not None:
         fastest = max(x.busbw_gbps for x in curve.regimes)
@@ -66,7 +67,7 @@ def explain_collective(profile: Profile, op: str, bytes_per_rank: float, p: int,
         f"S = {_n(bytes_per_rank)} B/rank -> {_n(size)} B; regime {r.name} "
         + ("(the fastest at this S and p)" if curve.select == "min" else f"(S {bound} {_n(edge)} B)"),
         f"alpha = {r.alpha_base_us:g} + {r.alpha_per_peer_us:g} x {p - 1} + {r.alpha_per_node_us:g} x {nodes - 1}"
-        f" = {alpha:.3f} us",
+        + (f" + {across:g} x {p - 1} (network overhead per ring step)" if across else "") + f" = {alpha:.3f} us",
         f"launch {curve.launch_us:g} us",
         (f"(S + s_half {_n(r.s_half_bytes)} B) x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us" if r.s_half_bytes
          else f"S x {factor:.4g} / {busbw:g} GB/s = {wire:.3f} us"),

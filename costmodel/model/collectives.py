@@ -7,6 +7,7 @@ For a collective over p ranks spanning n nodes, with `bytes_per_rank` b:
     bus_bytes  = S * f(p),  f = (p-1)/p for all_gather and gather,
                             2(p-1)/p for all_reduce, 1 for broadcast
     alpha      = alpha_base + alpha_per_peer * (p-1) + alpha_per_node * (n-1)
+                 (+ alpha_per_peer_across_nodes * (p-1) when n > 1: a transport's per-ring-step overhead)
     busbw      = regime busbw; when n > 1 capped at inter_node_busbw (select "breakpoints"), or
                  scaled by inter_node_busbw / the fastest regime's busbw when that is < 1 (select "min":
                  the network limits every protocol alike, so the protocols keep their order), and at the
@@ -80,6 +81,8 @@ def _regime_time_us(curve: CollectiveCurve, index: int, size_bytes: np.ndarray, 
             capped = np.minimum(capped, r.inter_node_max_gbps)
         busbw = np.where(nodes > 1, capped, busbw)
     alpha = r.alpha_base_us + r.alpha_per_peer_us * (p - 1) + r.alpha_per_node_us * (nodes - 1)
+    if r.alpha_per_peer_across_nodes_us:  # a transport's per-ring-step overhead (costmodel.model.fabrics)
+        alpha = alpha + np.where(nodes > 1, r.alpha_per_peer_across_nodes_us * (p - 1), 0.0)
     wire = (size_bytes + r.s_half_bytes) if np.any(r.s_half_bytes) else size_bytes
     return curve.launch_us + alpha + wire * factor / busbw * US_PER_BYTE_AT_1_GBPS
 

@@ -1,30 +1,34 @@
 """A profile re-priced for another scale-out fabric (`costmodel.profiles.fabrics`): the pricing rule.
 
-The bundled profiles derive every multi-node curve from one fabric, NICs x NIC GB/s x NET_EFF 0.9 with NCCL's
-hwLat[NET] per inter-node step (scripts/derive_profiles.py `inter_node_busbw`, NET_EFF; provenance
-`nics_per_node`, `nic_gbps`). For a fabric choice F, with the profile's own per-node network bandwidth
+The bundled profiles derive every multi-node curve from one network, NCCL's own model over InfiniBand: NICs x NIC
+GB/s x NET_EFF 0.9, hwLat[NET] per inter-node step, the plugin's latencyInter 0 (net_ib.cc) and netOverhead 1 us
+per ring step (scripts/derive_profiles.py `inter_node_busbw`, NET_EFF, NET_OVERHEAD_US; provenance
+`nics_per_node`, `nic_gbps`). A fabric F is a transport T (net_eff, step_overhead_us o, inter_step_us l; fitted
+per transport across clusters) with a machine type's NICs. Every curve that can span nodes (nodes None, or
+nodes > 1) and is not measured is re-priced regime by regime, with the regime's algorithm A and protocol P read
+from its name ("LL" / "LL128" / "Simple": ring; "Tree-LL" / "Tree-Simple": tree; "NVLSTree": NVLS in the node,
+a tree across nodes) as NCCL's tuner prices them (src/graph/tuning.cc `ncclTopoTuneModel`):
 
-    base_GBps  = profile NICs * profile NIC GB/s * 0.9
-    ratio      = F.net_busbw_gbps / base_GBps          (F: nics * nic_gbit / 8 * net_eff)
-    steps(op)  = 2 for all_reduce (ring 2(n-1) and, at 2 nodes, tree 2 log2 n inter-node steps), else 1
+    ratio            = F.net_busbw_gbps / base_GBps          (F: nics * nic_gbit / 8 * T.net_eff;
+                                                              base: profile NICs * NIC GB/s * 0.9)
+    inter_node_busbw_gbps *= ratio                           (the network cap; None: the fastest regime's busbw)
+    inter_node_max_gbps   *= min(1, ratio)                   (NCCL's LL ceiling across nodes)
+    s_half_bytes          *= busbw across nodes after / before (the mid-size ramp keeps its microseconds)
+    per ring step        += max(0, o - 1 us) * m_P            (ring only: NCCL's intraLat = max(intraLat,
+                                                              netOverhead) for every step of a ring that spans
+                                                              nodes; m_P = 3 for Simple, else 1)
+    per inter-node step  += l * (2 for Simple, else 1)       (interLat = hwLat[NET] + latencyInter, Simple adds
+                                                              latencyInter again for the flush)
 
-every curve that can span nodes (nodes None, or nodes > 1) and is not measured becomes
-
-    inter_node_busbw_gbps *= ratio                         (the network cap; None: the fastest regime's busbw.
-                                                            `costmodel.model.collectives` caps every regime at it
-                                                            across nodes, or scales them by cap / the fastest
-                                                            regime's busbw when that is below 1)
-    inter_node_max_gbps   *= min(1, ratio)                 (NCCL's LL ceiling across nodes: a slower network
-                                                            lowers it, a faster one leaves NCCL's constant)
-    alpha_per_node_us     += steps(op) * F.net_extra_us    (the plugin's latency per inter-node step)
-    s_half_bytes          *= busbw across nodes after / before, when nodes > 1 (the mid-size ramp is a fill of fixed
-                                                            duration, s_half / busbw: it keeps its microseconds
-                                                            when the network lowers the regime's busbw)
-
-so T(S, p, n) = launch + alpha(p) + (n - 1) * alpha_per_node + f(p) S / busbw is unchanged at n = 1, and a
-measured (fitted) multi-node curve wins over the rule: it is kept as measured. The profile's bootstrap
-replicates priced the old fabric, so the re-priced profile has none (its intervals are the point profile's
-with the discrepancy spread, `costmodel.evidence.ensemble`).
+with NCCL's step counts: a ring takes nsteps = 2 (p - 1) (all_reduce) or p - 1 steps, nInterSteps = 2 (n - 1) or
+n - 1 of them across nodes; a tree (and NVLS-Tree) 2 log2(n) inter-node steps and no ring steps. So at p ranks
+over n nodes (k = p / n per node) the floor grows with the ring's p - 1 steps - one GPU per node (k = 1) pays o
+on 2 (p - 1) = 2 steps at p = 2, a 16-GPU ring 30 - and with the algorithm's inter-node steps. A per-(p, n)
+curve takes both terms in `alpha_per_node_us` (p and n are fixed); a generic curve (any p, n) takes the ring term
+in `alpha_per_peer_across_nodes_us` (x (p - 1), only when n > 1) and the inter-node term per extra node.
+T(S, p, n) is unchanged at n = 1, and a measured (fitted) multi-node curve wins over the rule: it is kept as
+measured. The profile's bootstrap replicates priced the old fabric, so the re-priced profile has none (its
+intervals are the point profile's with the discrepancy spread, `costmodel.evidence.ensemble`).
 """
 
 from __future__ import annotations
@@ -33,15 +37,39 @@ import dataclasses
 import math
 
 from ..io.errors import InputError
-from ..profiles.fabrics import FabricChoice, default_fabric_name, fabric_choice
-from ..profiles.types import CollectiveCurve, Profile
+from ..profiles.fabrics import FabricChoice, Transport, default_fabric_name, fabric_choice
+from ..profiles.types import CollectiveCurve, Profile, Regime
 
 BASE_NET_EFF = 0.9  # scripts/derive_profiles.py NET_EFF: the bundled profiles' multi-node rule
+BASE_STEP_OVERHEAD_US = 1.0  # scripts/derive_profiles.py NET_OVERHEAD_US: NCCL getNetOverhead (x86 Intel)
+SIMPLE_OVERHEAD_STEPS = 3  # tuning.cc: "if (proto == NCCL_PROTO_SIMPLE) netOverhead *= 3"
+SIMPLE_LATENCY_INTER = 2  # tuning.cc: Simple adds latencyInter twice ("Also add the flush extra latency")
 
 
-def inter_node_steps(op: str) -> int:
-    """Inter-node steps per extra node: all_reduce 2 (ring 2(n-1); tree 2 log2 n = 2 at n = 2), else 1 (n-1)."""
+def regime_algorithm(name: str) -> tuple[str, str]:
+    """(algorithm, protocol) of a regime from its name: "Tree-LL" -> ("tree", "LL"), "NVLSTree" -> ("nvls_tree",
+    "Simple"), "NVLS" -> ("nvls", "Simple"), "LL" / "LL128" / "Simple" -> ("ring", name); any other name (a fitted
+    curve's "regime") -> ("ring", "Simple")."""
+    if name.startswith("NVLSTree"):
+        return "nvls_tree", "Simple"
+    if name.startswith("NVLS"):
+        return "nvls", "Simple"
+    algo, _, proto = name.rpartition("-")
+    algo = "tree" if algo.lower() == "tree" else "ring"
+    return algo, proto if proto in ("LL", "LL128", "Simple") else "Simple"
+
+
+def ring_steps_per_peer(op: str) -> int:
+    """Ring steps per peer: all_reduce 2 (nsteps 2 (p - 1)), else 1 (p - 1)."""
     return 2 if op == "all_reduce" else 1
+
+
+def inter_node_steps(op: str, algorithm: str = "ring", nodes: int | None = None) -> float:
+    """Inter-node steps per extra node (x (n - 1) gives NCCL's count): a ring's nInterSteps 2 (n - 1) for
+    all_reduce, else n - 1; a tree's or NVLS-Tree's 2 log2(n) (at n = 2: 2; unknown n: 2)."""
+    if algorithm in ("tree", "nvls_tree"):
+        return 2.0 if not nodes or nodes <= 2 else 2.0 * math.log2(nodes) / (nodes - 1)
+    return float(ring_steps_per_peer(op))
 
 
 def base_net_busbw_gbps(profile: Profile) -> float:
@@ -68,11 +96,25 @@ def _across_nodes_gbps(curve: CollectiveCurve, busbw: float, ll_max: float | Non
     return busbw if ll_max is None else min(busbw, ll_max)
 
 
-def _curve(curve: CollectiveCurve, ratio: float, extra_us: float) -> CollectiveCurve:
+def _latency(curve: CollectiveCurve, r: Regime, t: Transport) -> dict[str, float]:
+    """The regime's added latency terms over transport t (module doc): alpha_per_node_us and
+    alpha_per_peer_across_nodes_us increments."""
+    algo, proto = regime_algorithm(r.name)
+    ring_us = max(0.0, t.step_overhead_us - BASE_STEP_OVERHEAD_US) * (SIMPLE_OVERHEAD_STEPS if proto == "Simple"
+                                                                       else 1)
+    per_peer = ring_steps_per_peer(curve.op) * ring_us if algo == "ring" else 0.0
+    per_node = inter_node_steps(curve.op, algo, curve.nodes) * t.inter_step_us * (
+        SIMPLE_LATENCY_INTER if proto == "Simple" else 1)
+    if curve.world_size is not None and curve.nodes is not None:  # p and n fixed: all of it per extra node
+        return {"alpha_per_node_us": per_node + per_peer * (curve.world_size - 1) / (curve.nodes - 1),
+                "alpha_per_peer_across_nodes_us": 0.0}
+    return {"alpha_per_node_us": per_node, "alpha_per_peer_across_nodes_us": per_peer}
+
+
+def _curve(curve: CollectiveCurve, ratio: float, transport: Transport) -> CollectiveCurve:
     if curve.provenance == "measured" or curve.nodes == 1:
         return curve
     slower = min(1.0, ratio)
-    per_node = inter_node_steps(curve.op) * extra_us
     own = curve.inter_node_busbw_gbps  # None (a curve fitted to one fabric's table): its fastest regime's busbw
     cap = (max(r.busbw_gbps for r in curve.regimes) if own is None else own) * ratio
     regimes = []
@@ -81,8 +123,11 @@ def _curve(curve: CollectiveCurve, ratio: float, extra_us: float) -> CollectiveC
         kept = 1.0 if curve.nodes is None else (  # a generic curve's ramp also prices one node: kept as it is
             _across_nodes_gbps(curve, r.busbw_gbps, ll_max, cap)
             / _across_nodes_gbps(curve, r.busbw_gbps, r.inter_node_max_gbps, own))
-        regimes.append(dataclasses.replace(r, alpha_per_node_us=r.alpha_per_node_us + per_node,
-                                           s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max))
+        add = _latency(curve, r, transport)
+        regimes.append(dataclasses.replace(
+            r, alpha_per_node_us=r.alpha_per_node_us + add["alpha_per_node_us"],
+            alpha_per_peer_across_nodes_us=r.alpha_per_peer_across_nodes_us + add["alpha_per_peer_across_nodes_us"],
+            s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max))
     return dataclasses.replace(curve, regimes=tuple(regimes), inter_node_busbw_gbps=cap)
 
 
@@ -96,9 +141,10 @@ def apply_fabric(profile: Profile, choice: FabricChoice | None) -> Profile:
     new_prov = dataclasses.replace(prov, nics_per_node=choice.nics(prov.nics_per_node),
                                    nic_gbps=choice.gbit(prov.nic_gbps) / 8.0,
                                    interconnect=f"{prov.interconnect}; across nodes: {text}")
-    raw = {**profile.raw, "fabric": {"name": choice.name, "kind": choice.fabric.kind, "text": text, "ratio": ratio}}
+    raw = {**profile.raw, "fabric": {"name": choice.name, "transport": choice.transport.name,
+                                     "kind": choice.fabric.kind, "text": text, "ratio": ratio}}
     raw.pop("ensemble", None)
-    return dataclasses.replace(profile, collectives=tuple(_curve(c, ratio, choice.fabric.net_extra_us)
+    return dataclasses.replace(profile, collectives=tuple(_curve(c, ratio, choice.transport)
                                                           for c in profile.collectives),
                                provenance=new_prov, bootstrap=(), raw=raw)
 
@@ -124,7 +170,9 @@ def profile_on_fabric(profile: Profile, fabric: str | None = None, nics_per_node
     if choice is None:
         return profile
     priced = apply_fabric(profile, choice)
-    if math.isclose(fabric_ratio(profile, choice), 1.0) and choice.fabric.net_extra_us == 0.0:
+    t = choice.transport
+    if (math.isclose(fabric_ratio(profile, choice), 1.0) and t.inter_step_us == 0.0
+            and t.step_overhead_us <= BASE_STEP_OVERHEAD_US):
         return dataclasses.replace(profile, provenance=priced.provenance,
                                    raw={**profile.raw, "fabric": priced.raw["fabric"]})
     return priced

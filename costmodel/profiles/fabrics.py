@@ -1,13 +1,23 @@
-"""Scale-out fabrics (data/presets/fabrics.csv): what joins a profile's nodes (NVLink / PCIe domains).
+"""Scale-out fabrics and their transports (data/presets/fabrics.csv, data/presets/transports.csv).
 
-One row per fabric, each citing where its numbers come from (a published multi-node table the row was fitted to,
-or the rule it was derived by). `FabricChoice` is a fabric with the user's `--nics-per-node` / `--nic-gbps`
-overrides applied and validated; `costmodel.model.fabrics.apply_fabric` re-prices a profile's multi-node
-collective curves with it. Read with the csv module (no pandas).
+A *transport* is how NCCL moves bytes between nodes - its net plugin: IB verbs (`ib`, also over RoCE: `roce`),
+libfabric on AWS EFA (`efa`, aws-ofi-nccl), GCP's gIB, GPUDirect-TCPX / TCPXO, plain sockets, NVLink racks joined
+over IB (`mnnvl`). Its three parameters are shared by every cluster that uses it and fitted jointly to every
+published multi-node table of that transport (scripts/fit_fabrics.py):
 
-Per node the fabric carries   net_busbw_GBps = nics_per_node * nic_gbit / 8 * net_eff
-and every inter-node step of a collective costs `net_extra_us` on top of NCCL's hwLat[NET] (the latency a network
-plugin adds: tuning.cc's latencyInter, fitted per fabric from the tables' small-message floors).
+    net_eff            achieved fraction of the NICs' line rate   net_busbw_GBps = nics * nic_gbit / 8 * net_eff
+    step_overhead_us   per ring step while a ring spans nodes     NCCL's netOverhead: tuning.cc "Inter-node rings still
+                       (x3 for the Simple protocol)               have to launch nsteps * net overhead", intraLat =
+                                                                  max(intraLat, netOverhead), Simple netOverhead *= 3
+    inter_step_us      per inter-node step of the algorithm       NCCL's latencyInter (the net plugin's reported
+                       (counted twice for Simple: the flush)      latency): interLat = hwLat[NET] + latencyInter, and
+                                                                  "if (p == NCCL_PROTO_SIMPLE) interLat += latencyInter"
+
+A *fabric* (what `--fabric NAME` names) is a transport with the NIC topology of a machine type: NICs per node and
+line rate (None: the profile's own). Several fabrics share one transport (efa: p4d / p5 / p5en / p6 instance
+types). `FabricChoice` is a fabric with the user's `--nics-per-node` / `--nic-gbps` overrides applied and
+validated; `costmodel.model.fabrics.apply_fabric` re-prices a profile's multi-node collective curves with it.
+Read with the csv module (no pandas).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from ..io.errors import InputError
 from .paths import DATA_DIR
 
 FABRICS_CSV = DATA_DIR / "presets" / "fabrics.csv"
+TRANSPORTS_CSV = DATA_DIR / "presets" / "transports.csv"
 MAX_NICS_PER_NODE = 256  # NICs per node a profile may claim (AWS p5: 32 EFA NICs; 256 leaves room, refuses 1e9)
 MIN_NIC_GBIT = 1.0  # Gb/s per NIC: 1 GbE, the slowest Ethernet NIC a GPU node carries (below it a sweep prices
 # nonsense: 1e-300 Gb/s gave 300-digit times, null crossovers and numpy overflow warnings)
@@ -29,18 +40,33 @@ MNNVL_MIN_GPUS_PER_NODE = 36  # a "node" this large is an NVLink rack (GB200 / G
 
 
 @dataclass(frozen=True)
-class Fabric:
-    """One row of fabrics.csv. nics_per_node / nic_gbit None: the profile's own NIC count / line rate (Gb/s).
-    kind: "fitted" (to the tables named in `tables`) or "derived" (from the rule in `source`)."""
+class Transport:
+    """One row of transports.csv: the transport's parameters (module doc). kind: "fitted" (to the tables named in
+    `tables`) or "derived" (the bundled profiles' own rule, `source`)."""
 
     name: str
-    nics_per_node: int | None
-    nic_gbit: float | None
     net_eff: float
-    net_extra_us: float
+    step_overhead_us: float
+    inter_step_us: float
     kind: str
     tables: str
     source: str
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """One row of fabrics.csv: a transport and a machine type's NICs. nics_per_node / nic_gbit None: the profile's
+    own NIC count / line rate (Gb/s). `nic_source`: where the NIC count and line rate come from."""
+
+    name: str
+    transport: Transport
+    nics_per_node: int | None
+    nic_gbit: float | None
+    nic_source: str
+
+    @property
+    def kind(self) -> str:
+        return self.transport.kind
 
 
 @dataclass(frozen=True)
@@ -57,6 +83,10 @@ class FabricChoice:
     def name(self) -> str:
         return self.fabric.name
 
+    @property
+    def transport(self) -> Transport:
+        return self.fabric.transport
+
     def nics(self, profile_nics: int | None) -> int:
         return self.nics_per_node if self.nics_per_node is not None else (profile_nics or 1)
 
@@ -66,35 +96,54 @@ class FabricChoice:
 
     def net_busbw_gbps(self, profile_nics: int | None, profile_nic_gbps: float | None) -> float:
         """nics_per_node * nic_gbit / 8 * net_eff, GB/s per node (the profile's NICs / line rate where unset)."""
-        return self.nics(profile_nics) * self.gbit(profile_nic_gbps) / 8.0 * self.fabric.net_eff
+        return self.nics(profile_nics) * self.gbit(profile_nic_gbps) / 8.0 * self.transport.net_eff
 
     def describe(self, profile_nics: int | None = None, profile_nic_gbps: float | None = None) -> str:
-        """"tcpxo (fitted to h100x16-...; 8 NICs x 200 Gb/s ...)" - how the answer names the fabric."""
-        tables = self.fabric.tables.split(" + ")
-        named = self.fabric.tables if len(tables) <= 2 else f"{len(tables)} published tables ({tables[0]}, ...)"
-        how = f"fitted to {named}" if self.fabric.kind == "fitted" else f"derived: {self.fabric.source.split(' (')[0]}"
-        return (f"{self.name} ({how}; {self.nics(profile_nics)} NICs x {self.gbit(profile_nic_gbps):g} Gb/s per "
-                f"node, efficiency {self.fabric.net_eff:g}, +{self.fabric.net_extra_us:g} us per inter-node step)")
+        """"tcpxo (tcpxo transport fitted to h100x16-...; 8 NICs x 200 Gb/s ...)" - how the answer names it."""
+        t = self.transport
+        tables = t.tables.split(" + ")
+        named = t.tables if len(tables) <= 2 else f"{len(tables)} published tables ({tables[0]}, ...)"
+        how = f"fitted to {named}" if t.kind == "fitted" else f"derived: {t.source.split(' (')[0]}"
+        via = "" if t.name == self.name else f"{t.name} transport "
+        return (f"{self.name} ({via}{how}; {self.nics(profile_nics)} NICs x {self.gbit(profile_nic_gbps):g} Gb/s "
+                f"per node, efficiency {t.net_eff:g}, +{t.step_overhead_us:g} us per ring step across nodes, "
+                f"+{t.inter_step_us:g} us per inter-node step)")
 
 
-def _float(row: dict[str, str], key: str) -> float:
+def _float(row: dict[str, str], key: str, table) -> float:
     try:
-        return float(row[key])
+        value = float(row[key])
     except (KeyError, TypeError, ValueError):
-        raise InputError(f"{FABRICS_CSV.name}: {key} of {row.get('name')!r} is not a number") from None
+        raise InputError(f"{table.name}: {key} of {row.get('name')!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{table.name}: {key} of {row.get('name')!r} must be a finite number >= 0")
+    return value
+
+
+@lru_cache(maxsize=1)
+def transport_table() -> dict[str, Transport]:
+    """name -> Transport, in file order."""
+    with open(TRANSPORTS_CSV, newline="", encoding="utf-8") as f:
+        return {row["name"]: Transport(row["name"], _float(row, "net_eff", TRANSPORTS_CSV),
+                                       _float(row, "step_overhead_us", TRANSPORTS_CSV),
+                                       _float(row, "inter_step_us", TRANSPORTS_CSV), row["kind"],
+                                       row.get("tables", ""), row.get("source", ""))
+                for row in csv.DictReader(f)}
 
 
 @lru_cache(maxsize=1)
 def fabric_table() -> dict[str, Fabric]:
-    """name -> Fabric, in file order."""
+    """name -> Fabric, in file order (each joined with its transport)."""
+    transports = transport_table()
     out: dict[str, Fabric] = {}
     with open(FABRICS_CSV, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             nics, gbit = (row.get("nics_per_node") or "").strip(), (row.get("nic_gbit") or "").strip()
-            out[row["name"]] = Fabric(row["name"], int(nics) if nics else None,
-                                      _float(row, "nic_gbit") if gbit else None,
-                                      _float(row, "net_eff"), _float(row, "net_extra_us"), row["kind"],
-                                      row.get("tables", ""), row.get("source", ""))
+            if row["transport"] not in transports:
+                raise InputError(f"{FABRICS_CSV.name}: {row['name']!r} names unknown transport {row['transport']!r}")
+            out[row["name"]] = Fabric(row["name"], transports[row["transport"]], int(nics) if nics else None,
+                                      _float(row, "nic_gbit", FABRICS_CSV) if gbit else None,
+                                      row.get("nic_source", ""))
     return out
 
 

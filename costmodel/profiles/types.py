@@ -72,6 +72,9 @@ class Regime:
     ci90: dict[str, tuple[float, float]] = field(default_factory=dict)
     s_half_bytes: float = 0.0  # bandwidth ramp: achieved busbw = busbw * S / (S + s_half_bytes)
     inter_node_max_gbps: float | None = None  # this protocol's own busbw ceiling across nodes (NCCL LL: llMaxBw)
+    # per peer, only when the collective spans nodes: a ring's per-step network overhead (NCCL tuning.cc: "Inter-node
+    # rings still have to launch nsteps * net overhead"); set by costmodel.model.fabrics for a chosen transport
+    alpha_per_peer_across_nodes_us: float = 0.0
 
 
 @dataclass(frozen=True)

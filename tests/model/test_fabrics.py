@@ -1,6 +1,6 @@
-"""--fabric: the fabric table (data/presets/fabrics.csv) and the rule that re-prices multi-node curves
-(costmodel.model.fabrics): hand-computed times, floors per fabric, monotonicity in bytes and nodes, the default
-unchanged, measured curves kept."""
+"""--fabric: the fabric and transport tables (data/presets/fabrics.csv, transports.csv) and the rule that re-prices
+multi-node curves (costmodel.model.fabrics): hand-computed times per algorithm, floors per fabric and per ranks per
+node, monotonicity in bytes and nodes, the default unchanged, measured curves kept."""
 
 from __future__ import annotations
 
@@ -13,12 +13,21 @@ from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
 from costmodel.model.collectives import collective_time_us
-from costmodel.model.fabrics import apply_fabric, fabric_line, fabric_ratio, profile_on_fabric
-from costmodel.profiles.fabrics import default_fabric_name, fabric_choice, fabric_names, fabric_table
+from costmodel.model.fabrics import apply_fabric, fabric_line, fabric_ratio, profile_on_fabric, regime_algorithm
+from costmodel.profiles.fabrics import (
+    Fabric,
+    FabricChoice,
+    Transport,
+    default_fabric_name,
+    fabric_choice,
+    fabric_names,
+    fabric_table,
+    transport_table,
+)
 from costmodel.profiles.store import load_profile
 from costmodel.profiles.types import CollectiveCurve, KernelOp, Profile, Provenance, Regime
 
-NAMES = ("ib", "roce", "efa", "tcpx", "tcpxo", "gib", "socket", "mnnvl")
+NAMES = ("ib", "roce", "efa", "efa-p4d", "efa-p5en", "efa-p6", "tcpx", "tcpxo", "gib", "socket", "mnnvl")
 MULTI_NODE = ("a100-sxm-nvlink", "b200-hgx-nvlink", "b300-hgx-nvlink", "gb200-nvl72", "gb300-nvl72",
               "h100-sxm-nvlink", "h20-hgx-nvlink", "h200-sxm-nvlink", "l40s-pcie", "mi300x-xgmi", "mi325x-xgmi",
               "mi355x-xgmi", "rtx-4090-pcie", "rtx-pro-6000-pcie")
@@ -34,27 +43,68 @@ def toy_profile(provenance: str = "derived", nodes: int | None = None) -> Profil
     return Profile("toy", "toy", prov, (curve,), 1.0, 5.0, {"argmax": KernelOp(1, 1.0, 100.0)})
 
 
-def test_table_names_every_fabric_of_the_issue_each_cited():
+def toy_choice(eff: float, overhead_us: float, inter_us: float, nics=8, gbit=200.0) -> FabricChoice:
+    transport = Transport("toy", eff, overhead_us, inter_us, "fitted", "t", "s")
+    return FabricChoice(Fabric("toy", transport, nics, gbit, ""), nics, gbit)
+
+
+def test_tables_name_every_fabric_of_the_issue_each_cited():
     table = fabric_table()
     assert set(NAMES) <= set(fabric_names())
     for fab in table.values():
-        assert fab.kind in ("fitted", "derived") and fab.source
-        assert fab.kind != "fitted" or fab.tables  # a fitted row names the published tables it was fitted to
-        assert 0 < fab.net_eff <= 1.5 and fab.net_extra_us >= 0
+        t = fab.transport
+        assert t.kind in ("fitted", "derived") and t.source and fab.nic_source
+        assert t.kind != "fitted" or t.tables  # a fitted transport names the published tables it was fitted to
+        assert 0 < t.net_eff <= 1.0 and t.step_overhead_us >= 1.0 and t.inter_step_us >= 0
+    # efa is its own transport, shared by its instance types, and prices differently from ib
+    assert {table[n].transport.name for n in ("efa", "efa-p4d", "efa-p5en", "efa-p6")} == {"efa"}
+    efa, ib = transport_table()["efa"], transport_table()["ib"]
+    assert (efa.net_eff, efa.step_overhead_us, efa.inter_step_us) != (ib.net_eff, ib.step_overhead_us,
+                                                                      ib.inter_step_us)
+    assert (table["efa-p4d"].nics_per_node, table["efa-p4d"].nic_gbit) == (4, 100.0)
 
 
-def test_hand_computed_tcpxo_time_on_the_toy_profile():
-    """tcpxo: 8 NICs x 200 Gb/s x 0.966 = 193.2 GB/s, ratio 193.2 / 360; +73.7 us per inter-node step.
-    p = 16 over 2 nodes, 65536 B per rank: S = 1 MiB, f = 15/16, busbw = min(400, 193.2) = 193.2 GB/s;
-    T = 1 + 5 + (2 + 73.7) + 1048576 * 15/16 / 193.2e3 = 86.788 us."""
-    priced = apply_fabric(toy_profile(), fabric_choice("tcpxo"))
-    assert fabric_ratio(toy_profile(), fabric_choice("tcpxo")) == pytest.approx(193.2 / 360.0)
+def test_regime_names_give_algorithm_and_protocol():
+    assert regime_algorithm("Tree-LL") == ("tree", "LL")
+    assert regime_algorithm("Tree-Simple") == ("tree", "Simple")
+    assert regime_algorithm("NVLSTree") == ("nvls_tree", "Simple")
+    assert regime_algorithm("LL128") == ("ring", "LL128")
+    assert regime_algorithm("regime") == ("ring", "Simple")
+
+
+def test_hand_computed_ring_time_on_the_toy_profile():
+    """Transport (0.966, o = 3 us, l = 10 us), 8 NICs x 200 Gb/s: 193.2 GB/s per node, ratio 193.2 / 360.
+    p = 16 over 2 nodes, 65536 B per rank, ring Simple all_gather: S = 1 MiB, f = 15/16, busbw 193.2 GB/s;
+    per ring step (o - 1) x 3 (Simple) = 6 us on p - 1 = 15 steps; 1 inter-node step x l x 2 (Simple's flush);
+    T = 1 + 5 + 2 + 2 x 10 + 15 x 6 + 1048576 x 15/16 / 193.2e3 = 123.088 us."""
+    choice = toy_choice(0.966, 3.0, 10.0)
+    priced = apply_fabric(toy_profile(), choice)
+    assert fabric_ratio(toy_profile(), choice) == pytest.approx(193.2 / 360.0)
     t = float(collective_time_us(priced, "all_gather", 65536.0, 16, 2))
-    assert t == pytest.approx(1 + 5 + 2 + 73.7 + 1048576 * 15 / 16 / 193.2e3)
-    assert t == pytest.approx(86.788, abs=1e-3)
-    # one node: the fabric changes nothing
+    assert t == pytest.approx(1 + 5 + 2 + 20 + 90 + 1048576 * 15 / 16 / 193.2e3)
+    assert t == pytest.approx(123.088, abs=1e-3)
+    # one GPU per node (p = 2): one ring step, one inter-node step - the floor follows the topology
+    t2 = float(collective_time_us(priced, "all_gather", 1.0, 2, 2))
+    assert t2 == pytest.approx(1 + 5 + 2 + 20 + 6 + 2 * 0.5 / 193.2e3)
+    # one node: the transport changes nothing
     assert float(collective_time_us(priced, "all_gather", 65536.0, 8, 1)) == pytest.approx(
         float(collective_time_us(toy_profile(), "all_gather", 65536.0, 8, 1)))
+
+
+def test_hand_computed_per_placement_tree_and_ring_all_reduce():
+    """A per-(p, n) all_reduce curve at p = 32 over 4 nodes: Tree-LL takes 2 log2(4) = 4 inter-node steps x l and no
+    ring step; ring LL takes 2 (p - 1) = 62 ring steps x (o - 1) and 2 (n - 1) = 6 inter-node steps x l."""
+    tree = Regime("Tree-LL", 1e6, 10.0, 0.0, 2.0, 50.0)
+    ring = Regime("LL", float("inf"), 6.6, 0.0, 5.0, 39.0)
+    curve = CollectiveCurve("all_reduce", 32, None, (tree, ring), launch_us=1.0, inter_node_busbw_gbps=675.0,
+                            nodes=4)
+    prov = Provenance("derived", "test", "toy", gpus_per_node=8, nics_per_node=8, nic_gbps=50.0)
+    prof = Profile("toy", "toy", prov, (curve,), 1.0, 5.0, {"argmax": KernelOp(1, 1.0, 100.0)})
+    priced = apply_fabric(prof, toy_choice(0.9, 2.0, 7.0, nics=8, gbit=400.0))
+    small = float(collective_time_us(priced, "all_reduce", 8.0, 32, 4))
+    assert small == pytest.approx(1 + 10 + 2 * 3 + 4 * 7 + 8 * 2 * 31 / 32 / 50e3)
+    big = float(collective_time_us(priced, "all_reduce", 2e6, 32, 4))
+    assert big == pytest.approx(1 + 6.6 + 5 * 3 + 62 * 1 + 6 * 7 + 2e6 * 2 * 31 / 32 / 39e3)
 
 
 def test_overrides_hand_computed_and_faster_fabric_lifts_only_the_cap():
@@ -72,15 +122,20 @@ def test_measured_multi_node_curve_wins():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_floor_per_fabric_is_the_ib_floor_plus_its_latency(name):
-    """At 1 byte per rank the bandwidth term is < 0.01 us: floor(F) - floor(ib) = steps * net_extra_us
-    (all_gather: 1 step per extra node; all_reduce: 2), on h100 at TP 16 over 2 nodes."""
-    fab = fabric_table()[name]
+def test_floor_per_fabric_follows_its_transport_and_topology(name):
+    """At 1 byte per rank the bandwidth term is < 0.01 us, on h100 at 2 nodes. all_gather (generic ring LL curve):
+    floor(F) - floor(as built) = (p - 1) (o - 1) + l, so 16 ranks (8 per node) pay 15 ring steps and 2 ranks (one
+    per node) 1; all_reduce at 16 ranks (per-(p, n) curve, Tree-LL at 1 B): 2 log2(2) = 2 inter-node steps x l."""
+    t = fabric_table()[name].transport
     prof = load_profile("h100-sxm-nvlink")
-    for op, steps in (("all_gather", 1), ("all_reduce", 2)):
-        base = float(collective_time_us(prof, op, 1.0, 16, 2))
-        t = float(collective_time_us(profile_on_fabric(prof, name), op, 1.0, 16, 2))
-        assert t - base == pytest.approx(steps * fab.net_extra_us, abs=0.05)
+    priced = profile_on_fabric(prof, name)
+    for p in (16, 2):
+        base = float(collective_time_us(prof, "all_gather", 1.0, p, 2))
+        assert float(collective_time_us(priced, "all_gather", 1.0, p, 2)) - base == pytest.approx(
+            (p - 1) * max(0.0, t.step_overhead_us - 1.0) + t.inter_step_us, abs=0.05)
+    base = float(collective_time_us(prof, "all_reduce", 1.0, 16, 2))
+    assert float(collective_time_us(priced, "all_reduce", 1.0, 16, 2)) - base == pytest.approx(
+        2 * t.inter_step_us, abs=0.05)
 
 
 @pytest.mark.parametrize("profile", MULTI_NODE)
@@ -164,8 +219,8 @@ def test_nvl72_default_is_mnnvl_and_hgx_default_is_ib():
 
 
 def test_fitted_rows_are_what_the_fit_script_finds():
-    """data/presets/fabrics.csv's fitted rows are scripts/fit_fabrics.py's fit to their tables (rounded as written:
-    net_eff to 0.001, net_extra_us to 0.1 us)."""
+    """data/presets/transports.csv's fitted rows are scripts/fit_fabrics.py's fit to their tables (rounded as
+    written: net_eff to 0.001, the latencies to 0.1 us)."""
     import importlib.util
 
     from tests.conftest import ROOT
@@ -173,10 +228,11 @@ def test_fitted_rows_are_what_the_fit_script_finds():
     spec = importlib.util.spec_from_file_location("fit_fabrics", ROOT / "scripts" / "fit_fabrics.py")
     fit_fabrics = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fit_fabrics)
-    for name, fab in fabric_table().items():
-        mine = [t for t in fit_fabrics.TABLES if t[0] == name]
-        if fab.kind != "fitted":
+    for name, t in transport_table().items():
+        if t.kind != "fitted":
             continue
-        assert [t[1].name for t in mine] == fab.tables.split(" + ")
-        eff, extra = fit_fabrics.fit(mine)
-        assert (fab.net_eff, fab.net_extra_us) == pytest.approx((eff, extra), abs=0.06)
+        mine = [x for x in fit_fabrics.TABLES if x.transport == name]
+        assert [x.name for x in mine] == t.tables.split(" + ")
+        eff, over, inter = fit_fabrics.fit(mine)
+        assert t.net_eff == pytest.approx(eff, abs=0.002)
+        assert (t.step_overhead_us, t.inter_step_us) == pytest.approx((over, inter), abs=0.2)
