@@ -5,6 +5,23 @@ alltoall_perf for validation only - no strategy uses them) as measurement rows.
 
 How a log is read (nccl-tests src/common.cu prints it this way):
 
+* Every line first loses the prefixes a launcher puts on it (`split_prefix`, up
+  to MAX_PREFIXES stacked): Open MPI `mpirun --tag-output` `[1,0]<stdout>:` /
+  `[1,0]<stderr>:` (AWS's EKS EFA guide prints nccl-tests this way), torchrun
+  `[rank0]:` / `[default0]:`, Slurm `srun --label` `0: ` / ` 0: ` / `12: `,
+  kubectl `--prefix` `[pod/NAME/CONTAINER]` and Ray / SkyPilot
+  `(head, rank=0, pid=3808)`. Each prefixed rank is read as its own stream
+  (the job id and stdout / stderr aside: one rank over several mpirun jobs is
+  one stream), so other ranks' interleaved NCCL INFO / stderr lines do not
+  split a run. nccl-tests prints its header, Rank lines and table from rank 0
+  alone (PRINT is main-process only; the other ranks' Rank lines are gathered
+  to it), so the rows of the stream that prints a result row first are kept;
+  another stream's table is dropped when it is the same rows (duplicated
+  output: no row counts twice) and refused naming both prefixes when it
+  differs (separate runs, e.g. an nccl-tests built without MPI=1 under
+  mpirun / srun, where every process runs alone). A command line echoed in any
+  stream names the program for all. A UTF-8 byte-order mark, CRLF / CR line
+  ends (mixed too) and trailing blanks are ignored.
 * `# Collective test starting: all_gather_perf` names the program (newer
   versions). Older logs: the program name in an echoed command line
   (`./build/all_gather_perf -b 8 ...`), else in the file name. The column set
@@ -15,7 +32,8 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   mode "graph"; N = 0 or absent -> "eager").
 * One `#  Rank  r Group g Pid ... on HOST device d [bus] GPU NAME` line per
   rank gives world_size (ranks per group), gpu and nodes (distinct HOSTs).
-  rccl-tests (AMD's fork, same table) may print no GPU NAME: then `Hints.gpu` names it, else "unknown".
+  rccl-tests (AMD's fork, same table) may print no GPU NAME: then `Hints.gpu`
+  names it, else "unknown"; older nccl-tests print `#   Rank r Pid ...` (no Group).
   Without Rank lines: world_size = nThread * nGpus when that is > 1 (one process
   drives them); nThread 1 nGpus 1 without Rank lines (an mpirun table) or Rank
   lines that skip ranks are refused unless `Hints` (--world-size, --nodes) say
@@ -25,12 +43,27 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   process-per-gpu - its own launch mode, the small-message floors differ.
 * Result rows: `size count type redop root | time algbw busbw #wrong |
   time algbw busbw #wrong`; the out-of-place `time` (us) is used, located from
-  the header's `time` column, so tables trimmed to the out-of-place columns
-  (no #wrong) read too. Every nccl-tests type (TYPE_NAMES; `-d all` prints one
-  sweep per type, kept apart by `dtype`). Header lines may lack their '#' and
-  sit inside markdown / YAML / shell text. Inside one run each (type, redop,
-  root) sweep grows in size; a size that does not is two runs interleaved:
-  refused naming both lines.
+  the header's first `time` column counted from the row's end, so every layout
+  with a header reads: the out-of-place block alone (rccl-tests -O 1, or
+  trimmed), no `#wrong` columns, no `root` column and `error` columns (older
+  nccl-tests: `size count type redop time algbw busbw error ...`), and
+  rccl-tests' `-M 1` columns `algo proto nchannels` after the in-place block
+  (ROCm/rccl-tests src/common.cpp @ 233482bd, run() and TimeTest()). A table
+  whose block line names `in-place` alone (rccl-tests -O 0) is refused: its
+  one time is the in-place one. Every nccl-tests type (TYPE_NAMES; `-d all`
+  prints one sweep per type, kept apart by `dtype`). Header lines may lack
+  their '#' and sit inside markdown / YAML / shell text. Inside one run each
+  (type, redop, root) sweep grows in size; a size that does not is two runs
+  interleaved: refused naming both lines.
+* A failed validation is refused: a nonzero `#wrong` / `wrong` (nccl-tests
+  prints %d, rccl-tests %g as in `1e+06`; `N/A` is a run without validation,
+  -c 0), a value starred past its threshold (`1e+00*`: the HIP-era
+  rccl-tests print their `error` column with a star) and
+  `# Out of bounds values : N FAILED`. An unstarred `error` (older nccl-tests:
+  the largest deviation, %5.0le) is kept - `2e-07` is float rounding.
+* rccl-tests' own lines are skipped: `rccl-tests: Version ...`, RCCL's banner
+  (`RCCL version : ...`, `HIP version  :`, `ROCm version :`, `Hostname     :`,
+  `Librccl path :`); its Rank lines may lack `Group` and the GPU name.
 
 `size` is max(send bytes, receive bytes) of one rank. all_gather and gather
 (gather.cu: sendcount = count / nranks, recvcount = sendcount * nranks, and
@@ -117,6 +150,14 @@ MAX_DIGITS = 18  # every integer of a log (sizes, counts, ranks, iterations) fit
 MAX_LOG_ROWS = 100_000  # result rows per log
 MAX_RANK_LINES = 65_536  # '#  Rank' lines per log
 _LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
+# Layouts and validation columns as the sources print them (read in the code corpus, not copied):
+# NVIDIA/nccl-tests src/common.cu - older versions: per-test headers without `root` and with `error` columns,
+#   BenchTime's "%5.0le" of maxDelta; current: "#wrong" (%d), "N/A" with -c 0, Rank lines gathered to rank 0 and
+#   every line of the table printed by PRINT (the main process only);
+# ROCm/rccl-tests src/common.cu @ c0eac93 - "rccl-tests: Version %s", "#   Rank %2d Pid ..." without Group,
+#   "#wrong" as "%5g", -O choosing the blocks; the HIP-era common.cu prints "%5.0le%s" with "*" past the threshold;
+# ROCm/rccl-tests src/common.cpp @ 233482bd - "-O 1" out-of-place block alone, "-O 0" in-place alone, "-M 1" adds
+#   "algo proto nchannels" to the header and each row.
 # the block line above the column header: "out-of-place  in-place", or one of them (rccl-tests -O)
 _BLOCKS = re.compile(r"^#?\s*(out-of-place)?\s*(in-place)?\s*$")
 _OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s+FAILED")
