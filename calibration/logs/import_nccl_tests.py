@@ -151,9 +151,10 @@ MAX_LOG_ROWS = 100_000  # result rows per log
 MAX_RANK_LINES = 65_536  # '#  Rank' lines per log
 _LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
 # Layouts and validation columns as the sources print them (read in the code corpus, not copied):
-# NVIDIA/nccl-tests src/common.cu - older versions: per-test headers without `root` and with `error` columns,
-#   BenchTime's "%5.0le" of maxDelta; current: "#wrong" (%d), "N/A" with -c 0, Rank lines gathered to rank 0 and
-#   every line of the table printed by PRINT (the main process only);
+# NVIDIA/nccl-tests src/common.cu - older versions: a print_header() per test (src/*.cu) with `error` columns
+#   (some without `root`, as the 2019 HIP fork's all_reduce), BenchTime's "%5.0le" of maxDelta; current: "#wrong"
+#   (%d), "N/A" with -c 0, Rank lines gathered to rank 0 and every line of the table printed by PRINT (the main
+#   process only);
 # ROCm/rccl-tests src/common.cu @ c0eac93 - "rccl-tests: Version %s", "#   Rank %2d Pid ..." without Group,
 #   "#wrong" as "%5g", -O choosing the blocks; the HIP-era common.cu prints "%5.0le%s" with "*" past the threshold;
 # ROCm/rccl-tests src/common.cpp @ 233482bd - "-O 1" out-of-place block alone, "-O 0" in-place alone, "-M 1" adds
@@ -290,7 +291,7 @@ def _wrong_column(header: list[str] | None, tail: int) -> str | None:
 
 def _check_wrong(token: str, column: str, at: str) -> None:
     """Refuse a row whose validation failed: a nonzero wrong-element count (nccl-tests prints %d, rccl-tests %g,
-    'N/A' without validation), or a value starred past its threshold (older nccl-tests' `error`, rccl-tests).
+    'N/A' without validation), or a value starred past its threshold (the HIP-era rccl-tests' `error`).
     An unstarred `error` is the largest deviation - rounding-sized for float types, as in 2e-07 - and is kept."""
     if token.endswith("*"):
         raise InputError(f"{at}: nccl-tests starred this row's {column} value {token} (past its threshold: a failed "
