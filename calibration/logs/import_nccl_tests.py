@@ -5,6 +5,23 @@ alltoall_perf for validation only - no strategy uses them) as measurement rows.
 
 How a log is read (nccl-tests src/common.cu prints it this way):
 
+* Every line first loses the prefixes a launcher puts on it (`split_prefix`, up
+  to MAX_PREFIXES stacked): Open MPI `mpirun --tag-output` `[1,0]<stdout>:` /
+  `[1,0]<stderr>:` (AWS's EKS EFA guide prints nccl-tests this way), torchrun
+  `[rank0]:` / `[default0]:`, Slurm `srun --label` `0: ` / ` 0: ` / `12: `,
+  kubectl `--prefix` `[pod/NAME/CONTAINER]` and Ray / SkyPilot
+  `(head, rank=0, pid=3808)`. Each prefixed rank is read as its own stream
+  (the job id and stdout / stderr aside: one rank over several mpirun jobs is
+  one stream), so other ranks' interleaved NCCL INFO / stderr lines do not
+  split a run. nccl-tests prints its header, Rank lines and table from rank 0
+  alone (PRINT is main-process only; the other ranks' Rank lines are gathered
+  to it), so the rows of the stream that prints a result row first are kept;
+  another stream's table is dropped when it is the same rows (duplicated
+  output: no row counts twice) and refused naming both prefixes when it
+  differs (separate runs, e.g. an nccl-tests built without MPI=1 under
+  mpirun / srun, where every process runs alone). A command line echoed in any
+  stream names the program for all. A UTF-8 byte-order mark, CRLF / CR line
+  ends (mixed too) and trailing blanks are ignored.
 * `# Collective test starting: all_gather_perf` names the program (newer
   versions). Older logs: the program name in an echoed command line
   (`./build/all_gather_perf -b 8 ...`), else in the file name. The column set
@@ -15,7 +32,8 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   mode "graph"; N = 0 or absent -> "eager").
 * One `#  Rank  r Group g Pid ... on HOST device d [bus] GPU NAME` line per
   rank gives world_size (ranks per group), gpu and nodes (distinct HOSTs).
-  rccl-tests (AMD's fork, same table) may print no GPU NAME: then `Hints.gpu` names it, else "unknown".
+  rccl-tests (AMD's fork, same table) may print no GPU NAME: then `Hints.gpu`
+  names it, else "unknown"; older nccl-tests print `#   Rank r Pid ...` (no Group).
   Without Rank lines: world_size = nThread * nGpus when that is > 1 (one process
   drives them); nThread 1 nGpus 1 without Rank lines (an mpirun table) or Rank
   lines that skip ranks are refused unless `Hints` (--world-size, --nodes) say
@@ -25,12 +43,27 @@ How a log is read (nccl-tests src/common.cu prints it this way):
   process-per-gpu - its own launch mode, the small-message floors differ.
 * Result rows: `size count type redop root | time algbw busbw #wrong |
   time algbw busbw #wrong`; the out-of-place `time` (us) is used, located from
-  the header's `time` column, so tables trimmed to the out-of-place columns
-  (no #wrong) read too. Every nccl-tests type (TYPE_NAMES; `-d all` prints one
-  sweep per type, kept apart by `dtype`). Header lines may lack their '#' and
-  sit inside markdown / YAML / shell text. Inside one run each (type, redop,
-  root) sweep grows in size; a size that does not is two runs interleaved:
-  refused naming both lines.
+  the header's first `time` column counted from the row's end, so every layout
+  with a header reads: the out-of-place block alone (rccl-tests -O 1, or
+  trimmed), no `#wrong` columns, no `root` column and `error` columns (older
+  nccl-tests: `size count type redop time algbw busbw error ...`), and
+  rccl-tests' `-M 1` columns `algo proto nchannels` after the in-place block
+  (ROCm/rccl-tests src/common.cpp @ 233482bd, run() and TimeTest()). A table
+  whose block line names `in-place` alone (rccl-tests -O 0) is refused: its
+  one time is the in-place one. Every nccl-tests type (TYPE_NAMES; `-d all`
+  prints one sweep per type, kept apart by `dtype`). Header lines may lack
+  their '#' and sit inside markdown / YAML / shell text. Inside one run each
+  (type, redop, root) sweep grows in size; a size that does not is two runs
+  interleaved: refused naming both lines.
+* A failed validation is refused: a nonzero `#wrong` / `wrong` (nccl-tests
+  prints %d, rccl-tests %g as in `1e+06`; `N/A` is a run without validation,
+  -c 0), a value starred past its threshold (`1e+00*`: the HIP-era
+  rccl-tests print their `error` column with a star) and
+  `# Out of bounds values : N FAILED`. An unstarred `error` (older nccl-tests:
+  the largest deviation, %5.0le) is kept - `2e-07` is float rounding.
+* rccl-tests' own lines are skipped: `rccl-tests: Version ...`, RCCL's banner
+  (`RCCL version : ...`, `HIP version  :`, `ROCm version :`, `Hostname     :`,
+  `Librccl path :`); its Rank lines may lack `Group` and the GPU name.
 
 `size` is max(send bytes, receive bytes) of one rank. all_gather and gather
 (gather.cu: sendcount = count / nranks, recvcount = sendcount * nranks, and
@@ -117,6 +150,39 @@ MAX_DIGITS = 18  # every integer of a log (sizes, counts, ranks, iterations) fit
 MAX_LOG_ROWS = 100_000  # result rows per log
 MAX_RANK_LINES = 65_536  # '#  Rank' lines per log
 _LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' breaks
+# Layouts and validation columns as the sources print them (read in the code corpus, not copied):
+# NVIDIA/nccl-tests src/common.cu - older versions: a print_header() per test (src/*.cu) with `error` columns
+#   (some without `root`, as the 2019 HIP fork's all_reduce), BenchTime's "%5.0le" of maxDelta; current: "#wrong"
+#   (%d), "N/A" with -c 0, Rank lines gathered to rank 0 and every line of the table printed by PRINT (the main
+#   process only);
+# ROCm/rccl-tests src/common.cu @ c0eac93 - "rccl-tests: Version %s", "#   Rank %2d Pid ..." without Group,
+#   "#wrong" as "%5g", -O choosing the blocks; the HIP-era common.cu prints "%5.0le%s" with "*" past the threshold;
+# ROCm/rccl-tests src/common.cpp @ 233482bd - "-O 1" out-of-place block alone, "-O 0" in-place alone, "-M 1" adds
+#   "algo proto nchannels" to the header and each row.
+# the block line above the column header: "out-of-place  in-place", or one of them (rccl-tests -O)
+_BLOCKS = re.compile(r"^#?\s*(out-of-place)?\s*(in-place)?\s*$")
+_OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s+FAILED")
+WRONG_COUNT_COLUMNS = ("#wrong", "wrong")  # a count of wrong elements (%d, or %g in rccl-tests; N/A with -c 0)
+
+# Launcher prefixes, stripped from a line (up to MAX_PREFIXES stacked) before anything else reads it. Each names
+# the rank whose output the line is; the group names the launcher:
+#   mpi    Open MPI `mpirun --tag-output`: "[1,0]<stdout>:" / "[1,0]<stderr>:" ([jobid,rank]; Open MPI 5 may write
+#          the job as "prterun-host-123@1")
+#   torch  torchrun --tee / --local-ranks-filter: "[rank0]:" (older torchrun: "[default0]:")
+#   pod    kubectl logs --prefix: "[pod/NAME/CONTAINER]"
+#   ray    Ray / SkyPilot: "(head, rank=0, pid=3808)" - a rank= or pid= inside is required
+#   slurm  srun --label: "0: ", " 0: ", "12: " (the task number, padded to the widest)
+_PREFIX = re.compile(r"\s*(?:\[(?:[^\[\]\s,]{1,64},)?(?P<mpi>\d{1,9})\]<(?:stdout|stderr|stddiag)>:"
+                     r"|\[(?:rank|default)?(?P<torch>\d{1,9})\]:"
+                     r"|\[pod/(?P<pod>[^\[\]\s]{1,253})\]"
+                     r"|\((?P<ray>[^()]{1,200})\)(?=\s)"
+                     r"|(?P<slurm>\d{1,9}):(?=\s|$))")
+_RAY_RANK = re.compile(r"(?:^|[\s,])rank=(\d{1,9})\b")
+_RAY_PID = re.compile(r"(?:^|[\s,])pid=(\d{1,9})\b")
+MAX_PREFIXES = 4  # kubectl --prefix + SkyPilot + mpirun --tag-output is three
+# output streams (distinct prefixes) one log may hold: every rank of the largest run the importer reads
+# (MAX_RANK_LINES) may print its own lines; a log with more (e.g. `grep -n` line numbers read as labels) is refused
+MAX_STREAMS = MAX_RANK_LINES
 
 
 def _lines(text: str) -> Iterable[str]:
@@ -127,6 +193,34 @@ def _lines(text: str) -> Iterable[str]:
         start = match.end()
     if start < len(text):
         yield text[start:]
+
+
+def _prefix_id(kind: str, text: str) -> str | None:
+    """The rank a matched prefix names (None: not a prefix - a Ray-style parenthesis without rank= or pid=)."""
+    if kind != "ray":
+        return text
+    found = _RAY_RANK.search(text) or _RAY_PID.search(text)
+    return found.group(1) if found else None
+
+
+def split_prefix(line: str) -> tuple[tuple[tuple[str, str], ...], str, str]:
+    """(stream key, prefix text, the rest) of one log line.
+
+    The key is ((launcher, rank), ...) of every stacked launcher prefix (module doc), () for a line without one;
+    the job id and stdout / stderr are not part of it, so one rank's lines over several mpirun jobs are one stream.
+    A truncated or unknown prefix is left in place (the line is then read as text, usually ignored)."""
+    key: list[tuple[str, str]] = []
+    end = 0
+    for _ in range(MAX_PREFIXES):
+        match = _PREFIX.match(line, end)
+        if match is None or match.lastgroup is None:
+            break
+        ident = _prefix_id(match.lastgroup, match.group(match.lastgroup))
+        if ident is None:
+            break
+        key.append((match.lastgroup, ident))
+        end = match.end()
+    return tuple(key), line[:end].strip(), line[end:]
 
 
 def _int(text: str, where: str, what: str) -> int:
@@ -178,12 +272,40 @@ class _Run:
     graph: int = 0
     ranks: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)  # rank -> (group, pid, host, gpu)
     header: list[str] | None = None
+    in_place_only: bool = False  # the header's block line names in-place alone (rccl-tests -O 0)
     rows: list[tuple[int, list[str]]] = field(default_factory=list)
     flags: tuple[int, int] | None = None  # (-t, -g) of an echoed command line
 
     @property
     def started(self) -> bool:
         return self.threads is not None or bool(self.rows) or bool(self.ranks)
+
+
+def _wrong_column(header: list[str] | None, tail: int) -> str | None:
+    """The name of the column after the out-of-place busbw: '#wrong' / 'wrong' (a count), 'error' (older
+    nccl-tests: the largest deviation) or None (a table trimmed after busbw). Without a header: '#wrong'."""
+    if tail < 4:
+        return None
+    return header[len(header) - tail + 3] if header is not None else "#wrong"
+
+
+def _check_wrong(token: str, column: str, at: str) -> None:
+    """Refuse a row whose validation failed: a nonzero wrong-element count (nccl-tests prints %d, rccl-tests %g,
+    'N/A' without validation), or a value starred past its threshold (the HIP-era rccl-tests' `error`).
+    An unstarred `error` is the largest deviation - rounding-sized for float types, as in 2e-07 - and is kept."""
+    if token.endswith("*"):
+        raise InputError(f"{at}: nccl-tests starred this row's {column} value {token} (past its threshold: a failed "
+                         "validation); not imported")
+    if column not in WRONG_COUNT_COLUMNS:
+        return
+    if _INT.match(token):
+        wrong: float = _int(token, at, "#wrong")
+    elif _NUMBER.match(token):
+        wrong = float(token)
+    else:
+        return  # N/A: run without validation (-c 0)
+    if wrong != 0:
+        raise InputError(f"{at}: nccl-tests reported {token} wrong elements (a failed validation); not imported")
 
 
 def _launch(run: _Run, pids: int) -> str:
@@ -273,7 +395,11 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
     launch = _launch(run, pids)
     calls = max(run.iters, 1) * max(run.agg_iters, 1) * max(run.graph, 1)
     header = run.header
+    if run.in_place_only:
+        raise InputError(f"{where}: the table has in-place times only (rccl-tests -O 0); the importer reads the "
+                         "out-of-place time: rerun with both blocks (no -O 0)")
     tail = len(header) - header.index("time") if header is not None and "time" in header else 8
+    wrong_column = _wrong_column(header, tail)
     _check_interleaved(run, source, tail)
     out = []
     for lineno, tokens in run.rows:
@@ -291,9 +417,8 @@ def _finish(run: _Run, source: str, fallback_op: str | None, hints: Hints = Hint
             raise InputError(f"{at}: out-of-place time {tokens[-tail]!r} is not a number") from None
         if not (time_us > 0 and time_us != float("inf")):
             raise InputError(f"{at}: out-of-place time {tokens[-tail]!r} must be finite and > 0")
-        wrong = tokens[-tail + 3] if tail >= 4 else "0"
-        if _INT.match(wrong) and _int(wrong, at, "#wrong") != 0:
-            raise InputError(f"{at}: nccl-tests reported {wrong} wrong elements (a failed validation); not imported")
+        if wrong_column is not None:
+            _check_wrong(tokens[-tail + 3], wrong_column, at)
         if op in ("all_gather", "gather", "reduce_scatter"):
             if size % nranks:
                 raise InputError(f"{at}: size {size} B is not divisible by the {nranks} ranks")
@@ -323,13 +448,165 @@ def _header_tokens(stripped: str) -> list[str] | None:
     return None
 
 
+@dataclass
+class _Log:
+    """What every stream of one log shares: its name, the user's hints, the program a file name or an echoed
+    command line names (a command line is usually typed without the launcher's prefix, so it is shared) and the
+    counters of bounded work (MAX_LOG_ROWS, MAX_RANK_LINES over the whole log)."""
+
+    source: str
+    hints: Hints
+    fallback_op: str | None
+    echoed: str | None = None
+    echoed_flags: tuple[int, int] | None = None
+    results: int = 0
+    rank_lines: int = 0
+
+
+class _Stream:
+    """The lines of one rank (one launcher prefix, module doc; the whole log when it has none), read the way
+    nccl-tests prints them: one or more runs, each a header then its result rows."""
+
+    __slots__ = ("log", "label", "run", "rows", "blocks", "first_row")
+
+    def __init__(self, log: _Log, label: str) -> None:
+        self.log, self.label = log, label
+        self.run = _Run()
+        self.rows: list[dict] = []
+        self.blocks: tuple[bool, bool] | None = None  # (out-of-place, in-place) of the last block line
+        self.first_row = 0  # line of this stream's first result row (0: none yet)
+
+    def close(self) -> None:
+        """Convert the current run's rows (module doc) and start a fresh run."""
+        run, log = self.run, self.log
+        if run.flags is None and log.echoed_flags is not None:
+            run.flags = log.echoed_flags
+        self.rows += _finish(run, log.source, log.fallback_op, log.hints)
+        self.run = _Run()
+
+    def _take_echoed(self, at: str) -> None:
+        if self.run.op is None and self.log.echoed is not None:
+            self.run.op = _program_op(self.log.echoed, at)
+
+    def feed(self, lineno: int, stripped: str) -> None:
+        """Read one non-empty line (prefix removed, stripped)."""
+        at = f"{self.log.source}:{lineno}"
+        marker = _MARKER.match(stripped)
+        if marker:
+            if self.run.started:
+                self.close()
+            self.run.op, self.run.op_line = _program_op(marker.group(1), at), lineno
+            return
+        params = _PARAMS.match(stripped)
+        if params:
+            self._params(params, at)
+            return
+        rank = _RANK.match(stripped)
+        if rank:
+            self._rank(rank, at)
+            return
+        header = _header_tokens(stripped)
+        if header is not None:
+            if "cputime" in header:
+                raise InputError(f"{at}: this log reports CPU time (-C 1), not the collective's time; "
+                                 "rerun nccl-tests without -C")
+            self.run.header = header
+            self.run.in_place_only = self.blocks == (False, True)
+            self.blocks = None
+            return
+        blocks = _BLOCKS.match(stripped)
+        if blocks and (blocks.group(1) or blocks.group(2)):
+            self.blocks = (bool(blocks.group(1)), bool(blocks.group(2)))
+            return
+        failed = _OUT_OF_BOUNDS.match(stripped)
+        if failed:
+            raise InputError(f"{at}: nccl-tests reports {failed.group(1)} out-of-bounds values (FAILED: the run's "
+                             "validation failed); not imported")
+        if stripped.startswith("#"):
+            return
+        tokens = stripped.split()
+        if len(tokens) >= 2 and _INT.match(tokens[0]) and _INT.match(tokens[1]):
+            self._result(lineno, tokens, at)
+            return
+        program = _PROGRAM.search(stripped)
+        if program and not stripped.startswith(("NCCL", "[")):
+            log = self.log
+            log.echoed = program.group(0)
+            flags = dict((k.lstrip("-")[0], _int(v, at, k)) for k, v in _FLAG.findall(stripped))
+            log.echoed_flags = (flags.get("t", 1), flags.get("g", 1))
+            if self.run.started and self.run.rows:
+                self.close()
+
+    def _params(self, params: re.Match, at: str) -> None:
+        """`# nThread N nGpus G ... iters: I agg iters: A ... graph: G` starts a run."""
+        if self.run.threads is not None or self.run.rows:
+            self.close()
+        self._take_echoed(at)
+        run, rest = self.run, params.group(3)
+        run.threads, run.gpus = _int(params.group(1), at, "nThread"), _int(params.group(2), at, "nGpus")
+        run.iters = _param(rest, "iters", 0, at)
+        run.agg_iters = _param(rest, "agg iters", 1, at)
+        run.graph = _param(rest, "graph", 0, at)
+
+    def _rank(self, rank: re.Match, at: str) -> None:
+        """`#  Rank r Group g Pid p on HOST device d [bus] GPU` (counted against MAX_RANK_LINES)."""
+        self.log.rank_lines += 1
+        if self.log.rank_lines > MAX_RANK_LINES:
+            raise InputError(f"{at}: more than {MAX_RANK_LINES:,} '#  Rank' lines in one log (the limit)")
+        # a Rank line without "on HOST" (older nccl-tests, or edited): one host
+        self.run.ranks[_int(rank.group(1), at, "Rank")] = (rank.group(2) or "0", rank.group(3),
+                                                           rank.group(4) or "(host not printed)",
+                                                           rank.group(5) or NO_GPU_NAME)
+
+    def _result(self, lineno: int, tokens: list[str], at: str) -> None:
+        """A result row (two leading integers), kept for _finish (counted against MAX_LOG_ROWS)."""
+        log = self.log
+        if not self.run.started and self.run.op is None and log.echoed is None and log.fallback_op is None \
+                and log.hints.op is None:
+            raise InputError(f"{at}: result row before any nccl-tests header (pass --op if the log names no "
+                             "program)")
+        self._take_echoed(at)
+        log.results += 1
+        if log.results > MAX_LOG_ROWS:
+            raise InputError(f"{at}: more than {MAX_LOG_ROWS:,} result rows in one log (the limit); split it into "
+                             "one file per run")
+        self.run.rows.append((lineno, tokens))
+        self.first_row = self.first_row or lineno
+
+
+def _table_values(rows: list[dict]) -> list[tuple]:
+    """A stream's rows without their line numbers: what two ranks' copies of one table share."""
+    return [tuple(value for key, value in row.items() if key != "source") for row in rows]
+
+
+def _one_table(streams: Iterable[_Stream], source: str) -> list[dict]:
+    """The rows of the stream that printed a result row first (nccl-tests prints its table from rank 0 alone).
+
+    Another stream's table is dropped when it holds the same rows (the output duplicated, e.g. by tee), so no row
+    counts twice; a different table is refused in one line: those are separate runs (e.g. an nccl-tests built
+    without MPI=1 under mpirun / srun: every process runs alone), not one measurement."""
+    printed = sorted((s for s in streams if s.rows), key=lambda s: s.first_row)
+    if not printed:
+        return []
+    first = printed[0]
+    for other in printed[1:]:
+        if _table_values(other.rows) != _table_values(first.rows):
+            raise InputError(f"{source}:{other.first_row}: lines prefixed {other.label or '(none)'!r} print another "
+                             f"result table than those prefixed {first.label or '(none)'!r} (line "
+                             f"{first.first_row}): separate runs (an nccl-tests without MPI=1 runs one job per "
+                             "process); split the log per rank")
+    return first.rows
+
+
 def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints(), *,
                           validation_ops: bool = False) -> pd.DataFrame:
     """Rows (OUTPUT_COLUMNS) of every supported nccl-tests run in `text`.
 
     `source` names the text in errors and in the `source` column; a file name
     containing e.g. "all_gather_perf" also serves as the program name of old logs.
-    The table may sit inside other text (markdown, YAML, shell; header lines with or without '#').
+    The table may sit inside other text (markdown, YAML, shell; header lines with or without '#'), its lines may
+    carry launcher prefixes (mpirun --tag-output, torchrun, srun --label, ...: one stream per rank, module doc),
+    CRLF / CR line ends, a UTF-8 byte-order mark and trailing blanks.
     `hints` fill in what the log leaves out (module doc). reduce_scatter / alltoall runs are kept only with
     validation_ops=True (no strategy uses them: schema.VALIDATION_ONLY_OPS); otherwise a log of nothing else is
     refused saying so.
@@ -338,85 +615,23 @@ def parse_nccl_tests_text(text: str, source: str = "log", hints: Hints = Hints()
         fallback_op = _program_op(source, source) if _PROGRAM.search(Path(source).name) else None
     except InputError:
         fallback_op = None
-    rows: list[dict] = []
-    run = _Run()
-    n_results = n_ranks = 0  # counted before they are kept (MAX_LOG_ROWS, MAX_RANK_LINES)
-    echoed: str | None = None  # program named by an echoed command line
-    echoed_flags: tuple[int, int] | None = None
-
-    def finish(current: _Run) -> None:
-        nonlocal rows
-        if current.flags is None and echoed_flags is not None:
-            current.flags = echoed_flags
-        rows += _finish(current, source, fallback_op, hints)
-
+    log = _Log(source, hints, fallback_op)
+    streams: dict[tuple, _Stream] = {}
     for lineno, raw in enumerate(_lines(text), start=1):
-        line = raw.rstrip()
-        stripped = line.strip()
+        key, label, body = split_prefix(raw.lstrip("\ufeff"))
+        stripped = body.strip()
         if not stripped:
             continue
-        at = f"{source}:{lineno}"
-        marker = _MARKER.match(stripped)
-        if marker:
-            if run.started:
-                finish(run)
-                run = _Run()
-            run.op, run.op_line = _program_op(marker.group(1), at), lineno
-            continue
-        params = _PARAMS.match(stripped)
-        if params:
-            if run.threads is not None or run.rows:
-                finish(run)
-                run = _Run()
-            if run.op is None and echoed is not None:
-                run.op = _program_op(echoed, at)
-            rest = params.group(3)
-            run.threads, run.gpus = _int(params.group(1), at, "nThread"), _int(params.group(2), at, "nGpus")
-            run.iters = _param(rest, "iters", 0, at)
-            run.agg_iters = _param(rest, "agg iters", 1, at)
-            run.graph = _param(rest, "graph", 0, at)
-            continue
-        rank = _RANK.match(stripped)
-        if rank:
-            n_ranks += 1
-            if n_ranks > MAX_RANK_LINES:
-                raise InputError(f"{at}: more than {MAX_RANK_LINES:,} '#  Rank' lines in one log (the limit)")
-            # a Rank line without "on HOST" (older nccl-tests, or edited): one host
-            run.ranks[_int(rank.group(1), at, "Rank")] = (rank.group(2) or "0", rank.group(3),
-                                                          rank.group(4) or "(host not printed)",
-                                                          rank.group(5) or NO_GPU_NAME)
-            continue
-        header = _header_tokens(stripped)
-        if header is not None:
-            if "cputime" in header:
-                raise InputError(f"{at}: this log reports CPU time (-C 1), not the collective's time; "
-                                 "rerun nccl-tests without -C")
-            run.header = header
-            continue
-        if stripped.startswith("#"):
-            continue
-        tokens = stripped.split()
-        if len(tokens) >= 2 and _INT.match(tokens[0]) and _INT.match(tokens[1]):
-            if not run.started and run.op is None and echoed is None and fallback_op is None and hints.op is None:
-                raise InputError(f"{at}: result row before any nccl-tests header (pass --op if the log names no "
-                                 "program)")
-            if run.op is None and echoed is not None:
-                run.op = _program_op(echoed, at)
-            n_results += 1
-            if n_results > MAX_LOG_ROWS:
-                raise InputError(f"{at}: more than {MAX_LOG_ROWS:,} result rows in one log (the limit); split it into "
-                                 "one file per run")
-            run.rows.append((lineno, tokens))
-            continue
-        program = _PROGRAM.search(stripped)
-        if program and not stripped.startswith(("NCCL", "[")):
-            echoed = program.group(0)
-            flags = dict((k.lstrip("-")[0], _int(v, at, k)) for k, v in _FLAG.findall(stripped))
-            echoed_flags = (flags.get("t", 1), flags.get("g", 1))
-            if run.started and run.rows:
-                finish(run)
-                run = _Run()
-    finish(run)
+        stream = streams.get(key)
+        if stream is None:
+            if len(streams) >= MAX_STREAMS:
+                raise InputError(f"{source}:{lineno}: more than {MAX_STREAMS:,} distinct line prefixes (ranks) in "
+                                 "one log (the limit)")
+            stream = streams[key] = _Stream(log, label)
+        stream.feed(lineno, stripped)
+    for stream in streams.values():
+        stream.close()
+    rows = _one_table(streams.values(), source)
     if not rows:
         raise InputError(f"{source}: no nccl-tests result rows found (is this an nccl-tests *_perf log?)")
     frame = pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
