@@ -16,8 +16,8 @@ The fit minimises the mean over tables of each table's mean squared log error (t
 net_eff in [0.02, 1] (no faster than line rate), step_overhead_us in [1, 200] (NCCL's own 1 us netOverhead is the
 floor) and inter_step_us in [0, 1000]: a coarse grid, then Nelder-Mead. Held out: a table (leave-one-table-out)
 or every table of its cluster (same site and machines: leave-one-cluster-out) is priced by the transport refitted
-on the rest; where nothing of the transport is left, by the ib transport's fit (the default network) - the error
-then is that prior's, not a fit's. Errors: median |pred / measured - 1| per table, on rows >= 64 KiB per rank and
+on the rest; where nothing of the transport is left, by the ib rule (the default network) - the error then is
+that rule's, not a fit's. Errors: median |pred / measured - 1| per table, on rows >= 64 KiB per rank and
 apart below it (the small-message floor).
 """
 
@@ -48,11 +48,12 @@ PM = REF / "published-multinode-2026b"
 CSV = REF / "published-collectives-2026.csv"  # CSV / "<table id>": that table's rows of the imported CSV
 SMALL_BYTES_PER_RANK = 64 * 1024  # errors are reported apart below this (the small-message floor)
 BOUNDS = ((0.02, 1.0), (1.0, 200.0), (0.0, 1000.0))  # net_eff, step_overhead_us, inter_step_us
-PRIOR = "ib"  # a transport with nothing left to fit on is priced by this transport's fit
-# not fitted: the NVL72 racks' derivation prices them (their two tables start at 512 MiB on 144 / 1440 GPUs: a fit
-# of three parameters to bandwidth-bound rows alone is degenerate - net_eff 0.09 with 28 us per step); their
-# tables are held out from every fit, so the rule's errors on them are held-out errors
-RULE_ONLY = ("mnnvl",)
+PRIOR = "ib"  # a transport with nothing left to fit on is priced by this transport's row (the bundled rule)
+# not fitted, the bundled profiles' own rule: ib (every HGX profile's multi-node curves are derived with it, so
+# `--fabric ib` and no --fabric price alike) and mnnvl (the NVL72 racks' derivation; its two tables start at 512 MiB
+# on 144 / 1440 GPUs, where a fit of three parameters to bandwidth-bound rows alone is degenerate: net_eff 0.09
+# with 28 us per step). Their tables are held out from every fit: the rule's errors on them are held-out errors.
+RULE_ONLY = ("ib", "mnnvl")
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,12 @@ TABLES = [
           None, "coreweave-gb200"),
     Table("tcpxo", PM / "h100x16_all_reduce_a3mega-tcpxo-ztan-2node.log", "h100-sxm-nvlink", "all_reduce", 16, 2, 8,
           200.0, "gcp-a3mega-ztan"),
-    Table("efa", PM / "a100x16_all_reduce_awsefaeks-p4d-2node-nccl299.log", "a100-sxm-nvlink", "all_reduce", 16, 2, 4,
-          100.0, "aws-efa-eks-p4d"),
-    Table("efa", PM / "a100x16_all_reduce_awsefaeks-p4d-2node-nccl283.log", "a100-sxm-nvlink", "all_reduce", 16, 2, 4,
-          100.0, "aws-efa-eks-p4d"),
-    Table("efa", PM / "a100x16_all_reduce_adt-p4de-2node.log", "a100-sxm-nvlink", "all_reduce", 16, 2, 4, 100.0,
-          "adt-p4de"),
+    Table("efa-sendrecv", PM / "a100x16_all_reduce_awsefaeks-p4d-2node-nccl299.log", "a100-sxm-nvlink", "all_reduce",
+          16, 2, 4, 100.0, "aws-efa-eks-p4d"),
+    Table("efa-sendrecv", PM / "a100x16_all_reduce_awsefaeks-p4d-2node-nccl283.log", "a100-sxm-nvlink", "all_reduce",
+          16, 2, 4, 100.0, "aws-efa-eks-p4d"),
+    Table("efa-sendrecv", PM / "a100x16_all_reduce_adt-p4de-2node.log", "a100-sxm-nvlink", "all_reduce", 16, 2, 4,
+          100.0, "adt-p4de"),
     Table("efa", PM / "h100x16_all_reduce_adt-p5-2node.log", "h100-sxm-nvlink", "all_reduce", 16, 2, 32, 100.0,
           "adt-p5"),
     Table("efa", PM / "h100x16_all_reduce_adt-eks-p5-2node-excerpt.log", "h100-sxm-nvlink", "all_reduce", 16, 2, 32,
@@ -172,10 +173,8 @@ def fit(tables: list[Table], name: str | None = None) -> tuple[float, float, flo
     """(net_eff, step_overhead_us, inter_step_us) minimising log_loss; the PRIOR transport's fit for no tables;
     a RULE_ONLY transport's own row (nothing fitted). `name`: the transport (else the tables')."""
     name = name or (tables[0].transport if tables else PRIOR)
-    if name in RULE_ONLY:
-        return rule(name)
-    if not tables:
-        return fit([t for t in TABLES if t.transport == PRIOR])
+    if name in RULE_ONLY or not tables:
+        return rule(name if name in RULE_ONLY else PRIOR)
     grid = [(e, o, x) for e in np.geomspace(0.05, 1.0, 10) for o in (1.0, 3.0, 8.0, 16.0, 32.0)
             for x in (0.0, 5.0, 20.0, 60.0, 150.0)]
     x0 = min(grid, key=lambda g: log_loss(tables, g))
@@ -215,7 +214,7 @@ def report(out=sys.stdout) -> dict[str, tuple[float, float, float]]:
         sizes, _m = read_table(t)
         big = int((sizes >= SMALL_BYTES_PER_RANK).sum())
         prior = (" (not fitted: the rule)" if t.transport in RULE_ONLY else
-                 "" if len(mine) > 1 else " (no other table: the ib fit)")
+                 "" if len(mine) > 1 else " (no other table: the ib rule)")
         left = errors(t, loo)
         held.setdefault(t.transport, []).append(left[0] if left[0] is not None else left[1])
         print(f"| {t.transport} | {t.name} | {big} / {len(sizes) - big} | {_pct(errors(t, fits[t.transport]))} | "
