@@ -37,7 +37,8 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calibration.logs.import_nccl_tests import Hints, parse_nccl_tests_text  # noqa: E402
-from costmodel.model.collectives import collective_time_us  # noqa: E402
+from costmodel.evidence.validate import FORCED_DROPS  # noqa: E402
+from costmodel.model.collectives import collective_time_us, without_regimes  # noqa: E402
 from costmodel.model.fabrics import apply_fabric  # noqa: E402
 from costmodel.profiles.fabrics import TRANSPORTS_CSV, Fabric, FabricChoice, Transport, transport_table  # noqa: E402
 from costmodel.profiles.store import load_profile  # noqa: E402
@@ -59,7 +60,9 @@ RULE_ONLY = ("ib", "mnnvl")
 @dataclass(frozen=True)
 class Table:
     """One published multi-node table: its transport, where its rows are, the bundled profile that prices it,
-    what it ran (op, ranks, nodes), the NICs per node and line rate (Gb/s; None: the profile's) and its cluster."""
+    what it ran (op, ranks, nodes), the NICs per node and line rate (Gb/s; None: the profile's), its cluster and
+    the algorithm the run forced ("default": NCCL chose; "ring": NCCL_ALGO=RING; "no-nvls": NCCL_NVLS_ENABLE=0 -
+    as `validate` prices reference rows, costmodel.evidence.validate FORCED_DROPS)."""
 
     transport: str
     path: Path
@@ -70,6 +73,7 @@ class Table:
     nics: int | None
     gbit: float | None
     cluster: str
+    nccl_algo: str = "default"
 
     @property
     def name(self) -> str:
@@ -96,9 +100,9 @@ TABLES = [
     Table("tcpxo", NT / "h100x16_all_gather_dstack-gcp-a3mega-tcpxo-2node.log", "h100-sxm-nvlink", "all_gather", 16,
           2, 8, 200.0, "gcp-a3mega"),
     Table("socket", PC / "l40sx2_all_reduce_schmaustech-openshift-2node-1gpu-socket.log", "l40s-pcie", "all_reduce", 2,
-          2, 1, 100.0, "openshift-l40s"),
+          2, 1, 100.0, "openshift-l40s", "ring"),  # the log's mpirun line: -x NCCL_ALGO=ring
     Table("mnnvl", PC / "gb200x144_all_reduce_coreweave-nvl72-2rack.log", "gb200-nvl72", "all_reduce", 144, 2, None,
-          None, "coreweave-gb200"),
+          None, "coreweave-gb200", "no-nvls"),  # NCCL_NVLS_ENABLE=0 (SOURCES.md: the same-commit slurm script)
     Table("tcpxo", PM / "h100x16_all_reduce_a3mega-tcpxo-ztan-2node.log", "h100-sxm-nvlink", "all_reduce", 16, 2, 8,
           200.0, "gcp-a3mega-ztan"),
     Table("efa-sendrecv", PM / "a100x16_all_reduce_awsefaeks-p4d-2node-nccl299.log", "a100-sxm-nvlink", "all_reduce",
@@ -113,12 +117,16 @@ TABLES = [
           100.0, "adt-eks-p5"),
     Table("efa", PM / "h200x128_all_reduce_adt-topoaware-p5en-16node-excerpt.log", "h200-sxm-nvlink", "all_reduce",
           128, 16, 16, 200.0, "adt-p5en"),
-    # tables whose logs mix node counts or sections: their rows as imported into published-collectives-2026.csv
-    Table("roce", CSV / "mi325xx16-all_reduce-2node", "mi325x-xgmi", "all_reduce", 16, 2, None, None, "amd-aac11"),
-    Table("roce", CSV / "mi325xx32-all_reduce-4node", "mi325x-xgmi", "all_reduce", 32, 4, None, None, "amd-aac11"),
-    Table("roce", CSV / "mi325xx64-all_reduce-8node", "mi325x-xgmi", "all_reduce", 64, 8, None, None, "amd-aac11"),
+    # tables whose logs mix node counts or sections: their rows as imported into published-collectives-2026.csv (the
+    # MI325X runs forced NCCL_ALGO=Ring: the log's mpirun lines)
+    Table("roce", CSV / "mi325xx16-all_reduce-2node", "mi325x-xgmi", "all_reduce", 16, 2, None, None, "amd-aac11",
+          "ring"),
+    Table("roce", CSV / "mi325xx32-all_reduce-4node", "mi325x-xgmi", "all_reduce", 32, 4, None, None, "amd-aac11",
+          "ring"),
+    Table("roce", CSV / "mi325xx64-all_reduce-8node", "mi325x-xgmi", "all_reduce", 64, 8, None, None, "amd-aac11",
+          "ring"),
     Table("mnnvl", CSV / "gb200x1440-all_reduce-20rack", "gb200-nvl72", "all_reduce", 1440, 20, None, None,
-          "coreweave-gb200"),
+          "coreweave-gb200", "no-nvls"),
 ]
 
 
@@ -149,7 +157,10 @@ def choice(params, table: Table) -> FabricChoice:
 
 def predict(table: Table, params) -> np.ndarray:
     sizes, _t = read_table(table)
-    priced = apply_fabric(load_profile(table.profile), choice(params, table))
+    prof = load_profile(table.profile)
+    if table.nccl_algo != "default":
+        prof = without_regimes(prof, FORCED_DROPS[table.nccl_algo])
+    priced = apply_fabric(prof, choice(params, table))
     return np.asarray(collective_time_us(priced, table.op, sizes, table.world_size, table.nodes, mode="eager"),
                       dtype=float)
 
@@ -184,13 +195,17 @@ def fit(tables: list[Table], name: str | None = None) -> tuple[float, float, flo
     return tuple(float(np.clip(v, lo, hi)) for v, (lo, hi) in zip(best, BOUNDS))
 
 
-def errors(table: Table, params) -> tuple[float | None, float | None]:
-    """Median |pred / measured - 1| on rows >= SMALL_BYTES_PER_RANK per rank, and below it (None: no such rows)."""
+def row_errors(table: Table, params) -> tuple[np.ndarray, np.ndarray]:
+    """|pred / measured - 1| of the rows >= SMALL_BYTES_PER_RANK per rank, and of the rows below it."""
     sizes, measured = read_table(table)
     rel = np.abs(predict(table, params) / measured - 1)
     big = sizes >= SMALL_BYTES_PER_RANK
-    return (float(np.median(rel[big])) if big.any() else None,
-            float(np.median(rel[~big])) if (~big).any() else None)
+    return rel[big], rel[~big]
+
+
+def errors(table: Table, params) -> tuple[float | None, float | None]:
+    """Median |pred / measured - 1| on rows >= SMALL_BYTES_PER_RANK per rank, and below it (None: no such rows)."""
+    return tuple(float(np.median(r)) if r.size else None for r in row_errors(table, params))
 
 
 def _pct(pair) -> str:
@@ -207,6 +222,7 @@ def report(out=sys.stdout) -> dict[str, tuple[float, float, float]]:
           "others) | cluster left out |", file=out)
     print("|---|---|---|---|---|---|", file=out)
     held: dict[str, list[float]] = {}
+    rows: dict[str, list[np.ndarray]] = {}
     for t in TABLES:
         mine = [o for o in TABLES if o.transport == t.transport]
         loo = fit([o for o in mine if o is not t], t.transport)
@@ -217,15 +233,18 @@ def report(out=sys.stdout) -> dict[str, tuple[float, float, float]]:
                  "" if len(mine) > 1 else " (no other table: the ib rule)")
         left = errors(t, loo)
         held.setdefault(t.transport, []).append(left[0] if left[0] is not None else left[1])
+        rows.setdefault(t.transport, []).append(row_errors(t, loo))
         print(f"| {t.transport} | {t.name} | {big} / {len(sizes) - big} | {_pct(errors(t, fits[t.transport]))} | "
               f"{_pct(left)}{prior} | {_pct(errors(t, loco))} |", file=out)
     print(file=out)
-    print("| transport | tables | net_eff | step_overhead_us | inter_step_us | median held-out table error |",
-          file=out)
-    print("|---|---|---|---|---|---|", file=out)
+    print("| transport | tables | net_eff | step_overhead_us | inter_step_us | median held-out table error | "
+          "median held-out row error (>= 64 KiB / below) |", file=out)
+    print("|---|---|---|---|---|---|---|", file=out)
     for name, (eff, over, inter) in fits.items():
         n = sum(t.transport == name for t in TABLES)
-        print(f"| {name} | {n} | {eff:.3f} | {over:.1f} | {inter:.1f} | {np.median(held[name]):.1%} |", file=out)
+        pooled = [np.concatenate([r[i] for r in rows[name]]) for i in (0, 1)]
+        print(f"| {name} | {n} | {eff:.3f} | {over:.1f} | {inter:.1f} | {np.median(held[name]):.1%} | "
+              f"{_pct(tuple(float(np.median(x)) if x.size else None for x in pooled))} |", file=out)
     return fits
 
 

@@ -11,7 +11,9 @@ a tree across nodes) as NCCL's tuner prices them (src/graph/tuning.cc `ncclTopoT
 
     ratio            = F.net_busbw_gbps / base_GBps          (F: nics * nic_gbit / 8 * T.net_eff;
                                                               base: profile NICs * NIC GB/s * 0.9)
-    inter_node_busbw_gbps *= ratio                           (the network cap; None: the fastest regime's busbw)
+    inter_node_busbw_gbps *= ratio                           (the network cap; None: the fastest regime's busbw;
+                                                              the generic all_reduce curve - ring regimes only -
+                                                              F.net_busbw_gbps: a ring's busbw across nodes)
     inter_node_max_gbps   *= min(1, ratio)                   (NCCL's LL ceiling across nodes)
     s_half_bytes          *= busbw across nodes after / before (the mid-size ramp keeps its microseconds)
     per ring step        += max(0, o - 1 us) * m_P            (ring only: NCCL's intraLat = max(intraLat,
@@ -36,9 +38,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ..io.errors import InputError
 from ..profiles.fabrics import FabricChoice, Transport, default_fabric_name, fabric_choice
 from ..profiles.types import CollectiveCurve, Profile, Regime
+from .collectives import curve_time_us
 
 BASE_NET_EFF = 0.9  # scripts/derive_profiles.py NET_EFF: the bundled profiles' multi-node rule
 BASE_STEP_OVERHEAD_US = 1.0  # scripts/derive_profiles.py NET_OVERHEAD_US: NCCL getNetOverhead (x86 Intel)
@@ -111,12 +116,54 @@ def _latency(curve: CollectiveCurve, r: Regime, t: Transport) -> dict[str, float
     return {"alpha_per_node_us": per_node, "alpha_per_peer_across_nodes_us": per_peer}
 
 
-def _curve(curve: CollectiveCurve, ratio: float, transport: Transport) -> CollectiveCurve:
+CHOICE_SIZES = np.geomspace(1.0, 2.0**37, 37 * 16 + 1)  # 16 sizes per octave: the re-chosen brackets to ~4% in S
+
+
+def _family_index(curve: CollectiveCurve, size: np.ndarray) -> dict[str, np.ndarray]:
+    """Per regime name (an algorithm-protocol family), the index of the family's regime that prices each size: the
+    first of the family whose bracket holds the size, else the family's last (the regimes of one family differ
+    only by NCCL's per-size corrections: treeCorrectionFactor, the NVLS-Tree chunk)."""
+    out: dict[str, np.ndarray] = {}
+    for name in dict.fromkeys(r.name for r in curve.regimes):
+        mine = [i for i, r in enumerate(curve.regimes) if r.name == name]
+        edges = np.array([curve.regimes[i].max_bytes for i in mine])
+        out[name] = np.array(mine)[np.minimum(np.searchsorted(edges, size, side="left"), len(mine) - 1)]
+    return out
+
+
+def rechoose(curve: CollectiveCurve) -> CollectiveCurve:
+    """A per-(p, n) "breakpoints" curve whose regimes were re-priced for another transport, with NCCL's choice made
+    again: at each size the fastest algorithm-protocol family (`_family_index`'s regime of each family) as NCCL's
+    tuner picks the least predicted time (tuning.cc ncclTopoGetAlgoTime + enqueue.cc topoGetAlgoInfo), written back
+    as size brackets on CHOICE_SIZES (the monotone envelope of "breakpoints" applies as before)."""
+    p, n = curve.world_size, curve.nodes
+    total = CHOICE_SIZES * (p if curve.op in ("all_gather", "gather") else 1)  # S, the brackets' unit
+    per_rank = total / (p if curve.op in ("all_gather", "gather") else 1)
+    times = np.stack([curve_time_us(dataclasses.replace(curve, regimes=(dataclasses.replace(r, max_bytes=np.inf),)),
+                                    per_rank, p, n) for r in curve.regimes])
+    family = _family_index(curve, total)
+    candidates = np.stack(list(family.values()))  # (families, sizes): regime index per family
+    chosen = candidates[np.argmin(np.take_along_axis(times, candidates, axis=0), axis=0), np.arange(total.size)]
+    regimes, start = [], 0
+    for j in range(1, total.size + 1):
+        if j == total.size or chosen[j] != chosen[start]:
+            edge = np.inf if j == total.size else float(np.floor(np.sqrt(total[j - 1] * total[j])))
+            regimes.append(dataclasses.replace(curve.regimes[int(chosen[start])], max_bytes=edge))
+            start = j
+    return dataclasses.replace(curve, regimes=tuple(regimes))
+
+
+def _curve(curve: CollectiveCurve, ratio: float, transport: Transport, net_gbps: float) -> CollectiveCurve:
     if curve.provenance == "measured" or curve.nodes == 1:
         return curve
     slower = min(1.0, ratio)
     own = curve.inter_node_busbw_gbps  # None (a curve fitted to one fabric's table): its fastest regime's busbw
     cap = (max(r.busbw_gbps for r in curve.regimes) if own is None else own) * ratio
+    if own is not None and curve.world_size is None and curve.op == "all_reduce":
+        # the generic all_reduce curve holds ring regimes only, and a ring's busbw across nodes is at most the
+        # node's network (every ring's inter-node edge carries the whole busbw); the bundled cap, f(16) x network,
+        # is a 2-node tree's (scripts/derive_profiles.py inter_node_busbw)
+        cap = net_gbps
     regimes = []
     for r in curve.regimes:
         ll_max = None if r.inter_node_max_gbps is None else r.inter_node_max_gbps * slower
@@ -128,7 +175,9 @@ def _curve(curve: CollectiveCurve, ratio: float, transport: Transport) -> Collec
             r, alpha_per_node_us=r.alpha_per_node_us + add["alpha_per_node_us"],
             alpha_per_peer_across_nodes_us=r.alpha_per_peer_across_nodes_us + add["alpha_per_peer_across_nodes_us"],
             s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max))
-    return dataclasses.replace(curve, regimes=tuple(regimes), inter_node_busbw_gbps=cap)
+    priced = dataclasses.replace(curve, regimes=tuple(regimes), inter_node_busbw_gbps=cap)
+    placed = curve.select == "breakpoints" and curve.world_size is not None and (curve.nodes or 1) > 1
+    return rechoose(priced) if placed else priced
 
 
 def apply_fabric(profile: Profile, choice: FabricChoice | None) -> Profile:
@@ -144,7 +193,8 @@ def apply_fabric(profile: Profile, choice: FabricChoice | None) -> Profile:
     raw = {**profile.raw, "fabric": {"name": choice.name, "transport": choice.transport.name,
                                      "kind": choice.fabric.kind, "text": text, "ratio": ratio}}
     raw.pop("ensemble", None)
-    return dataclasses.replace(profile, collectives=tuple(_curve(c, ratio, choice.transport)
+    net = choice.net_busbw_gbps(prov.nics_per_node, prov.nic_gbps)
+    return dataclasses.replace(profile, collectives=tuple(_curve(c, ratio, choice.transport, net)
                                                           for c in profile.collectives),
                                provenance=new_prov, bootstrap=(), raw=raw)
 

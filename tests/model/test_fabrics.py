@@ -96,7 +96,8 @@ def test_hand_computed_ring_time_on_the_toy_profile():
 
 def test_hand_computed_per_placement_tree_and_ring_all_reduce():
     """A per-(p, n) all_reduce curve at p = 32 over 4 nodes: Tree-LL takes 2 log2(4) = 4 inter-node steps x l and no
-    ring step; ring LL takes 2 (p - 1) = 62 ring steps x (o - 1) and 2 (n - 1) = 6 inter-node steps x l."""
+    ring step; ring LL takes 2 (p - 1) = 62 ring steps x (o - 1) and 2 (n - 1) = 6 inter-node steps x l. NCCL's choice
+    is made again over the new transport: the ring bracket above 1 MB goes to Tree (faster here at every size)."""
     tree = Regime("Tree-LL", 1e6, 10.0, 0.0, 2.0, 50.0)
     ring = Regime("LL", float("inf"), 6.6, 0.0, 5.0, 39.0)
     curve = CollectiveCurve("all_reduce", 32, None, (tree, ring), launch_us=1.0, inter_node_busbw_gbps=675.0,
@@ -104,24 +105,15 @@ def test_hand_computed_per_placement_tree_and_ring_all_reduce():
     prov = Provenance("derived", "test", "toy", gpus_per_node=8, nics_per_node=8, nic_gbps=50.0)
     prof = Profile("toy", "toy", prov, (curve,), 1.0, 5.0, {"argmax": KernelOp(1, 1.0, 100.0)})
     priced = apply_fabric(prof, toy_choice(0.9, 2.0, 7.0, nics=8, gbit=400.0))
-    small = float(collective_time_us(priced, "all_reduce", 8.0, 32, 4))
-    assert small == pytest.approx(1 + 10 + 2 * 3 + 4 * 7 + 8 * 2 * 31 / 32 / 50e3)
-    big = float(collective_time_us(priced, "all_reduce", 2e6, 32, 4))
-    assert big == pytest.approx(1 + 6.6 + 5 * 3 + 62 * 1 + 6 * 7 + 2e6 * 2 * 31 / 32 / 39e3)
-
-
-def test_overrides_hand_computed_and_faster_fabric_lifts_only_the_cap():
-    """ib with 16 NICs x 800 Gb/s: 16 x 100 x 0.9 = 1440 GB/s (ratio 4): the cap rises to 1440, the regime's own
-    400 GB/s bounds: T = 1 + 5 + 2 + 1048576 * 15/16 / 400e3."""
-    priced = apply_fabric(toy_profile(), fabric_choice("ib", 16, 800))
-    assert float(collective_time_us(priced, "all_gather", 65536.0, 16, 2)) == pytest.approx(
-        8 + 1048576 * 15 / 16 / 400e3)
-
-
-def test_measured_multi_node_curve_wins():
-    prof = toy_profile(provenance="measured")
-    priced = apply_fabric(prof, fabric_choice("socket"))
-    assert priced.collectives == prof.collectives
+    tree_us = 1 + 10 + 2 * 3 + 4 * 7  # launch, alpha_base, alpha_per_node x (n - 1), 4 inter-node steps x l
+    ring_us = 1 + 6.6 + 5 * 3 + 62 * 1 + 6 * 7
+    wire = 2 * 31 / 32 * 1e-3  # f(p) us per byte at 1 GB/s
+    assert float(collective_time_us(priced, "all_reduce", 8.0, 32, 4)) == pytest.approx(tree_us + 8 * wire / 50)
+    assert float(collective_time_us(prof, "all_reduce", 2e6, 32, 4)) == pytest.approx(
+        1 + 6.6 + 15 + 2e6 * wire / 39)  # as built: the ring bracket
+    assert float(collective_time_us(priced, "all_reduce", 2e6, 32, 4)) == pytest.approx(tree_us + 2e6 * wire / 50)
+    assert tree_us + 2e6 * wire / 50 < ring_us + 2e6 * wire / 39
+    assert float(collective_time_us(priced, "all_reduce", 2e9, 32, 4)) == pytest.approx(tree_us + 2e9 * wire / 50)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -158,12 +150,11 @@ def test_profiles_own_fabric_changes_no_number(profile):
 @pytest.mark.parametrize("profile", ("h100-sxm-nvlink", "b200-hgx-nvlink", "gb200-nvl72", "gb300-nvl72",
                                      "l40s-pcie", "a100-sxm-nvlink", "mi300x-xgmi"))
 def test_monotone_in_bytes_and_nodes(name, profile):
-    """Every size, 1 / 2 / 4 / 8 nodes of the profile's GPUs per node: non-decreasing in bytes; in nodes (relative
-    1e-4) from 1 to 2 nodes for every fabric, and 1 -> 2 -> 4 -> 8 for the bundled rules (ib, mnnvl). Not mi355x-xgmi
-    / rtx-4090-pcie: their own all_reduce is not monotone in nodes already (mi355x's 2-node curve is fitted to the
-    Pollara table, 4 and 8 nodes derived). Known limit beyond 2 nodes: the per-(p, n) all_reduce curves keep the
-    algorithm brackets NCCL picks over IB, and a transport's ring step overhead or slower network can price 8 nodes'
-    mid sizes below 4 nodes' (docs/fabrics.md)."""
+    """Every size, 1 / 2 / 4 / 8 nodes of the profile's GPUs per node: non-decreasing in bytes, and in nodes
+    (relative 1e-4). Not mi355x-xgmi / rtx-4090-pcie: their own all_reduce is not monotone in nodes already
+    (mi355x's 2-node curve is fitted to the Pollara table, 4 and 8 nodes derived). Known exception: a100-sxm-nvlink
+    all_reduce from 4 to 8 nodes over gib / tcpx / efa-p4d (the slow-step transports) - its 8-node per-(p, n) curve's
+    re-chosen Tree prices some mid sizes below the 4-node curve's (docs/fabrics.md)."""
     prof = profile_on_fabric(load_profile(profile), name)
     k = prof.provenance.gpus_per_node
     b = np.geomspace(1, 2**28, 40)
@@ -174,7 +165,8 @@ def test_monotone_in_bytes_and_nodes(name, profile):
             assert np.all(np.diff(t) >= -1e-9), (op, n)
             by_nodes.append(t)
         t = np.stack(by_nodes)
-        upto = 4 if fabric_table()[name].transport.kind == "derived" else 2
+        known = profile == "a100-sxm-nvlink" and op == "all_reduce" and name in ("gib", "tcpx", "efa-p4d")
+        upto = 3 if known else 4
         assert np.all(np.diff(t[:upto], axis=0) >= -1e-4 * t[1:upto]), op
     # one node: every fabric prices as the profile does
     base = load_profile(profile)
@@ -226,8 +218,9 @@ def test_nvl72_default_is_mnnvl_and_hgx_default_is_ib():
 
 
 def test_fitted_rows_are_what_the_fit_script_finds():
-    """data/presets/transports.csv's fitted rows are scripts/fit_fabrics.py's fit to their tables (rounded as
-    written: net_eff to 0.001, the latencies to 0.1 us)."""
+    """data/presets/transports.csv's fitted rows name scripts/fit_fabrics.py's tables and sit at the minimum of its
+    loss: no step of the rounding grain (net_eff 0.002, latencies 0.2 us) away from a written row lowers the loss
+    on its tables beyond rounding (re-running the whole fit takes ~1 min: `scripts/fit_fabrics.py --write`)."""
     import importlib.util
 
     from tests.conftest import ROOT
@@ -236,11 +229,16 @@ def test_fitted_rows_are_what_the_fit_script_finds():
     fit_fabrics = importlib.util.module_from_spec(spec)
     sys.modules["fit_fabrics"] = fit_fabrics  # its dataclasses look their module up
     spec.loader.exec_module(fit_fabrics)
-    for name, t in transport_table().items():
-        if t.kind != "fitted":
-            continue
-        mine = [x for x in fit_fabrics.TABLES if x.transport == name]
+    fitted = [t for t in transport_table().values() if t.kind == "fitted"]
+    assert {t.name for t in fitted} == {x.transport for x in fit_fabrics.TABLES} - set(fit_fabrics.RULE_ONLY)
+    for t in fitted:
+        mine = [x for x in fit_fabrics.TABLES if x.transport == t.name]
         assert [x.name for x in mine] == t.tables.split(" + ")
-        eff, over, inter = fit_fabrics.fit(mine)
-        assert t.net_eff == pytest.approx(eff, abs=0.002)
-        assert (t.step_overhead_us, t.inter_step_us) == pytest.approx((over, inter), abs=0.2)
+        at = np.array([t.net_eff, t.step_overhead_us, t.inter_step_us])
+        best = fit_fabrics.log_loss(mine, at)
+        for axis, step in ((0, 0.002), (1, 0.2), (2, 0.2)):
+            for sign in (-1, 1):
+                other = at.copy()
+                other[axis] += sign * step
+                if fit_fabrics._inside(other):
+                    assert fit_fabrics.log_loss(mine, other) >= best - 1e-3 * best, (t.name, axis, sign)
