@@ -538,7 +538,7 @@ def serving_change_chart(changes: pd.DataFrame) -> alt.LayerChart:
     """The Serving A/B tab: per metric (one band of the y axis each, its strategies side by side in it: yOffset)
     every strategy's predicted change vs the baseline replay (%, point) with its 90% interval (whisker), over the
     run's noise band (grey: the |change| one A/B of the run's size resolves,
-    costmodel.answers.serving_ab.detectability); one legend, the strategy colour, under the plot.
+    costmodel.serving.ab.detectability); one legend, the strategy colour, under the plot.
 
     One layered view, not a facet per metric, so that it takes its container's width (width "container": the
     tab draws it stretched); the facet's fixed 560 px plot, row headers and legend made it 867 px wide, cut on the

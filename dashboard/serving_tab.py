@@ -1,4 +1,4 @@
-"""The Serving A/B tab: `simulate --bench RUN.json` for the sidebar's question (costmodel.answers.serving_table,
+"""The Serving A/B tab: `simulate --bench RUN.json` for the sidebar's question (costmodel.serving.table,
 the CLI's reader, bounds and `simulate_ab`): the A/B table, each metric's predicted change against the run's noise
 band, and the table as CSV. Layout only; an uploaded file is parsed as strict JSON, never executed or rendered."""
 
@@ -12,9 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from costmodel import InputError
-from costmodel.answers.bench_run import parse_bench_text
-from costmodel.answers.serving_table import ab_rows, bench_text, change_rows, simulate_bench
 from costmodel.io.plain import markdown_text as plain
+from costmodel.serving.run import parse_bench_text
+from costmodel.serving.table import ab_rows, bench_text, change_rows, simulate_bench
 
 from .data import _CACHE, example_benches
 from .question import question_of

@@ -1,5 +1,5 @@
 """`simulate`: replay a `vllm bench serve` run per strategy - the A/B table with 90% intervals and whether an A/B
-of this size can see each change (`costmodel.answers.serving_ab`)."""
+of this size can see each change (`costmodel.serving.ab`)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..answers.bench_run import load_bench_run, load_sharegpt, synthetic_run
 from ..answers.question import check_acceptance
-from ..answers.serving_ab import SimConfig, simulate_ab
-from ..answers.serving_table import ab_rows
 from ..io.errors import InputError
 from ..io.plain import terminal_text
+from ..serving.ab import SimConfig, simulate_ab
+from ..serving.run import load_bench_run, load_sharegpt, synthetic_run
+from ..serving.table import ab_rows
 from .question_args import question_from_args
 
 
@@ -90,7 +90,7 @@ def format_ab(ab: dict[str, Any]) -> str:
              f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]
     det = ab["detectable"]
     previous = None
-    for r in ab_rows(ab):  # the dashboard tab's rows (costmodel.answers.serving_table): one source for both
+    for r in ab_rows(ab):  # the dashboard tab's rows (costmodel.serving.table): one source for both
         first = r["metric"] != previous
         previous = r["metric"]
         meas = r["measured"]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 
 from ..answers.question import build_question
-from ..answers.serving_validation import bundled_runs, format_serving, serving_rows
 from ..evidence.coverage import coverage_summary, format_coverage, interval_coverage
 from ..evidence.engine_figures import engine_figure_rows, format_engine_figures
 from ..evidence.reference import load_reference, reference_files
@@ -26,6 +25,7 @@ from ..io.errors import InputError
 from ..profiles.paths import DEFAULT_PRESET
 from ..profiles.presets import preset, preset_logit_ops
 from ..profiles.store import load_profile
+from ..serving.validation import bundled_runs, format_serving, serving_rows
 from .output import write_table
 
 

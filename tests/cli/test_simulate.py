@@ -1,4 +1,4 @@
-"""`simulate` (costmodel/answers/serving_fit.py, serving_ab.py, costmodel/cli/cmd_simulate.py): the step fit by
+"""`simulate` (costmodel/serving/step_fit.py, ab.py, costmodel/cli/cmd_simulate.py): the step fit by
 hand, the example run's A/B table through the CLI, its baseline reproduction, detectability, and refusals."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.answers.bench_run import parse_bench_run
-from costmodel.answers.serving_ab import SimConfig, detectability, draft_deltas, simulate_ab
-from costmodel.answers.serving_fit import fit_step, timeline
-from costmodel.answers.serving_table import ab_rows, simulate_bench
 from costmodel.cli.main import build_parser, main
 from costmodel.cli.question_args import question_from_args
 from costmodel.io.errors import InputError
+from costmodel.serving.ab import SimConfig, detectability, draft_deltas, simulate_ab
+from costmodel.serving.run import parse_bench_run
+from costmodel.serving.step_fit import fit_step, timeline
+from costmodel.serving.table import ab_rows, simulate_bench
 
 EXAMPLE = "data/examples/vllm-bench-serve-c16.json"
 SCENARIO = ("--preset", "llama4-maverick", "--tp", "8")
@@ -124,7 +124,7 @@ def test_bench_without_arrays_refused(capsys, tmp_path):
 def test_itl_change_is_the_pipelines_draft_step_saving(capsys):
     """A constant target step (the example's fit has beta = 0): every ITL gap is alpha + delta(n), so the mean ITL's
     change lies between the pipeline's smallest and largest whole-draft-step difference over the 16 slots
-    (costmodel.answers.whole_step.whole_step_totals through serving_ab.draft_deltas)."""
+    (costmodel.answers.whole_step.whole_step_totals through costmodel.serving.ab.draft_deltas)."""
     code, out, _ = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--json")
     ab = json.loads(out)
     args = build_parser().parse_args(["simulate", *SCENARIO])
@@ -194,8 +194,8 @@ def test_fuzz_any_small_run_is_replayed_or_refused(reqs, cap, rate, duration):
 
 
 def test_the_acceptance_length_check_is_worded_once(capsys):
-    """predict, simulate and the dashboard's Serving A/B tab (serving_table.simulate_bench) refuse an acceptance
-    length outside 1..K+1 with the same line (question.check_acceptance)."""
+    """predict, simulate and the dashboard's Serving A/B tab (costmodel.serving.table.simulate_bench) refuse an
+    acceptance length outside 1..K+1 with the same line (question.check_acceptance)."""
     _, _, predict_err = cli(capsys, "predict", *SCENARIO, "--itl-ms", "25", "--acceptance-length", "9")
     _, _, simulate_err = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--acceptance-length", "9")
     args = build_parser().parse_args(["predict", *SCENARIO])

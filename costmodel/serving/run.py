@@ -11,7 +11,7 @@ Mean acceptance length (tokens per decode step per request): the file's `accepta
 `mean_acceptance_length` where present, else tokens per streamed chunk, `sum(output_len - 1) / sum(len(itls))`
 (one chunk per decode step), else the caller's `--acceptance-length`.
 
-Bounds (docs/limits.md, tests/answers/test_bench_run.py): the file is read only up to MAX_BENCH_BYTES (20 MiB,
+Bounds (docs/limits.md, tests/serving/test_run.py): the file is read only up to MAX_BENCH_BYTES (20 MiB,
 so a 50 MB file is refused before parsing), at most MAX_VALUES commas (counted before parsing), MAX_REQUESTS
 requests and MAX_GAPS inter-token gaps in all;
 every array must have one entry per completed request; times finite and >= 0, lengths whole numbers >= 0 (output
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from ..answers.workload import MAX_SECONDS, MAX_TOKENS, _number, _numbers, example_path
 from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
-from .workload import MAX_SECONDS, MAX_TOKENS, _number, _numbers, example_path
 
 MAX_BENCH_BYTES = 20 * 1024 * 1024
 MAX_REQUESTS = 100_000

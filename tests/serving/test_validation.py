@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from costmodel.answers.serving_ab import vllm_batch_defaults
 from costmodel.cli.main import main
 from costmodel.profiles.store import load_profile
+from costmodel.serving.ab import vllm_batch_defaults
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"

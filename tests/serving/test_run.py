@@ -1,4 +1,4 @@
-"""The per-request bench JSON reader of `simulate` (costmodel/answers/bench_run.py): the example run, every kind of
+"""The per-request bench JSON reader of `simulate` (costmodel/serving/run.py): the example run, every kind of
 bad input as one InputError line, the bounds, and fuzzing."""
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.answers.bench_run import (
+from costmodel.io.errors import InputError
+from costmodel.io.safe_io import loads_json
+from costmodel.serving.ab import MAX_CELLS, MAX_WORK
+from costmodel.serving.replay import MAX_STEPS
+from costmodel.serving.run import (
     MAX_BENCH_BYTES,
     MAX_GAPS,
     MAX_REQUESTS,
@@ -23,10 +27,6 @@ from costmodel.answers.bench_run import (
     parse_bench_text,
     sharegpt_lengths,
 )
-from costmodel.answers.serving_ab import MAX_CELLS, MAX_WORK
-from costmodel.answers.serving_sim import MAX_STEPS
-from costmodel.io.errors import InputError
-from costmodel.io.safe_io import loads_json
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "examples" / "vllm-bench-serve-c16.json"
 

@@ -1,13 +1,13 @@
 """`simulate`'s answer: a serving run's A/B table per strategy, with 90% intervals and detectability.
 
-1. Calibrate: the baseline step (`costmodel.answers.serving_fit.fit_step`, target + the baseline's draft) from the
+1. Calibrate: the baseline step (`costmodel.serving.step_fit.fit_step`, target + the baseline's draft) from the
    run's gaps; without a timeline (a run described by flags) a constant step of `--itl-ms`.
 2. The draft per decode step of each strategy s at decode batch n = 1..slots: `whole_step_totals` (the one-answer
    pipeline's whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole step
    does not apply (`whole_step.applies`: engine none, TP 1) the per-call logits path `predict(...).total_us(s)`
    x calls per decode step (point only). delta_s(n) = T_s(n) - T_full_all_gather(n), delta(0) = 0.
 3. TTFT overhead: overhead_s += mean_ttft(run) - mean_ttft(baseline replay at overhead_s), from 0, twice, >= 0.
-4. Replay (`costmodel.answers.serving_sim.simulate_runs`) every strategy under seeds // 2 point seeds (delta from
+4. Replay (`costmodel.serving.replay.simulate_runs`) every strategy under seeds // 2 point seeds (delta from
    the point model) and `seeds` member seeds (delta of one ensemble member drawn per seed): value = the mean over
    point seeds; 90% interval = the 5th..95th percentile over member seeds (the saving's uncertainty and the
    simulation's randomness together). The same seeds for every strategy (common random numbers), so the change
@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from ..answers.engine_config import engine_cannot
+from ..answers.question import Question
+from ..answers.whole_step import applies, whole_step_totals
 from ..evidence.ensemble import ensemble
 from ..io.errors import InputError
 from ..model.components import BASELINE, STRATEGIES
@@ -43,12 +46,9 @@ from ..model.members import draft_step_members
 from ..model.predict import predict
 from ..profiles.gpus import gpu_memory
 from ..profiles.types import Profile
-from .bench_run import METRICS, BenchRun
-from .engine_config import engine_cannot
-from .question import Question
-from .serving_fit import StepFit, fit_step, timeline
-from .serving_sim import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
-from .whole_step import applies, whole_step_totals
+from .replay import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
+from .run import METRICS, BenchRun
+from .step_fit import StepFit, fit_step, timeline
 
 Z = 1.96 * math.sqrt(2.0)
 BOOT = 200

@@ -13,7 +13,7 @@ Per replica and engine step starting at time t (vLLM v1 `Scheduler.schedule`, FC
   a_i <= t takes it. When the client caps concurrency (max_concurrency <= max_num_seqs) a request is sent when a
   slot frees, so its clock starts at max(a_i, the slot's free time); otherwise it starts at a_i and the wait for
   a slot is queueing inside TTFT. The engine sees it at ready = start + overhead_s (tokenization, HTTP: the part
-  of TTFT that does not hold up other requests, fitted by `costmodel.answers.serving_fit`).
+  of TTFT that does not hold up other requests, fitted by `costmodel.serving.step_fit`).
 * token budget max_num_batched_tokens: each decoding request schedules 1 + K tokens; what is left goes to ready
   prefills, slot by slot, chunk = min(left, remaining prompt) (slot order approximates FCFS).
 * step time, us:  T = alpha + beta * n_decode + gamma * prefill_tokens + delta[r, n_draft]

@@ -1,7 +1,7 @@
 """`simulate`'s A/B table for the dashboard's Serving A/B tab: the same reader, bounds and `simulate_ab` call as
 `python -m costmodel simulate --bench RUN.json --json` (costmodel/cli/cmd_simulate.py), and the answer as rows.
 
-* `bench_text(data, name)`: an uploaded file's bytes as text, refused beyond bench_run.MAX_BENCH_BYTES (the size
+* `bench_text(data, name)`: an uploaded file's bytes as text, refused beyond run.MAX_BENCH_BYTES (the size
   the CLI reads at most) or when it is not UTF-8; `parse_bench_text` then applies the reader's count bounds.
 * `simulate_bench(text, name, question)`: the A/B dict of `simulate_ab` with the CLI's default SimConfig (its
   flags' defaults: vLLM's max_num_seqs / max_num_batched_tokens for the profile's GPU, 12 seeds, RNG seed 0, drift
@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..answers.question import Question, check_acceptance
 from ..io.errors import InputError
 from ..io.safe_io import check_size
-from .bench_run import MAX_BENCH_BYTES, parse_bench_text
-from .question import Question, check_acceptance
-from .serving_ab import SimConfig, simulate_ab
+from .ab import SimConfig, simulate_ab
+from .run import MAX_BENCH_BYTES, parse_bench_text
 
 CLI_CONFIG = SimConfig()  # simulate's flag defaults (costmodel/cli/simulate_args.py)
 

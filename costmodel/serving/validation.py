@@ -1,5 +1,5 @@
 """`validate --serving`: the simulator's calibration error on serving runs - each bench run's own metrics against
-the baseline strategy's replay (`serving_ab.simulate_ab`, the `simulate` command's), one row per run and metric.
+the baseline strategy's replay (`ab.simulate_ab`, the `simulate` command's), one row per run and metric.
 
     error_pct = 100 * (replayed - measured) / measured
 
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .bench_run import load_bench_run
-from .question import Question
-from .serving_ab import SimConfig, simulate_ab
-from .serving_table import CLI_CONFIG
-from .workload import EXAMPLES_DIR
+from ..answers.question import Question
+from ..answers.workload import EXAMPLES_DIR
+from .ab import SimConfig, simulate_ab
+from .run import load_bench_run
+from .table import CLI_CONFIG
 
 COLUMNS = ("run", "kind", "metric", "measured", "replayed", "error_pct", "note")
 

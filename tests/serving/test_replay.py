@@ -1,4 +1,4 @@
-"""The scheduler simulation (costmodel/answers/serving_sim.py): hand-computed runs, an M/D/1 queue, the acceptance
+"""The scheduler simulation (costmodel/serving/replay.py): hand-computed runs, an M/D/1 queue, the acceptance
 draw, and the monotonicity properties (a faster step never raises a latency; throughput grows with the saving)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.answers.serving_sim import (
+from costmodel.serving.replay import (
     ITL_BINS,
     ITL_EDGES_US,
     StepModel,

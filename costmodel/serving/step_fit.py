@@ -16,7 +16,7 @@ error is reported as R^2 and the RMS relative residual of g. alpha + beta * B is
 (target forward + the baseline strategy's draft per decode step); a strategy's step adds its difference in that.
 
 TTFT beyond the prefill step (tokenization, HTTP, detokenization: time that does not hold other requests up) is
-`overhead_s`, fitted by `costmodel.answers.serving_ab` so the baseline replay's mean TTFT matches the run's.
+`overhead_s`, fitted by `costmodel.serving.ab` so the baseline replay's mean TTFT matches the run's.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io.errors import InputError
-from .bench_run import BenchRun
-from .serving_sim import StepModel
+from .replay import StepModel
+from .run import BenchRun
 
 
 @dataclass(frozen=True)
