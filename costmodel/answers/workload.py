@@ -219,7 +219,7 @@ def _number(data: dict[str, Any], key: str, name: str, *, positive: bool = False
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 \
             or (positive and value == 0):
-        raise InputError(f"workload {name}: {key} must be a finite number {'> 0' if positive else '>= 0'}")
+        raise InputError(f"bench {name}: {key} must be a finite number {'> 0' if positive else '>= 0'}")
     return float(value)
 
 
@@ -227,27 +227,38 @@ def _numbers(values: Any, key: str, name: str, limit: float) -> np.ndarray:
     """A JSON list of finite numbers in [0, limit] as an array; InputError naming `key` otherwise."""
     if not isinstance(values, list) or not all(isinstance(v, int | float) and not isinstance(v, bool)
                                                for v in values):
-        raise InputError(f"workload {name}: {key} must be a list of numbers")
+        raise InputError(f"bench {name}: {key} must be a list of numbers")
     arr = np.asarray(values, dtype=float)
     if not np.isfinite(arr).all() or (arr < 0).any() or (arr > limit).any():
-        raise InputError(f"workload {name}: {key} must hold finite numbers in 0..{limit:g}")
+        raise InputError(f"bench {name}: {key} must hold finite numbers in 0..{limit:g}")
     return arr
+
+
+# every top-level field of a `vllm bench serve` result that a reader here uses (this one and
+# costmodel.serving.run): the rest of a file (generated_texts, errors, anything a newer vLLM adds) is dropped
+# unchecked, so it can never make a reader refuse the file
+BENCH_FIELDS = frozenset({
+    "input_lens", "output_lens", "ttfts", "itls", "start_times", "queue_times", "duration", "request_rate",
+    "max_concurrency", "completed", "total_output_tokens", "acceptance_length", "mean_acceptance_length", "note",
+    "output_throughput", "total_token_throughput", "request_throughput", "mean_tpot_ms", "mean_itl_ms",
+    "mean_ttft_ms", "mean_e2el_ms", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
+    "median_e2el_ms", "p99_e2el_ms", "median_itl_ms", "p99_itl_ms"})
 
 
 def parse_bench(data: Any, name: str = "bench.json") -> Workload:
     """Mean decode batch of a `vllm bench serve` run by Little's law (see the module docstring)."""
     if not isinstance(data, dict):
-        raise InputError(f"workload {name}: a vllm bench serve result is a JSON object")
+        raise InputError(f"bench {name}: a vllm bench serve result is a JSON object")
     duration = _number(data, "duration", name, positive=True)
     if duration is None:
-        raise InputError(f"workload {name}: needs a positive duration (s) - is this a vllm bench serve result?")
+        raise InputError(f"bench {name}: needs a positive duration (s) - is this a vllm bench serve result?")
     out_lens = data.get("output_lens")
     itls = data.get("itls")
     tpot = _number(data, "mean_tpot_ms", name, positive=True)
     chunks = None
     lens = None if out_lens is None else _numbers(out_lens, "output_lens", name, MAX_TOKENS)
     if itls is not None and not (isinstance(itls, list) and all(isinstance(x, list) for x in itls)):
-        raise InputError(f"workload {name}: itls must be a list of per-request lists of numbers (seconds)")
+        raise InputError(f"bench {name}: itls must be a list of per-request lists of numbers (seconds)")
     if itls:
         gaps = np.concatenate([_numbers(req, "itls", name, MAX_SECONDS) for req in itls])
         decode_s = float(gaps.sum())
@@ -259,13 +270,13 @@ def parse_bench(data: Any, name: str = "bench.json") -> Workload:
     else:
         completed, total_out = _number(data, "completed", name), _number(data, "total_output_tokens", name)
         if tpot is None or not completed or total_out is None:
-            raise InputError(f"workload {name}: needs itls, or output_lens + mean_tpot_ms, or completed + "
+            raise InputError(f"bench {name}: needs itls, or output_lens + mean_tpot_ms, or completed + "
                              "total_output_tokens + mean_tpot_ms")
         decode_s = max(total_out - completed, 0.0) * tpot / 1000.0
         how = "(total_output_tokens - completed) x mean_tpot_ms"
     mean_b = decode_s / duration
     if not math.isfinite(mean_b):
-        raise InputError(f"workload {name}: the decode time {how} is not a finite number")
+        raise InputError(f"bench {name}: the decode time {how} is not a finite number")
     cap = _number(data, "max_concurrency", name)
     capped = cap is not None and cap >= 1 and mean_b > cap
     if capped:
@@ -320,7 +331,7 @@ def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto"
         return parse_csv(text, name)
     if kind == "vllm-metrics":
         return parse_metrics(text, name)
-    return parse_bench(loads_json(text, f"workload {name}"), name)
+    return parse_bench(loads_json(text, f"bench {name}", keys=BENCH_FIELDS), name)
 
 
 def example_path(path: str | Path) -> Path:

@@ -19,16 +19,22 @@ from ..serving.ab import SimConfig, simulate_ab
 from ..serving.run import load_bench_run, load_sharegpt, synthetic_run
 from ..serving.table import ab_rows
 from .question_args import question_from_args
+from .simulate_args import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, WITHOUT_BENCH
 
 
 def _check(args: argparse.Namespace) -> None:
     """What the flags' bounded types (costmodel/cli/simulate_args.py) cannot say alone."""
-    if not (args.request_rate > 0) or math.isnan(args.request_rate):
+    if args.request_rate is not None and (not (args.request_rate > 0) or math.isnan(args.request_rate)):
         raise InputError("--request-rate: must be > 0 (inf: all at once)")
     if args.bench is None and args.num_prompts is None and args.prompts is None:
         raise InputError("simulate: give --bench RUN.json, or --num-prompts / --prompts with --itl-ms")
     if args.bench is not None and args.prompts is not None:
         raise InputError("--prompts: the lengths come from --bench already (give one of them)")
+    given = [name for name in WITHOUT_BENCH if getattr(args, name) is not None]
+    if args.bench is not None and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise InputError(f"{flag}: the bench file says the run's requests, rate and concurrency already (--bench); "
+                         "give it without --bench")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,13 +43,15 @@ def run(args: argparse.Namespace) -> int:
     qargs.itl_ms = qargs.acceptance_length = None  # simulate checks its own (the question pairs them)
     qargs.verify, qargs.greedy_fraction, qargs.target_dtype = False, None, None
     question = question_from_args(qargs)
-    check_acceptance(args.acceptance_length, int(question.scenario.num_spec_tokens))
+    k = int(question.scenario.num_spec_tokens)
+    check_acceptance(args.acceptance_length, k)
     if args.bench is not None:
         bench = load_bench_run(args.bench, args.acceptance_length)
     else:
         lengths = load_sharegpt(args.prompts) if args.prompts else None
         n = args.num_prompts or int(lengths[1].size)
-        bench = synthetic_run(n, args.input_len, args.output_len, args.request_rate, args.max_concurrency,
+        bench = synthetic_run(n, args.input_len or DEFAULT_INPUT_LEN, args.output_len or DEFAULT_OUTPUT_LEN,
+                              math.inf if args.request_rate is None else args.request_rate, args.max_concurrency,
                               args.acceptance_length, "flags" if lengths is None else Path(args.prompts).name, lengths)
     if args.itl_ms is not None:
         question = replace(question, itl_ms=args.itl_ms)
@@ -80,7 +88,8 @@ def format_ab(ab: dict[str, Any]) -> str:
     """The A/B table in words: one block per metric, the measured run, each strategy's value [90%] and change."""
     rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
     lines = [f"bench {ab['bench']}: {ab['requests']} requests, request_rate {rate}, max_concurrency "
-             f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f}, "
+             f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} "
+             f"({ab['acceptance_source']}), "
              f"K {ab['num_spec_tokens']}",
              f"step fit: {ab['step_fit']}", f"TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms",
              f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "

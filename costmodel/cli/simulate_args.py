@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from .options import ACCEPTANCE, ITL_MS, TEXT, bounded_float, bounded_int
+
+DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN = 1024, 128  # without --bench: vllm bench serve's random dataset defaults
+# the flags that describe a run without --bench: the bench file says all of them, so --bench refuses them
+WITHOUT_BENCH = ("num_prompts", "input_len", "output_len", "request_rate", "max_concurrency")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -17,17 +20,19 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", default=None,
                    help="without --bench: a ShareGPT-format JSON whose conversations give the requests' lengths "
                         "(characters / 4; the first --num-prompts, default all)")
-    p.add_argument("--input-len", type=bounded_int(1, 10**6), default=1024,
-                   help="without --bench: prompt tokens per request")
-    p.add_argument("--output-len", type=bounded_int(1, 10**5), default=128,
-                   help="without --bench: output tokens per request")
-    p.add_argument("--request-rate", type=float, default=math.inf, help="without --bench: requests/s (inf: at once)")
+    p.add_argument("--input-len", type=bounded_int(1, 10**6), default=None,
+                   help=f"without --bench: prompt tokens per request (default {DEFAULT_INPUT_LEN})")
+    p.add_argument("--output-len", type=bounded_int(1, 10**5), default=None,
+                   help=f"without --bench: output tokens per request (default {DEFAULT_OUTPUT_LEN})")
+    p.add_argument("--request-rate", type=float, default=None,
+                   help="without --bench: requests/s (default inf: all at once)")
     p.add_argument("--max-concurrency", type=bounded_int(1, 100_000), default=None,
                    help="without --bench: the client's cap")
     p.add_argument("--itl-ms", type=ITL_MS, default=None,
                    help="without --bench: the baseline ITL, ms per decode step, at the run's concurrency")
     p.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
-                   help="mean tokens per decode step, 1..K+1 (default: the bench file's tokens per chunk)")
+                   help="mean tokens per decode step, 1..K+1; with --bench the file wins where it states one "
+                        "(its acceptance_length, else its tokens per streamed chunk) and this flag is then unused")
     p.add_argument("--max-num-seqs", type=bounded_int(1, 4096), default=None,
                    help="vLLM's max_num_seqs (server batch cap; default: vLLM's API-server default for the profile's "
                         "GPU, 1024 on >= 70 GiB GPUs but A100, else 256)")

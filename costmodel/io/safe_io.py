@@ -28,7 +28,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,8 +186,11 @@ def check_tree(data: Any, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> No
             raise InputError(f"{source}{_path(link)}: integer outside the int64 range")
 
 
-def loads_json(text: str | bytes, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Strict `json.loads` (see the module doc); InputError "<source>: not valid JSON (...)" otherwise."""
+def loads_json(text: str | bytes, source: str, *, max_depth: int = MAX_JSON_DEPTH,
+               keys: Collection[str] | None = None) -> Any:
+    """Strict `json.loads` (see the module doc); InputError "<source>: not valid JSON (...)" otherwise. `keys`: a
+    top-level object keeps only these fields, dropped before `check_tree` - a field the reader never uses (a
+    generated text holding a NUL) can then never make it refuse the document."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -206,6 +209,8 @@ def loads_json(text: str | bytes, source: str, *, max_depth: int = MAX_JSON_DEPT
     except ValueError as exc:  # an integer longer than sys.get_int_max_str_digits() digits
         raise InputError(f"{source}: not valid JSON (a number with more than {limit} digits)"
                          if "digits" in str(exc) else f"{source}: not valid JSON ({exc})") from None
+    if keys is not None and isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k in keys}
     check_tree(data, source, max_depth=max_depth)
     return data
 

@@ -47,7 +47,7 @@ from ..model.predict import predict
 from ..profiles.gpus import gpu_memory
 from ..profiles.types import Profile
 from .replay import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
-from .run import METRICS, BenchRun
+from .run import METRICS, BenchRun, check_bench_acceptance
 from .step_fit import StepFit, fit_step, timeline
 
 Z = 1.96 * math.sqrt(2.0)
@@ -215,10 +215,12 @@ def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, flo
 def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dict[str, Any]:
     """The A/B table (module doc) as one JSON-ready dict."""
     k = int(np.asarray(q.scenario.num_spec_tokens).item())
+    check_bench_acceptance(run, k)  # a stated value outside 1..K+1 is refused, as the flag is
     acc = run.acceptance_length if run.acceptance_length is not None else q.acceptance_length
+    source = run.acceptance_source if run.acceptance_length is not None else "--acceptance-length"
     if acc is None:
         raise InputError("simulate: no acceptance length in the bench file: give --acceptance-length")
-    acc = float(min(max(acc, 1.0), k + 1.0))
+    acc = float(min(max(acc, 1.0), k + 1.0))  # tokens per streamed chunk only: several steps may share a chunk
     fit: StepFit | None = fit_step(run) if run.has_timeline else None
     if fit is None:
         if q.itl_ms is None:
@@ -280,7 +282,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
         sig_b = {x: max(v, boot.get(x, 0.0)) for x, v in sig_b.items()}
     return {"bench": run.name, "requests": run.n,
             "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
-            run.max_concurrency, "slots": slots, "acceptance_length": acc, "num_spec_tokens": k,
+            run.max_concurrency, "slots": slots, "acceptance_length": acc, "acceptance_source": source,
+            "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
             "ttft_overhead_ms": 1e3 * overhead, "draft_per_decode_step": how, "reference": ref, "seeds": cfg.seeds,
             "point_seeds": ps,

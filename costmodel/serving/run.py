@@ -9,7 +9,12 @@ names (`output_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `p99_ttft_ms`, ...
 
 Mean acceptance length (tokens per decode step per request): the file's `acceptance_length` /
 `mean_acceptance_length` where present, else tokens per streamed chunk, `sum(output_len - 1) / sum(len(itls))`
-(one chunk per decode step), else the caller's `--acceptance-length`.
+(one chunk per decode step), else the caller's `--acceptance-length`: the file wins over the flag, and
+`acceptance_source` says which one it was. A stated value outside 1..K+1 is refused (`check_bench_acceptance`).
+
+Fields the reader does not use (`generated_texts`, `errors`, anything a newer vLLM adds) are dropped before the
+strict JSON checks (`BENCH_FIELDS`): a NUL character or a lone surrogate in a random model's generated text never
+makes it refuse a file; what it uses keeps its bounds and one-line errors.
 
 Bounds (docs/limits.md, tests/serving/test_run.py): the file is read only up to MAX_BENCH_BYTES (20 MiB,
 so a 50 MB file is refused before parsing), at most MAX_VALUES commas (counted before parsing), MAX_REQUESTS
@@ -27,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..answers.workload import MAX_SECONDS, MAX_TOKENS, _number, _numbers, example_path
+from ..answers.workload import BENCH_FIELDS, MAX_SECONDS, MAX_TOKENS, _number, _numbers, example_path
 from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
 
@@ -58,6 +63,7 @@ class BenchRun:
     reported: dict[str, float] = field(default_factory=dict)
     gaps_s: np.ndarray | None = None  # every inter-chunk gap, request by request (for the calibration)
     note: str = ""  # the file's own `note` (e.g. "synthetic example ... (not a measurement)"), plain text, <= 200 chars
+    acceptance_source: str = ""  # where acceptance_length came from (ACCEPTANCE_SOURCES)
 
     @property
     def n(self) -> int:
@@ -134,19 +140,32 @@ def parse_bench_run(data: Any, name: str = "bench.json", acceptance_length: floa
     cap = _number(data, "max_concurrency", name)
     if cap is not None and (cap != round(cap) or cap < 1):
         raise InputError(f"bench {name}: max_concurrency must be a whole number >= 1")
-    acc = None
+    acc, source = None, ""
     for key in ("acceptance_length", "mean_acceptance_length"):
-        acc = acc if acc is not None else _number(data, key, name, positive=True)
+        if acc is None and (acc := _number(data, key, name, positive=True)) is not None:
+            source = f"the file's {key}"
     if acc is None and itl_count is not None and itl_count.sum() > 0:
-        acc = float((out - 1).sum() / itl_count.sum())
-    if acc is None:
-        acc = acceptance_length
+        acc, source = float((out - 1).sum() / itl_count.sum()), "the file's tokens per streamed chunk"
+    if acc is None and acceptance_length is not None:
+        acc, source = acceptance_length, "--acceptance-length"
     reported = {k: float(v) for k in (*METRICS, *PERCENTILE_METRICS, "median_itl_ms", "p99_itl_ms")
                 if (v := _number(data, k, name)) is not None}
     note = data.get("note")
     return BenchRun(inp, out, ttfts, itl_sum, itl_count, duration, _rate(data, name),
                     None if cap is None else int(cap), acc, name, reported, gaps,
-                    note[:200] if isinstance(note, str) else "")
+                    note[:200] if isinstance(note, str) else "", source)
+
+
+def check_bench_acceptance(run: BenchRun, k: int) -> None:
+    """A file's stated acceptance length (mean tokens per decode step) must lie in 1..K+1, as the flag must
+    (`costmodel.answers.question.check_acceptance`): InputError naming the file and the key. Tokens per streamed
+    chunk are not checked here: a server that streams several steps per chunk (a stream interval) shows more."""
+    acc = run.acceptance_length
+    if acc is not None and run.acceptance_source.startswith("the file's") and "chunk" not in run.acceptance_source \
+            and not 1.0 <= acc <= k + 1:
+        raise InputError(f"bench {run.name}: {run.acceptance_source.removeprefix('the file' + chr(39) + 's ')} "
+                         f"{acc:g} is outside 1..K+1 = 1..{k + 1} tokens per decode step with K = {k} (the file's "
+                         "value wins over --acceptance-length; give the K the run used)")
 
 
 def load_bench_run(path: str | Path, acceptance_length: float | None = None) -> BenchRun:
@@ -162,7 +181,7 @@ def parse_bench_text(text: str, name: str = "bench.json", acceptance_length: flo
     if text.count(",") > MAX_VALUES:
         raise InputError(f"bench {name}: more than {MAX_VALUES} values (at most {MAX_REQUESTS} requests and "
                          f"{MAX_GAPS} inter-token gaps)")
-    return parse_bench_run(loads_json(text, f"bench {name}"), name, acceptance_length)
+    return parse_bench_run(loads_json(text, f"bench {name}", keys=BENCH_FIELDS), name, acceptance_length)
 
 
 def synthetic_run(num_prompts: int, input_len: int, output_len: int, request_rate: float,

@@ -162,7 +162,7 @@ BENCH = {"duration": 10.0, "output_lens": [5, 6], "mean_tpot_ms": 10.0}
 def test_bench_itls_of_the_wrong_shape_are_refused(itls):
     with pytest.raises(InputError) as exc:
         parse_bench({**BENCH, "itls": itls})
-    assert str(exc.value) == "workload bench.json: itls must be a list of per-request lists of numbers (seconds)"
+    assert str(exc.value) == "bench bench.json: itls must be a list of per-request lists of numbers (seconds)"
 
 
 def test_bench_itls_lists_are_read():
