@@ -76,7 +76,7 @@ def serving_tab(ev: Evaluation) -> None:
     st.caption(plain(micro(
         f"{name}: {ab['requests']} requests, request rate {rate}, max concurrency {ab['max_concurrency']}, "
         f"{ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} ({ab['acceptance_source']}), "
-        f"K {ab['num_spec_tokens']}. "
+        f"K {ab['num_spec_tokens']}. Server: {ab['server']}. "
         f"Step fit: {ab['step_fit']}. TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms. Draft "
         f"per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy (value) + "
         f"{ab['seeds']} (interval).")))

@@ -91,6 +91,7 @@ def format_ab(ab: dict[str, Any]) -> str:
              f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} "
              f"({ab['acceptance_source']}), "
              f"K {ab['num_spec_tokens']}",
+             f"server: {ab['server']}",
              f"step fit: {ab['step_fit']}", f"TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms",
              f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "
              f"(point) + {ab['seeds']} (members)",

@@ -48,6 +48,7 @@ from ..profiles.gpus import gpu_memory
 from ..profiles.types import Profile
 from .replay import MAX_STEPS, StepModel, arrivals, metrics, simulate_runs
 from .run import METRICS, BenchRun, check_bench_acceptance
+from .server import infer_server
 from .step_fit import StepFit, fit_step, timeline
 
 Z = 1.96 * math.sqrt(2.0)
@@ -229,6 +230,14 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     else:
         step = fit.step
     seqs, tokens = vllm_batch_defaults(q.profile)
+    seen = infer_server(run)  # the run's own server, where it shows its cap; --max-num-seqs overrides it
+    if cfg.max_num_seqs is not None:
+        server = f"max_num_seqs {cfg.max_num_seqs} (--max-num-seqs)" + (f"; the run: {seen.describe()}" if seen else "")
+    elif seen is not None and seen.binds:
+        server, seqs = seen.describe(), seen.max_num_seqs
+    else:
+        server = (f"max_num_seqs {seqs}: vLLM's default for the profile's GPU" +
+                  (f" ({seen.describe()})" if seen else " (the run has no per-request start_times to infer it)"))
     cfg = replace(cfg, max_num_seqs=cfg.max_num_seqs or seqs, max_batched_tokens=cfg.max_batched_tokens or tokens)
     slots = int(min(cfg.max_num_seqs, run.max_concurrency or run.n, run.n))
     capped = run.max_concurrency is not None and run.max_concurrency <= cfg.max_num_seqs
@@ -282,7 +291,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
         sig_b = {x: max(v, boot.get(x, 0.0)) for x, v in sig_b.items()}
     return {"bench": run.name, "requests": run.n,
             "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
-            run.max_concurrency, "slots": slots, "acceptance_length": acc, "acceptance_source": source,
+            run.max_concurrency, "slots": slots, "server": server, "acceptance_length": acc,
+            "acceptance_source": source,
             "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
             "ttft_overhead_ms": 1e3 * overhead, "draft_per_decode_step": how, "reference": ref, "seeds": cfg.seeds,

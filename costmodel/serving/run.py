@@ -3,9 +3,11 @@
 `costmodel.answers.workload.parse_bench` reduces such a file to a mean batch; `simulate` replays the run, so it
 keeps every request: `input_lens[i]`, `output_lens[i]` (tokens), `ttfts[i]` (s) and `itls[i]` (the list of
 inter-chunk gaps of request i, s; vLLM `vllm/benchmarks/serve.py` `calculate_metrics`), and the run's
-`duration` (s), `request_rate` (requests/s, `inf` = all at once; JSON has no `inf`, so the string "inf" or a
-missing key), `max_concurrency` (client-side cap, or absent), `completed`, and the aggregate metrics under vLLM's
-names (`output_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `p99_ttft_ms`, ...) where present.
+`duration` (s), `start_times[i]` (when the client sent it, one clock) and `latencies[i]` (sent to last token,
+s) where the file has them (`--save-detailed`), `request_rate` (requests/s, `inf` = all at once; JSON has no
+`inf`, so the string "inf" or a missing key), `max_concurrency` (client-side cap, or absent), `completed`, and
+the aggregate metrics under vLLM's names (`output_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `p99_ttft_ms`,
+...) where present.
 
 Mean acceptance length (tokens per decode step per request): the file's `acceptance_length` /
 `mean_acceptance_length` where present, else tokens per streamed chunk, `sum(output_len - 1) / sum(len(itls))`
@@ -37,6 +39,7 @@ from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
 
 MAX_BENCH_BYTES = 20 * 1024 * 1024
+MAX_CLOCK_SECONDS = 1e10  # start_times are a client clock (time.perf_counter: seconds since some boot), not durations
 MAX_REQUESTS = 100_000
 MAX_GAPS = 2_000_000  # inter-token gaps over all requests (16 MB as float64)
 MAX_VALUES = MAX_GAPS + 8 * MAX_REQUESTS  # commas in the text, counted before parsing (JSON values, roughly)
@@ -63,7 +66,9 @@ class BenchRun:
     reported: dict[str, float] = field(default_factory=dict)
     gaps_s: np.ndarray | None = None  # every inter-chunk gap, request by request (for the calibration)
     note: str = ""  # the file's own `note` (e.g. "synthetic example ... (not a measurement)"), plain text, <= 200 chars
-    acceptance_source: str = ""  # where acceptance_length came from (ACCEPTANCE_SOURCES)
+    acceptance_source: str = ""  # where acceptance_length came from (the file's key, its chunks, or the flag)
+    start_times_s: np.ndarray | None = None  # per request: when the client sent it (one clock, s; --save-detailed)
+    latencies_s: np.ndarray | None = None  # per request: sent to last token (s)
 
     @property
     def n(self) -> int:
@@ -130,6 +135,11 @@ def parse_bench_run(data: Any, name: str = "bench.json", acceptance_length: floa
         gaps = _numbers([g for req in itls for g in req], "itls", name, MAX_SECONDS)
         itl_count = count
         itl_sum = np.bincount(np.repeat(np.arange(count.size), count), weights=gaps, minlength=count.size)
+    timeline_arrays = {}
+    for key, limit in (("start_times", MAX_CLOCK_SECONDS), ("latencies", MAX_SECONDS)):
+        if data.get(key) is not None:
+            timeline_arrays[key] = _numbers(data[key], key, name, limit)
+            sizes[key] = timeline_arrays[key].size
     wrong = {k: v for k, v in sizes.items() if v != n}
     if wrong:
         key, size = next(iter(wrong.items()))
@@ -153,7 +163,8 @@ def parse_bench_run(data: Any, name: str = "bench.json", acceptance_length: floa
     note = data.get("note")
     return BenchRun(inp, out, ttfts, itl_sum, itl_count, duration, _rate(data, name),
                     None if cap is None else int(cap), acc, name, reported, gaps,
-                    note[:200] if isinstance(note, str) else "", source)
+                    note[:200] if isinstance(note, str) else "", source, timeline_arrays.get("start_times"),
+                    timeline_arrays.get("latencies"))
 
 
 def check_bench_acceptance(run: BenchRun, k: int) -> None:
