@@ -9,9 +9,9 @@ from functools import lru_cache
 
 from costmodel.answers.answer import Answer, WorkloadAnswer, price
 from costmodel.answers.question import Question, build_question, draft_arch
-from costmodel.answers.workload import parse_workload
 from costmodel.model.drafter import DraftArch
 from costmodel.profiles.presets import preset_draft, preset_names
+from costmodel.serving.workload import parse_workload
 
 from .data import profile_from_text, text_fabric
 from .state import CUSTOM, Inputs, ScenarioSpec

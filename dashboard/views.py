@@ -15,10 +15,10 @@ from costmodel import BASELINE, DESCRIPTIONS, InputError, Profile
 from costmodel.answers.point import impact_rows
 from costmodel.answers.provenance import with_provenance
 from costmodel.answers.sensitivity import elasticity_meaning
-from costmodel.answers.workload import parse_workload
 from costmodel.io.formatting import format_interval_us, format_ms, format_number, format_pct, format_us, status_text
 from costmodel.io.plain import markdown_text as plain
 from costmodel.model.kernels import kernel_context
+from costmodel.serving.workload import parse_workload
 
 from . import charts
 from .data import (

@@ -19,16 +19,9 @@ decode steps run at `batch[i]` (weights are normalised to sum to 1). Three input
   *scheduled tokens*, mixing prefill chunks with decode rows, a decode row with speculation is
   1 + K tokens, and its buckets are the CUDA-graph capture sizes (`build_cudagraph_buckets`), so B
   can only be recovered as a coarse, prefill-contaminated bucket range.
-* **`vllm bench serve --save-result` JSON** (keys `duration`, `completed`, `output_lens`, `itls`,
-  `mean_tpot_ms`, `max_concurrency`; vLLM `vllm/benchmarks/serve.py`). The file holds per-request
-  totals, not a time series, so the *mean* decode batch comes from Little's law:
-  `B_mean = (sum over requests of decode time) / duration`, decode time of a request = the sum of
-  its inter-token gaps `itls` (or `(output_len - 1) * mean_tpot_ms` when `itls` is absent), capped
-  at `max_concurrency` when the run set one. That mean is spread over floor(B_mean) and
-  ceil(B_mean) with the weights that keep it exact. The file also gives two hints for the impact:
-  the measured mean ITL (`mean_itl_ms`) and tokens per streamed chunk
-  (`sum(output_len - 1) / sum(len(itls))`, the mean acceptance length when each decode step
-  streams one chunk) - labelled as coming from that benchmark run.
+* **`vllm bench serve --save-result` JSON**: read by the serving replay's one reader
+  (`costmodel.serving.run`) and turned into a batch distribution by `costmodel.serving.workload` (the entry
+  points `parse_workload` / `load_workload` live there, above this layer).
 """
 
 from __future__ import annotations
@@ -42,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from ..io.errors import InputError, first_line
-from ..io.safe_io import loads_json, read_text
 from ..profiles.store import DATA_DIR
 
 MAX_WORKLOAD_BYTES = 20 * 1024 * 1024
@@ -245,62 +237,6 @@ BENCH_FIELDS = frozenset({
     "median_e2el_ms", "p99_e2el_ms", "median_itl_ms", "p99_itl_ms"})
 
 
-def parse_bench(data: Any, name: str = "bench.json") -> Workload:
-    """Mean decode batch of a `vllm bench serve` run by Little's law (see the module docstring)."""
-    if not isinstance(data, dict):
-        raise InputError(f"bench {name}: a vllm bench serve result is a JSON object")
-    duration = _number(data, "duration", name, positive=True)
-    if duration is None:
-        raise InputError(f"bench {name}: needs a positive duration (s) - is this a vllm bench serve result?")
-    out_lens = data.get("output_lens")
-    itls = data.get("itls")
-    tpot = _number(data, "mean_tpot_ms", name, positive=True)
-    chunks = None
-    lens = None if out_lens is None else _numbers(out_lens, "output_lens", name, MAX_TOKENS)
-    if itls is not None and not (isinstance(itls, list) and all(isinstance(x, list) for x in itls)):
-        raise InputError(f"bench {name}: itls must be a list of per-request lists of numbers (seconds)")
-    if itls:
-        gaps = np.concatenate([_numbers(req, "itls", name, MAX_SECONDS) for req in itls])
-        decode_s = float(gaps.sum())
-        chunks = gaps.size
-        how = "sum of itls"
-    elif lens is not None and lens.size and tpot is not None:
-        decode_s = float(np.clip(lens - 1, 0, None).sum() * tpot / 1000.0)
-        how = "(output_len - 1) x mean_tpot_ms"
-    else:
-        completed, total_out = _number(data, "completed", name), _number(data, "total_output_tokens", name)
-        if tpot is None or not completed or total_out is None:
-            raise InputError(f"bench {name}: needs itls, or output_lens + mean_tpot_ms, or completed + "
-                             "total_output_tokens + mean_tpot_ms")
-        decode_s = max(total_out - completed, 0.0) * tpot / 1000.0
-        how = "(total_output_tokens - completed) x mean_tpot_ms"
-    mean_b = decode_s / duration
-    if not math.isfinite(mean_b):
-        raise InputError(f"bench {name}: the decode time {how} is not a finite number")
-    cap = _number(data, "max_concurrency", name)
-    capped = cap is not None and cap >= 1 and mean_b > cap
-    if capped:
-        mean_b = cap
-    if mean_b <= 1.0:
-        batch, weight = np.array([1]), np.array([1.0])
-    else:
-        lo = math.floor(mean_b)
-        frac = mean_b - lo
-        batch, weight = np.array([lo, lo + 1]), np.array([1.0 - frac, frac])
-    hints: dict[str, float] = {}
-    itl = _number(data, "mean_itl_ms", name)
-    if itl is not None and itl > 0:
-        hints["itl_ms"] = itl
-    if chunks and lens is not None and lens.size:
-        tokens = float(np.clip(lens - 1, 0, None).sum())
-        if tokens > 0:
-            hints["acceptance_length"] = tokens / chunks
-    method = (f"Little's law: decode time ({how}) / duration {duration:.1f} s = mean batch {decode_s / duration:.2f}"
-              + (f", capped at max_concurrency {cap:g}" if capped else ""))
-    n = len(out_lens) if isinstance(out_lens, list) else int(_number(data, "completed", name) or 0)
-    return Workload(batch, weight, "vllm-bench", name, method, n, hints)
-
-
 # -- entry points --------------------------------------------------------------------------------------
 def detect_kind(text: str, name: str = "") -> str:
     """'vllm-bench' for a JSON object, 'vllm-metrics' for Prometheus text, else 'csv'."""
@@ -312,8 +248,10 @@ def detect_kind(text: str, name: str = "") -> str:
     return "csv"
 
 
-def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto") -> Workload:
-    """A Workload from the contents of a CSV, a /metrics scrape or a bench JSON (`kind` or detected)."""
+def workload_text(text: str | bytes, name: str, kind: str) -> tuple[str, str]:
+    """(text, kind) of a workload file's contents: UTF-8 (a byte order mark dropped), within MAX_WORKLOAD_BYTES,
+    not empty, `kind` one of KINDS ("auto": detected). The entry point that parses it is
+    `costmodel.serving.workload.parse_workload` (a bench JSON goes through the serving replay's one reader)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -326,12 +264,7 @@ def parse_workload(text: str | bytes, name: str = "workload", kind: str = "auto"
         raise InputError(f"workload kind {kind!r}: not one of {', '.join(KINDS)}")
     if not text.strip():
         raise InputError(f"workload {name}: empty")
-    kind = detect_kind(text, name) if kind == "auto" else kind
-    if kind == "csv":
-        return parse_csv(text, name)
-    if kind == "vllm-metrics":
-        return parse_metrics(text, name)
-    return parse_bench(loads_json(text, f"bench {name}", keys=BENCH_FIELDS), name)
+    return text, detect_kind(text, name) if kind == "auto" else kind
 
 
 def example_path(path: str | Path) -> Path:
@@ -344,11 +277,3 @@ def example_path(path: str | Path) -> Path:
         if p.name and bundled.is_file():
             return bundled
     return p
-
-
-def load_workload(path: str | Path, kind: str = "auto") -> Workload:
-    """Read and parse a workload file (bounded read; one-line InputError on any problem); a missing path
-    that names a bundled example reads the example."""
-    path = example_path(path)
-    text = read_text(path, limit_bytes=MAX_WORKLOAD_BYTES, what="workload")
-    return parse_workload(text, Path(path).name, kind)

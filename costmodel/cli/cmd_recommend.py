@@ -8,9 +8,9 @@ import sys
 
 from ..answers.answer import price
 from ..answers.recommend_text import format_recommendation
-from ..answers.workload import load_workload
 from ..io.plain import terminal_text
 from ..io.safe_io import write_csv
+from ..serving.workload import load_workload
 from .question_args import question_from_args
 
 

@@ -1,6 +1,6 @@
 """One `vllm bench serve --save-result` run, per request, for `simulate`: `BenchRun` and `parse_bench_run`.
 
-`costmodel.answers.workload.parse_bench` reduces such a file to a mean batch; `simulate` replays the run, so it
+`costmodel.serving.workload` turns such a file into a decode batch distribution; `simulate` replays the run, so it
 keeps every request: `input_lens[i]`, `output_lens[i]` (tokens), `ttfts[i]` (s) and `itls[i]` (the list of
 inter-chunk gaps of request i, s; vLLM `vllm/benchmarks/serve.py` `calculate_metrics`), and the run's
 `duration` (s), `start_times[i]` (when the client sent it, one clock) and `latencies[i]` (sent to last token,

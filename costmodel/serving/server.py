@@ -78,19 +78,29 @@ def _step_counts(times: np.ndarray, up: np.ndarray, down: np.ndarray) -> tuple[n
     return counts[:-1], np.diff(times)
 
 
-def infer_server(run: BenchRun) -> ServerInference | None:
-    """The server's max_num_seqs as the run shows it (module doc); None for a run without a per-request timeline."""
+def decode_concurrency(run: BenchRun) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(decoding, waiting, duration_s) per interval of the run's decode window (module doc); None for a run
+    without a per-request timeline."""
     spans = _starts_and_ends(run)
     if spans is None or run.n == 0:
         return None
     sent, first, last = spans
-    times = np.unique(np.concatenate([sent, first, last]))
     lo, hi = float(first.min()), float(last.max())
+    times = np.unique(np.concatenate([sent, first, last]))
     times = times[(times >= lo) & (times <= hi)]
     if times.size < 2 or hi <= lo:
         return None
     decoding, dt = _step_counts(times, first, last)
     waiting, _ = _step_counts(times, sent, first)
+    return decoding, waiting, dt
+
+
+def infer_server(run: BenchRun) -> ServerInference | None:
+    """The server's max_num_seqs as the run shows it (module doc); None for a run without a per-request timeline."""
+    seen = decode_concurrency(run)
+    if seen is None:
+        return None
+    decoding, waiting, dt = seen
     peak = int(decoding.max())
     window = float(dt.sum())
     at_peak = decoding == peak

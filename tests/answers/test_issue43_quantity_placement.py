@@ -135,7 +135,7 @@ def test_an_uncertain_headline_keeps_the_default_on_the_placement_line(tmp_path,
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_the_chosen_triple_is_one_the_engine_runs(engine):
     """Whatever the engine, the placement line's (strategy, collective) is one it can run (`engine_cannot` "")."""
-    from costmodel.answers.workload import load_workload
+    from costmodel.serving.workload import load_workload
 
     fields = {**preset("llama4-maverick"), **preset_logit_ops("llama4-maverick"), "tp": 8, "engine": engine,
               "num_spec_tokens": 5}

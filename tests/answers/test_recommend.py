@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from costmodel import InputError, Scenario, load_profile, predict
 from costmodel.answers.recommend import FLAG_STRATEGY, impact_change, recommend
-from costmodel.answers.workload import Workload, load_workload, parse_workload
+from costmodel.answers.workload import Workload
 from costmodel.model.components import BASELINE, STRATEGIES
 from costmodel.profiles.parse import profile_from_dict
 from costmodel.profiles.presets import preset
 from costmodel.profiles.replicates import replicate_profiles
+from costmodel.serving.workload import load_workload, parse_workload
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "data" / "examples"
@@ -81,7 +82,7 @@ def test_metrics_without_the_gauge_or_all_idle_is_an_error():
 
 def test_bench_json_littles_law_by_hand():
     # 3 requests, decode time 2 + 1.5 + 1 = 4.5 s over 2 s -> mean batch 2.25 -> B 2 (0.75), B 3 (0.25)
-    data = {"duration": 2.0, "completed": 3, "output_lens": [5, 4, 3], "mean_itl_ms": 120.0,
+    data = {"duration": 2.0, "completed": 3, "input_lens": [8, 8, 8], "output_lens": [5, 4, 3], "mean_itl_ms": 120.0,
             "itls": [[0.5, 0.5, 1.0], [0.5, 1.0], [1.0]]}
     wl = parse_workload(json.dumps(data), "b.json")
     assert wl.source == "vllm-bench" and wl.batch.tolist() == [2, 3]
@@ -93,8 +94,10 @@ def test_bench_json_littles_law_by_hand():
     no_itls = {k: v for k, v in data.items() if k != "itls"} | {"mean_tpot_ms": 500.0}
     # (4 + 3 + 2) tokens x 0.5 s / 2 s = 2.25 again
     assert parse_workload(json.dumps(no_itls), "b.json").mean_batch == pytest.approx(2.25)
-    with pytest.raises(InputError, match="duration"):
+    with pytest.raises(InputError, match="needs per-request input_lens and output_lens"):
         parse_workload(json.dumps({"completed": 3}), "b.json")
+    with pytest.raises(InputError, match="duration"):
+        parse_workload(json.dumps({k: v for k, v in data.items() if k != "duration"}), "b.json")
 
 
 def test_example_workloads_load():

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.answers.workload import MAX_CSV_COLUMNS, load_workload, parse_workload
+from costmodel.answers.workload import MAX_CSV_COLUMNS
 from costmodel.io.errors import InputError
+from costmodel.serving.workload import load_workload, parse_workload
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -40,14 +41,17 @@ def test_comments_blank_lines_and_huge_weights_keep_their_shares():
     assert huge.weight.tolist() == [0.5, 0.5]
 
 
+TWO = {"input_lens": [8, 8], "output_lens": [3, 3]}  # a bench file has both per-request lengths
+
+
 @pytest.mark.parametrize("data, needle", [
-    ({"duration": 10, "output_lens": ["a", None], "mean_tpot_ms": 5}, "output_lens must be a list of numbers"),
-    ({"duration": 10, "output_lens": [[1, 2]], "mean_tpot_ms": 5}, "output_lens must be a list of numbers"),
-    ({"duration": 10, "output_lens": [1e308, 1], "mean_tpot_ms": 5}, "output_lens must hold finite numbers"),
-    ({"duration": 10, "output_lens": [10, 20], "mean_tpot_ms": -10}, "mean_tpot_ms must be a finite number > 0"),
-    ({"duration": 10, "itls": [[1e300, 1e300]] * 2}, "itls must hold finite numbers"),
-    ({"duration": 10, "itls": [["0.1", None]]}, "itls must be a list of numbers"),
-    ({"duration": 0, "itls": [[0.1]]}, "duration must be a finite number > 0"),
+    ({"duration": 10, **TWO, "output_lens": ["a", None], "mean_tpot_ms": 5}, "output_lens must be a list of numbers"),
+    ({"duration": 10, **TWO, "output_lens": [[1, 2]], "mean_tpot_ms": 5}, "output_lens must be a list of numbers"),
+    ({"duration": 10, **TWO, "output_lens": [1e308, 1], "mean_tpot_ms": 5}, "output_lens must hold finite numbers"),
+    ({"duration": 10, **TWO, "output_lens": [10, 20], "mean_tpot_ms": -10}, "mean_tpot_ms must be a finite number"),
+    ({"duration": 10, **TWO, "itls": [[1e300, 1e300]] * 2}, "itls must hold finite numbers"),
+    ({"duration": 10, **TWO, "itls": [["0.1", None]]}, "itls must be a list of numbers"),
+    ({"duration": 0, **TWO, "itls": [[0.1]] * 2}, "duration must be a finite number > 0"),
 ])
 def test_bad_bench_results_are_one_line_errors(data, needle):
     with pytest.raises(InputError, match=needle):
@@ -67,7 +71,7 @@ def test_a_missing_path_reads_the_bundled_example_only_by_its_bare_or_documented
                     | st.text(max_size=5), lambda kids: st.lists(kids, max_size=4), max_leaves=12))
 def test_any_json_values_in_the_bench_fields_give_a_result_or_one_line(value):
     for key in ("output_lens", "itls", "mean_tpot_ms", "duration", "completed", "max_concurrency"):
-        data = {"duration": 10.0, "output_lens": [5, 7], "mean_tpot_ms": 5.0, key: value}
+        data = {"duration": 10.0, "input_lens": [8, 8], "output_lens": [5, 7], "mean_tpot_ms": 5.0, key: value}
         try:
             text = json.dumps(data)
         except (ValueError, OverflowError):

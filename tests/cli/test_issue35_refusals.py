@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from calibration.fitting import kernel_report
-from costmodel.answers.workload import load_workload, parse_bench
 from costmodel.cli.cmd_presets import preset_table_text
 from costmodel.cli.main import build_parser, main
 from costmodel.evidence.reference import load_reference
 from costmodel.io.errors import InputError
 from costmodel.io.measurements import MAX_INT, parse_measurement_csv
+from costmodel.serving.workload import load_workload, parse_workload
 from tests.conftest import ROOT
 
 PLACEMENT_ERROR = ("error: argument --placement: expected target, tp1, dp or q=N (N a positive integer dividing "
@@ -155,18 +155,19 @@ def test_kernel_report_min_mib_zero_is_every_row(tmp_path, capsys):
     assert ">= 0 MiB" in capsys.readouterr().out
 
 
-BENCH = {"duration": 10.0, "output_lens": [5, 6], "mean_tpot_ms": 10.0}
+BENCH = {"duration": 10.0, "input_lens": [8, 8], "output_lens": [5, 6], "mean_tpot_ms": 10.0}
 
 
 @pytest.mark.parametrize("itls", [[{"a": 1}], [[0.1], 0.2], [0.1, 0.2], [[0.1], "x"], {"0": [0.1]}, "0.1"])
 def test_bench_itls_of_the_wrong_shape_are_refused(itls):
     with pytest.raises(InputError) as exc:
-        parse_bench({**BENCH, "itls": itls})
+        parse_workload(json.dumps({**BENCH, "itls": itls}), "bench.json")
     assert str(exc.value) == "bench bench.json: itls must be a list of per-request lists of numbers (seconds)"
 
 
 def test_bench_itls_lists_are_read():
-    assert parse_bench({**BENCH, "itls": [[0.1, 0.1], [0.2]]}).method.startswith("Little's law: decode time (sum of")
+    got = parse_workload(json.dumps({**BENCH, "itls": [[0.1, 0.1], [0.2]]}), "bench.json")
+    assert got.method.startswith("Little's law: decode time (sum of")
 
 
 # -- item 2: placements that do not run the draft at the target's TP ---------------------------------------------

@@ -26,13 +26,13 @@ from costmodel.answers.point import impact_rows
 from costmodel.answers.recommend import impact_change, recommend
 from costmodel.answers.sensitivity import elasticities
 from costmodel.answers.whole_step import whole_step_answer
-from costmodel.answers.workload import parse_workload
 from costmodel.evidence.intervals import propagate
 from costmodel.io.formatting import MISSING, format_batch, format_interval_us, format_ms, format_us
 from costmodel.io.plain import WORD_JOINER, markdown_text
 from costmodel.model.drafter import DraftArch
 from costmodel.model.kernels import kernel_context
 from costmodel.profiles.presets import preset, preset_draft, presets
+from costmodel.serving.workload import parse_workload
 from dashboard import charts as dashboard_charts
 from dashboard import data, state, tables, uploads
 from dashboard.multi_upload import base_parameters

@@ -218,7 +218,7 @@ def test_recommendation_panel_and_png_export(server, browser):
 
     from costmodel.answers.question import draft_arch
     from costmodel.answers.recommend import recommend
-    from costmodel.answers.workload import load_workload
+    from costmodel.serving.workload import load_workload
     from dashboard import charts, data, export
 
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000}, accept_downloads=True)

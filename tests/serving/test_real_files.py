@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from costmodel.answers.workload import parse_workload
 from costmodel.cli.main import main
 from costmodel.io.errors import InputError
 from costmodel.serving.run import parse_bench_text
+from costmodel.serving.workload import parse_workload
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"
