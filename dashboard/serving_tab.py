@@ -5,6 +5,7 @@ band, and the table as CSV. Layout only; an uploaded file is parsed as strict JS
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -13,8 +14,10 @@ import streamlit as st
 
 from costmodel import InputError
 from costmodel.io.plain import markdown_text as plain
+from costmodel.serving.ab import SimConfig
+from costmodel.serving.limits import MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from costmodel.serving.run import parse_bench_text
-from costmodel.serving.table import ab_rows, bench_text, change_rows, simulate_bench
+from costmodel.serving.table import CLI_CONFIG, ab_rows, bench_text, change_rows, simulate_bench
 
 from .data import _CACHE, example_benches
 from .question import question_of
@@ -33,17 +36,31 @@ def _digest(text: str) -> str:
 
 @st.cache_data(**_CACHE)
 def _simulated(profile_text: str, spec: ScenarioSpec, batch: int, preset: str, itl_ms: float | None,
-               acceptance_length: float | None, name: str, digest: str, _inputs: Inputs, _text: str
-               ) -> dict[str, Any]:
+               acceptance_length: float | None, name: str, digest: str, config: SimConfig, _inputs: Inputs,
+               _text: str) -> dict[str, Any]:
     """`simulate_bench` keyed by plain values (the bench text by its digest; `_inputs` and `_text` are what the
     other arguments name)."""
-    return simulate_bench(_text, name, question_of(profile_text, _inputs))
+    return simulate_bench(_text, name, question_of(profile_text, _inputs), config)
 
 
-def serving_ab(profile_text: str, inputs: Inputs, name: str, text: str) -> dict[str, Any]:
-    """The A/B dict `simulate --bench name --json` prints for the sidebar's question (before its NaN -> null)."""
+def serving_ab(profile_text: str, inputs: Inputs, name: str, text: str,
+               config: SimConfig = CLI_CONFIG) -> dict[str, Any]:
+    """The A/B dict `simulate --bench name --json` prints for the sidebar's question (before its NaN -> null);
+    `config`: the tab's max_num_seqs / max_num_batched_tokens inputs (None: inferred from the run / vLLM's)."""
     return _simulated(profile_text, inputs.spec, int(inputs.batch), inputs.preset, inputs.itl_ms,
-                      inputs.acceptance_length, name, _digest(text), inputs, text)
+                      inputs.acceptance_length, name, _digest(text), config, inputs, text)
+
+
+def _engine_inputs() -> SimConfig:
+    """The tab's two engine inputs, as simulate's --max-num-seqs / --max-num-batched-tokens (blank: the run's
+    inferred cap, else vLLM's default; the same bounds as the flags)."""
+    left, right = st.columns(2)
+    seqs = left.number_input("max_num_seqs (blank: inferred from the run)", min_value=1, max_value=MAX_NUM_SEQS,
+                             value=None, step=1, key="serving_max_num_seqs")
+    tokens = right.number_input("max_num_batched_tokens (blank: vLLM's default)", min_value=1,
+                                max_value=MAX_BATCHED_TOKENS, value=None, step=256, key="serving_max_batched_tokens")
+    return replace(CLI_CONFIG, max_num_seqs=None if seqs is None else int(seqs),
+                   max_batched_tokens=None if tokens is None else int(tokens))
 
 
 def _bench_text(data: bytes, name: str) -> str:
@@ -66,9 +83,10 @@ def serving_tab(ev: Evaluation) -> None:
     if picked is None:
         return
     name, text = picked
+    config = _engine_inputs()
     try:
         with st.spinner("replaying the run per strategy"):
-            ab = serving_ab(ev.profile_text, ev.inputs, name, text)
+            ab = serving_ab(ev.profile_text, ev.inputs, name, text, config)
     except InputError as exc:
         st.error(plain(in_dashboard_words(str(exc))))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..serving.limits import MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from .options import ACCEPTANCE, ITL_MS, TEXT, bounded_float, bounded_int
 
 DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN = 1024, 128  # without --bench: vllm bench serve's random dataset defaults
@@ -33,10 +34,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acceptance-length", type=ACCEPTANCE, default=None,
                    help="mean tokens per decode step, 1..K+1; with --bench the file wins where it states one "
                         "(its acceptance_length, else its tokens per streamed chunk) and this flag is then unused")
-    p.add_argument("--max-num-seqs", type=bounded_int(1, 4096), default=None,
-                   help="vLLM's max_num_seqs (server batch cap; default: vLLM's API-server default for the profile's "
-                        "GPU, 1024 on >= 70 GiB GPUs but A100, else 256)")
-    p.add_argument("--max-num-batched-tokens", type=bounded_int(1, 10**7), default=None,
+    p.add_argument("--max-num-seqs", type=bounded_int(1, MAX_NUM_SEQS), default=None,
+                   help="vLLM's max_num_seqs (server batch cap; default: inferred from --bench where the run's "
+                        "timeline shows its cap binding, else vLLM's API-server default for the profile's GPU, 1024 "
+                        "on >= 70 GiB GPUs but A100, else 256)")
+    p.add_argument("--max-num-batched-tokens", type=bounded_int(1, MAX_BATCHED_TOKENS), default=None,
                    help="vLLM's token budget per step (default: vLLM's for the profile's GPU, 8192 or 2048)")
     p.add_argument("--seeds", type=bounded_int(2, 200), default=12, help="simulation seeds per strategy (2..200)")
     p.add_argument("--acceptance-drift", type=bounded_float(0.0, 1.0), default=0.007,

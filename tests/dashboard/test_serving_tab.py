@@ -90,3 +90,19 @@ def test_the_bench_run_round_trips_through_the_url():
     back, warnings = state.parse_query_params({"bench": "mine.json"}, **kw)
     assert back == state.Inputs() and len(warnings) == 1 and "upload it again" in warnings[0]
     assert "bench" not in state.to_query_params(state.Inputs())
+
+
+def test_the_engine_inputs_are_simulates_flags(capsys):
+    """The tab's max_num_seqs / max_num_batched_tokens inputs are simulate's --max-num-seqs / --max-num-batched-tokens:
+    the same table, and the same server line in the caption."""
+    flags = ["--preset", "llama4-maverick", "--tp", "8", "--max-num-seqs", "4", "--max-num-batched-tokens", "4096"]
+    assert main(["simulate", "--bench", str(EXAMPLE), *flags, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    at = run_app({"tab": TAB, "preset": "llama4-maverick", "tp": "8"})
+    at.number_input(key="serving_max_num_seqs").set_value(4)
+    at.number_input(key="serving_max_batched_tokens").set_value(4096).run()
+    assert not at.error
+    row = ab_table(at).set_index(["metric", "strategy"]).loc[("output_throughput", FOCUS)]
+    assert row["value"] == pytest.approx(cli["strategies"][FOCUS]["output_throughput"]["value"], rel=1e-9)
+    assert cli["slots"] == 4 and cli["server"].startswith("max_num_seqs 4 (--max-num-seqs)")
+    assert any("max_num_seqs 4" in c.value.replace("\\", "") for c in at.caption)
