@@ -5,6 +5,7 @@
     python scripts/vllm_cpu_runs.py                    # venv + models + every run -> data/serving-runs/
     python scripts/vllm_cpu_runs.py --only cap8-inf-r1 --only spec1l-k3-r1
     python scripts/vllm_cpu_runs.py --missing          # only the runs whose files are not there yet
+    python scripts/vllm_cpu_runs.py --table            # the bundled runs as a markdown table
 
 What it does, in order:
 
@@ -606,6 +607,28 @@ def print_list(runs: list[Run], models: Path, as_json: bool) -> None:
     print(f"{len(runs)} runs on {len(servers_in_order(runs))} server configurations")
 
 
+def print_table(runs: list[Run], out: Path) -> None:
+    """The bundled runs as a markdown table (data/serving-runs/README.md)."""
+    print("| run | server | seqs | budget | K | prompts | in / out | rate | burst | max-conc | duration s "
+          "| out tok/s | mean TTFT ms | mean ITL ms | acceptance | wall s | load 1m before / after |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        prov_path, res_path = out / f"{r.name}.provenance.json", out / f"{r.name}.json"
+        if not (prov_path.is_file() and res_path.is_file()):
+            print(f"| {r.name} | {r.server.name} | not bundled |" + " |" * 14)
+            continue
+        prov, res = json.loads(prov_path.read_text()), json.loads(res_path.read_text())
+        acc = "-" if prov["acceptance_rate_pct"] is None else \
+            f"{prov['acceptance_rate_pct']:.1f}% (len {prov['acceptance_length']:.2f})"
+        s = r.server
+        print(f"| {r.name} | {s.name} | {s.max_num_seqs} | {s.max_num_batched_tokens} | "
+              f"{s.num_speculative_tokens or '-'} | {r.num_prompts} | {r.input_len} / {r.output_len} | "
+              f"{r.request_rate:g} | {r.burstiness if r.burstiness is not None else '-'} | "
+              f"{r.max_concurrency if r.max_concurrency is not None else '-'} | {res['duration']:.2f} | "
+              f"{res['output_throughput']:.0f} | {res['mean_ttft_ms']:.0f} | {res['mean_itl_ms']:.2f} | {acc} | "
+              f"{prov['wall_time_s']:.1f} | {prov['loadavg_1m_before']:.2f} / {prov['loadavg_1m_after']:.2f} |")
+
+
 def main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -617,6 +640,7 @@ def main(argv=None) -> int:
     p.add_argument("--list", action="store_true", help="list the runs and exit")
     p.add_argument("--json", action="store_true", help="with --list: the runs as JSON")
     p.add_argument("--dry-run", action="store_true", help="print the commands, start nothing")
+    p.add_argument("--table", action="store_true", help="the bundled runs in --out as a markdown table")
     p.add_argument("--only", action="append", metavar="NAME", help="run only NAME (repeatable)")
     p.add_argument("--missing", action="store_true", help="only runs whose result or provenance file is missing")
     p.add_argument("--venv", type=Path, default=ROOT / ".vllm-cpu-venv", help="the vLLM venv (default %(default)s)")
@@ -631,6 +655,9 @@ def main(argv=None) -> int:
     runs = select(args)
     if args.list:
         print_list(runs, models, args.json)
+        return 0
+    if args.table:
+        print_table(runs, args.out)
         return 0
     python = venv_python(args.venv)
     if args.dry_run:
