@@ -20,16 +20,20 @@ What it does, in order:
    `--work-dir`/models): a byte-level BPE tokenizer (vocab 8192) trained with `tokenizers` on local text - the
    pinned vLLM's own `benchmarks/` and `entrypoints/` sources in the venv, fixed by the pin where this repo's docs
    change - saved as a `PreTrainedTokenizerFast` with a trivial chat template; a Llama target
-   (hidden 512, 6 layers, 8 heads, intermediate 1536, vocab 8192, bfloat16, 28.8 M parameters) from `LlamaConfig`
+   (hidden 768, 8 layers, 12 heads, intermediate 2048, vocab 8192, bfloat16, 69.2 M parameters) from `LlamaConfig`
    + `save_pretrained`; and two drafts that are truncations of the target (its first 1 and first 2 layers, the
    same embeddings, final norm and head). The target's deeper layers write small residual updates (the `o_proj` /
-   `down_proj` weights of layer 1 scaled by 0.1, of layers 2-5 by 0.03), as trained models' later layers refine
+   `down_proj` weights of layer 1 scaled by 0.1, of layers 2-7 by 0.03), as trained models' later layers refine
    rather than overwrite, so a truncated draft predicts the target's greedy token often (teacher-forced on random
-   text: 65% for the 1-layer draft, 81% for the 2-layer one; with the stock initialisation ~1% and ~4%).
-   Not smaller: with a 7 M-parameter target (hidden 256, 4 layers) a decode step took ~2 ms and vLLM's front end
-   (API server and bench client, sharing the second core) fell behind the engine - 67-79 of 96-128 requests
-   received all their tokens in one read (median ITL 0.003 ms) - so the files timed the client, not the scheduler.
-   At hidden 512 a step at batch 8 takes ~10 ms and no request arrives in one read.
+   text: 66% for the 1-layer draft, 77% for the 2-layer one; with the stock initialisation ~1% and ~4%). The
+   build is deterministic (the same safetensors and tokenizer SHA-256 each time).
+   Not smaller: vLLM's front end (API server and bench client, on the second core, shared with whatever else runs)
+   must keep up with the engine's steps, else tokens reach the client in bursts and the file times the client,
+   not the scheduler. With a 7 M-parameter target (hidden 256, 4 layers; ~2 ms steps) 67-79 of 96-128 requests
+   received all their tokens in one read (median ITL 0.003 ms); with 28.8 M (hidden 512, 6 layers; ~5-10 ms)
+   45-65% of the inter-token gaps were < 0.5 ms in the runs at batch <= 4 or under load 3-5; with 69 M
+   (~12-17 ms at batch 4-8) no request arrived in one read and <= 3% of gaps were < 0.5 ms at load 1-2. Each
+   provenance file keeps these checks (`timeline_checks`).
 3. Per server configuration: a real `vllm serve` on 127.0.0.1 (a free port), waited on through /health
    (`--server-timeout`, 400 s), one warm-up bench that is not kept, then each run's `vllm bench serve
    --save-result --save-detailed` (dataset `random`, `--ignore-eos`, `--temperature 0`, fixed `--seed`), then the
@@ -84,11 +88,11 @@ BENCH_TIMEOUT_S = 900.0
 # The tiny models (the builder reads this; its hash names the models folder's content).
 MODEL_SPEC = {
     "seed": 0,
-    "target": {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6, "num_attention_heads": 8,
-               "num_key_value_heads": 8, "vocab_size": 8192, "max_position_embeddings": 2048,
+    "target": {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 12,
+               "num_key_value_heads": 12, "vocab_size": 8192, "max_position_embeddings": 2048,
                "initializer_range": 0.02, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
     # o_proj / down_proj of layer i are multiplied by residual_scale[i]: deeper layers refine, so truncations agree
-    "residual_scale": [1.0, 0.1, 0.03, 0.03, 0.03, 0.03],
+    "residual_scale": [1.0, 0.1, 0.03, 0.03, 0.03, 0.03, 0.03, 0.03],
     "drafts": {"draft-1l": 1, "draft-2l": 2},  # name -> the target's first N layers
     # trained on the pinned vLLM's own sources (fixed by the pin, unlike this repo's docs): same tokenizer each build
     "tokenizer": {"vocab_size": 8192, "texts": ["vllm/benchmarks/**/*.py", "vllm/entrypoints/**/*.py"],
@@ -159,16 +163,17 @@ RUNS: tuple[Run, ...] = (
     *(Run(f"cap8-inf-r{i}", CAP8, 128, repeat=i, tags=("cap-binds", "repeat", "no-spec"),
           note="repeated setting A (no speculation); also the no-spec side of the K = 1 / 3 / 5 runs")
       for i in (1, 2, 3)),
-    Run("cap8-poisson4", CAP8, 48, request_rate=4.0, tags=("poisson",), note="Poisson arrivals, 4 req/s: light load"),
+    Run("cap8-poisson4", CAP8, 64, request_rate=4.0, tags=("poisson",),
+        note="Poisson arrivals, 4 req/s: below what cap 8 serves"),
     Run("cap8-poisson16", CAP8, 128, request_rate=16.0, tags=("poisson",),
-        note="Poisson arrivals, 16 req/s: above what cap 8 serves, the queue grows"),
-    Run("cap8-burst0.5", CAP8, 96, request_rate=8.0, burstiness=0.5, tags=("burstiness",),
-        note="gamma arrivals at 8 req/s (below what cap 8 serves), burstiness 0.5: burstier than Poisson"),
+        note="Poisson arrivals, 16 req/s: above what cap 8 serves (~6 req/s), the queue grows"),
+    Run("cap8-burst0.5", CAP8, 64, request_rate=4.0, burstiness=0.5, tags=("burstiness",),
+        note="gamma arrivals at 4 req/s, burstiness 0.5: cap8-poisson4's rate, burstier than Poisson"),
     Run("cap8-mc4", CAP8, 96, max_concurrency=4, tags=("client-below-cap",),
         note="client max-concurrency 4 below the server's 8: the client binds"),
     Run("cap8-mc12", CAP8, 128, max_concurrency=12, tags=("client-above-cap",),
         note="client max-concurrency 12 above the server's 8: the server binds, requests queue in the server"),
-    Run("cap8-in600", CAP8, 48, input_len=600, output_len=32, tags=("long-prompt",),
+    Run("cap8-in600", CAP8, 32, input_len=600, output_len=32, tags=("long-prompt",),
         note="600-token prompts within the 2048-token budget: a prompt is split only where others fill a step "
              "(the large-budget side of cap8-mnbt256-in600)"),
     Run("cap16-inf", CAP16, 160, tags=("cap-binds",)),
@@ -179,7 +184,7 @@ RUNS: tuple[Run, ...] = (
     Run("cap32-inf", CAP32, 160, tags=("cap-binds",)),
     Run("cap32-nonbinding", CAP32, 30, output_len=256, tags=("cap-never-binds",),
         note="30 requests < cap 32: the server cap never binds"),
-    Run("cap8-mnbt256-in600", CHUNK, 48, input_len=600, output_len=32, tags=("chunked-prefill",),
+    Run("cap8-mnbt256-in600", CHUNK, 32, input_len=600, output_len=32, tags=("chunked-prefill",),
         note="600-token prompts > max-num-batched-tokens 256: every prompt is prefilled in chunks"),
     Run("cap8-mnbt256-in64", CHUNK, 128, tags=("short-prompt-small-budget",),
         note="64-token prompts under the same 256-token budget (8 x 64 = 512: the first prefills share steps)"),
@@ -496,6 +501,17 @@ def bench_summary(stdout: str) -> list[str]:
     return [ln.rstrip() for ln in lines[-40:] if ln.strip()]
 
 
+def timeline_checks(result: dict) -> dict:
+    """How much of the client's timeline is the client's own: gaps < 0.5 ms are tokens read together (the front end
+    behind the engine, or the process descheduled), not engine steps."""
+    gaps = [g for itl in result.get("itls", []) for g in itl]
+    one_read = sum(1 for t, lat in zip(result.get("ttfts", []), result.get("latencies", []))
+                   if t is not None and lat is not None and lat - t < 0.005)
+    return {"gaps_under_0p5ms_fraction": round(sum(g < 0.0005 for g in gaps) / len(gaps), 4) if gaps else None,
+            "requests_with_all_tokens_in_one_read": one_read,
+            "max_itl_ms": round(1000 * max(gaps), 1) if gaps else None}
+
+
 def run_bench(run: Run, python: Path, models: Path, port: int, out_dir: Path, scratch: Path, ctx: dict) -> dict:
     """One bench: result + provenance into `out_dir` (moved in whole), or an exception."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -543,6 +559,7 @@ def run_bench(run: Run, python: Path, models: Path, port: int, out_dir: Path, sc
         "client_command_line": shlex.join(cmd),
         "env": VLLM_ENV,
         "models": ctx["models"],
+        "timeline_checks": timeline_checks(result),
         "acceptance_rate_pct": result.get("spec_decode_acceptance_rate"),
         "acceptance_length": result.get("spec_decode_acceptance_length"),
         "bench_summary": bench_summary(proc.stdout),
@@ -637,12 +654,12 @@ def print_list(runs: list[Run], models: Path, as_json: bool) -> None:
 def print_table(runs: list[Run], out: Path) -> None:
     """The bundled runs as a markdown table (data/serving-runs/README.md)."""
     print("| run | server | seqs | budget | K | prompts | in / out | rate | burst | max-conc | duration s "
-          "| out tok/s | mean TTFT ms | mean ITL ms | acceptance | wall s | load 1m before / after |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| out tok/s | mean TTFT ms | mean ITL ms | gaps < 0.5 ms | acceptance | wall s | load 1m before / after |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         prov_path, res_path = out / f"{r.name}.provenance.json", out / f"{r.name}.json"
         if not (prov_path.is_file() and res_path.is_file()):
-            print(f"| {r.name} | {r.server.name} | not bundled |" + " |" * 14)
+            print(f"| {r.name} | {r.server.name} | not bundled |" + " |" * 15)
             continue
         prov, res = json.loads(prov_path.read_text()), json.loads(res_path.read_text())
         acc = "-" if prov["acceptance_rate_pct"] is None else \
@@ -652,7 +669,8 @@ def print_table(runs: list[Run], out: Path) -> None:
               f"{s.num_speculative_tokens or '-'} | {r.num_prompts} | {r.input_len} / {r.output_len} | "
               f"{r.request_rate:g} | {r.burstiness if r.burstiness is not None else '-'} | "
               f"{r.max_concurrency if r.max_concurrency is not None else '-'} | {res['duration']:.2f} | "
-              f"{res['output_throughput']:.0f} | {res['mean_ttft_ms']:.0f} | {res['mean_itl_ms']:.2f} | {acc} | "
+              f"{res['output_throughput']:.0f} | {res['mean_ttft_ms']:.0f} | {res['mean_itl_ms']:.2f} | "
+              f"{100 * timeline_checks(res)['gaps_under_0p5ms_fraction']:.1f}% | {acc} | "
               f"{prov['wall_time_s']:.1f} | {prov['loadavg_1m_before']:.2f} / {prov['loadavg_1m_after']:.2f} |")
 
 

@@ -32,7 +32,7 @@ PROVENANCE_KEYS = {
     "name", "server_config", "server_flags", "client_flags", "speculative", "vllm_version", "vllm_package",
     "torch_version", "cpu_model", "cpu_cores", "loadavg_1m_before", "loadavg_1m_after", "date_utc", "wall_time_s",
     "server_command", "server_command_line", "client_command", "client_command_line", "env", "models",
-    "result_file", "acceptance_rate_pct", "acceptance_length", "bench_summary"}
+    "result_file", "acceptance_rate_pct", "acceptance_length", "bench_summary", "timeline_checks"}
 PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "generated_texts", "errors")
 
 
