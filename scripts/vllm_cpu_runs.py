@@ -144,7 +144,8 @@ class Run:
                "random-input-len": self.input_len, "random-output-len": self.output_len,
                "random-range-ratio": 0.0, "num-prompts": self.num_prompts,
                "request-rate": "inf" if self.request_rate == float("inf") else self.request_rate,
-               "ignore-eos": True, "temperature": 0.0, "seed": SEED}
+               "ignore-eos": True, "temperature": 0.0, "seed": SEED,
+               "percentile-metrics": "ttft,tpot,itl,e2el"}  # the default leaves E2EL out
         if self.burstiness is not None:
             out["burstiness"] = self.burstiness
         if self.max_concurrency is not None:
