@@ -157,6 +157,8 @@ def test_bundled_run_has_provenance_and_per_request_result(prov_path, matrix):
     # one gap per streamed chunk after the first: a chunk can carry several tokens (speculation, coalescing)
     assert all(0 < len(itl) <= out - 1 for itl, out in zip(result["itls"], result["output_lens"]))
     assert all(t > 0 for t in result["ttfts"]) and result["duration"] > 0
+    for metric in ("ttft", "tpot", "itl", "e2el"):  # --percentile-metrics ttft,tpot,itl,e2el
+        assert result[f"mean_{metric}_ms"] > 0 and result[f"p99_{metric}_ms"] >= result[f"median_{metric}_ms"]
     assert str(result["request_rate"]) == str(prov["client_flags"]["request-rate"])
     assert result["max_concurrency"] == prov["client_flags"].get("max-concurrency")
     assert result["burstiness"] == prov["client_flags"].get("burstiness", 1.0)
