@@ -4,6 +4,8 @@ per-request result. CI has no vLLM: nothing here starts a server."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import subprocess
@@ -168,3 +170,40 @@ def test_bundled_run_has_provenance_and_per_request_result(prov_path, matrix):
         k = prov["speculative"]["num_speculative_tokens"]
         assert 0 < result["spec_decode_acceptance_rate"] == prov["acceptance_rate_pct"] <= 100
         assert 1 < result["spec_decode_acceptance_length"] <= k + 1
+
+
+@functools.cache
+def load_script():
+    """The script as a module (it imports only the standard library)."""
+    spec = importlib.util.spec_from_file_location("vllm_cpu_runs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vllm_cpu_runs"] = module  # dataclasses look their module up while a class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_server_that_never_answers_is_stopped_with_one_line(tmp_path):
+    runs = load_script()
+    srv = runs.ServerProcess([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path / "log", runs.free_port())
+    try:
+        with pytest.raises(RuntimeError, match=r"server did not answer /health within 2 s"):
+            srv.wait_healthy(2.0)
+    finally:
+        srv.stop()
+    assert srv.proc.poll() is not None  # never left running
+
+
+def test_a_failing_server_fails_its_runs_one_line_each_and_writes_nothing(tmp_path, capsys):
+    """A server that exits at once: each of its runs gets one FAIL line, the script goes on, nothing is written."""
+    runs = load_script()
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'RuntimeError: no such engine' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    args = type("Args", (), {"work_dir": tmp_path / "work", "out": tmp_path / "out", "server_timeout": 30.0})()
+    group = [r for r in runs.RUNS if r.server.name == "cap16"]
+    outcomes = runs.run_server_group(group[0].server, group, fake, tmp_path / "models", args, {})
+    assert [name for name, *_ in outcomes] == [r.name for r in group]
+    assert all(why.startswith("failed: server cap16: server exited with code 3") for _, why, _ in outcomes)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  FAIL")]
+    assert len(lines) == len(group) and all("RuntimeError: no such engine" in ln for ln in lines)
+    assert not (tmp_path / "out").exists()
