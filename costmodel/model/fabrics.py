@@ -43,7 +43,7 @@ import numpy as np
 from ..io.errors import InputError
 from ..profiles.fabrics import FabricChoice, Transport, default_fabric_name, fabric_choice
 from ..profiles.types import CollectiveCurve, Profile, Regime
-from .collectives import curve_time_us
+from .collectives import curve_time_us, total_bytes
 
 BASE_NET_EFF = 0.9  # scripts/derive_profiles.py NET_EFF: the bundled profiles' multi-node rule
 BASE_STEP_OVERHEAD_US = 1.0  # scripts/derive_profiles.py NET_OVERHEAD_US: NCCL getNetOverhead (x86 Intel)
@@ -137,10 +137,9 @@ def rechoose(curve: CollectiveCurve) -> CollectiveCurve:
     tuner picks the least predicted time (tuning.cc ncclTopoGetAlgoTime + enqueue.cc topoGetAlgoInfo), written back
     as size brackets on CHOICE_SIZES (the monotone envelope of "breakpoints" applies as before)."""
     p, n = curve.world_size, curve.nodes
-    total = CHOICE_SIZES * (p if curve.op in ("all_gather", "gather") else 1)  # S, the brackets' unit
-    per_rank = total / (p if curve.op in ("all_gather", "gather") else 1)
+    total = total_bytes(curve.op, CHOICE_SIZES, p)  # S, the brackets' unit (CHOICE_SIZES are bytes per rank)
     times = np.stack([curve_time_us(dataclasses.replace(curve, regimes=(dataclasses.replace(r, max_bytes=np.inf),)),
-                                    per_rank, p, n) for r in curve.regimes])
+                                    CHOICE_SIZES, p, n) for r in curve.regimes])
     family = _family_index(curve, total)
     candidates = np.stack(list(family.values()))  # (families, sizes): regime index per family
     chosen = candidates[np.argmin(np.take_along_axis(times, candidates, axis=0), axis=0), np.arange(total.size)]

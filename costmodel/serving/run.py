@@ -39,6 +39,8 @@ from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
 
 MAX_BENCH_BYTES = 20 * 1024 * 1024
+STATED_ACCEPTANCE_KEYS = ("acceptance_length", "mean_acceptance_length")  # a file's own acceptance length
+FILE_SOURCE = "the file's "  # acceptance_source: FILE_SOURCE + the key (or its tokens per chunk), else the flag
 MAX_CLOCK_SECONDS = 1e10  # start_times are a client clock (time.perf_counter: seconds since some boot), not durations
 MAX_REQUESTS = 100_000
 MAX_GAPS = 2_000_000  # inter-token gaps over all requests (16 MB as float64)
@@ -151,11 +153,11 @@ def parse_bench_run(data: Any, name: str = "bench.json", acceptance_length: floa
     if cap is not None and (cap != round(cap) or cap < 1):
         raise InputError(f"bench {name}: max_concurrency must be a whole number >= 1")
     acc, source = None, ""
-    for key in ("acceptance_length", "mean_acceptance_length"):
+    for key in STATED_ACCEPTANCE_KEYS:
         if acc is None and (acc := _number(data, key, name, positive=True)) is not None:
-            source = f"the file's {key}"
+            source = FILE_SOURCE + key
     if acc is None and itl_count is not None and itl_count.sum() > 0:
-        acc, source = float((out - 1).sum() / itl_count.sum()), "the file's tokens per streamed chunk"
+        acc, source = float((out - 1).sum() / itl_count.sum()), FILE_SOURCE + "tokens per streamed chunk"
     if acc is None and acceptance_length is not None:
         acc, source = acceptance_length, "--acceptance-length"
     reported = {k: float(v) for k in (*METRICS, *PERCENTILE_METRICS, "median_itl_ms", "p99_itl_ms")
@@ -172,11 +174,10 @@ def check_bench_acceptance(run: BenchRun, k: int) -> None:
     (`costmodel.answers.question.check_acceptance`): InputError naming the file and the key. Tokens per streamed
     chunk are not checked here: a server that streams several steps per chunk (a stream interval) shows more."""
     acc = run.acceptance_length
-    if acc is not None and run.acceptance_source.startswith("the file's") and "chunk" not in run.acceptance_source \
-            and not 1.0 <= acc <= k + 1:
-        raise InputError(f"bench {run.name}: {run.acceptance_source.removeprefix('the file' + chr(39) + 's ')} "
-                         f"{acc:g} is outside 1..K+1 = 1..{k + 1} tokens per decode step with K = {k} (the file's "
-                         "value wins over --acceptance-length; give the K the run used)")
+    key = run.acceptance_source.removeprefix(FILE_SOURCE)
+    if acc is not None and key in STATED_ACCEPTANCE_KEYS and not 1.0 <= acc <= k + 1:
+        raise InputError(f"bench {run.name}: {key} {acc:g} is outside 1..K+1 = 1..{k + 1} tokens per decode step "
+                         f"with K = {k} (the file's value wins over --acceptance-length; give the K the run used)")
 
 
 def load_bench_run(path: str | Path, acceptance_length: float | None = None) -> BenchRun:

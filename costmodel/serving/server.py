@@ -28,8 +28,8 @@ from .run import BenchRun
 
 WAITING_MIN = 1  # requests waiting for a slot that make a peak instant "binding"
 BINDS_MIN_SHARE = 0.05  # share of the decode window at the peak with requests waiting: the cap binds (the bundled
-# real runs: 9-74% where the cap binds - bursts and chunked prefill bind least -, 0% where a client cap or the
-# arrivals held the server below it; data/serving-runs/)
+# real runs, data/serving-runs/: 8-78% where the cap binds - chunked prefill and bursts bind least -, 0-3% where a
+# client cap or the arrivals held the server below it; the margin is narrow, 3% vs 8%)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,11 @@ def decode_concurrency(run: BenchRun) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def infer_server(run: BenchRun) -> ServerInference | None:
     """The server's max_num_seqs as the run shows it (module doc); None for a run without a per-request timeline."""
-    seen = decode_concurrency(run)
+    return server_from(decode_concurrency(run))
+
+
+def server_from(seen: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> ServerInference | None:
+    """`infer_server` from `decode_concurrency`'s counts (for a caller that has them already)."""
     if seen is None:
         return None
     decoding, waiting, dt = seen

@@ -35,7 +35,7 @@ from ..answers.workload import (
 from ..io.errors import InputError
 from ..io.safe_io import read_text
 from .run import BenchRun, parse_bench_text
-from .server import decode_concurrency, infer_server
+from .server import decode_concurrency, server_from
 from .step_fit import fit_step
 
 
@@ -62,7 +62,7 @@ def _from_timeline(run: BenchRun) -> tuple[np.ndarray, np.ndarray, str] | None:
     batch, where = np.unique(decoding[keep], return_inverse=True)
     time_s = np.bincount(where, weights=dt[keep])
     step_us, how = _step_us(run, batch.astype(float))
-    server = infer_server(run)
+    server = server_from(seen)
     return batch, time_s / step_us, (f"decode concurrency over the run's timeline (start_times, ttfts, latencies): "
                                      f"{how}; {server.describe()}")
 
