@@ -231,7 +231,8 @@ def _numbers(values: Any, key: str, name: str, limit: float) -> np.ndarray:
 # unchecked, so it can never make a reader refuse the file
 BENCH_FIELDS = frozenset({
     "input_lens", "output_lens", "ttfts", "itls", "start_times", "queue_times", "duration", "request_rate",
-    "max_concurrency", "completed", "total_output_tokens", "acceptance_length", "mean_acceptance_length", "note",
+    "max_concurrency", "completed", "total_output_tokens", "spec_decode_acceptance_length", "acceptance_length",
+    "mean_acceptance_length", "note",
     "output_throughput", "total_token_throughput", "request_throughput", "mean_tpot_ms", "mean_itl_ms",
     "mean_ttft_ms", "mean_e2el_ms", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
     "median_e2el_ms", "p99_e2el_ms", "median_itl_ms", "p99_itl_ms"})

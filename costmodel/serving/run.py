@@ -9,10 +9,11 @@ s) where the file has them (`--save-detailed`), `request_rate` (requests/s, `inf
 the aggregate metrics under vLLM's names (`output_throughput`, `mean_ttft_ms`, `median_ttft_ms`, `p99_ttft_ms`,
 ...) where present.
 
-Mean acceptance length (tokens per decode step per request): the file's `acceptance_length` /
-`mean_acceptance_length` where present, else tokens per streamed chunk, `sum(output_len - 1) / sum(len(itls))`
-(one chunk per decode step), else the caller's `--acceptance-length`: the file wins over the flag, and
-`acceptance_source` says which one it was. A stated value outside 1..K+1 is refused (`check_bench_acceptance`).
+Mean acceptance length (tokens per decode step per request): the file's `spec_decode_acceptance_length` (what
+vLLM's bench writes) / `acceptance_length` / `mean_acceptance_length` where present, else tokens per streamed
+chunk, `sum(output_len - 1) / sum(len(itls))` (one chunk per decode step), else the caller's `--acceptance-length`:
+the file wins over the flag, and `acceptance_source` says which one it was. A stated value outside 1..K+1 is
+refused (`check_bench_acceptance`).
 
 Fields the reader does not use (`generated_texts`, `errors`, anything a newer vLLM adds) are dropped before the
 strict JSON checks (`BENCH_FIELDS`): a NUL character or a lone surrogate in a random model's generated text never
@@ -39,7 +40,9 @@ from ..io.errors import InputError
 from ..io.safe_io import loads_json, read_text
 
 MAX_BENCH_BYTES = 20 * 1024 * 1024
-STATED_ACCEPTANCE_KEYS = ("acceptance_length", "mean_acceptance_length")  # a file's own acceptance length
+# a file's own acceptance length: vLLM's bench writes spec_decode_acceptance_length (vllm/benchmarks/serve.py, the
+# speculative stats' to_result_dict); the other two are older / hand-made files' names
+STATED_ACCEPTANCE_KEYS = ("spec_decode_acceptance_length", "acceptance_length", "mean_acceptance_length")
 FILE_SOURCE = "the file's "  # acceptance_source: FILE_SOURCE + the key (or its tokens per chunk), else the flag
 MAX_CLOCK_SECONDS = 1e10  # start_times are a client clock (time.perf_counter: seconds since some boot), not durations
 MAX_REQUESTS = 100_000

@@ -75,3 +75,15 @@ def test_flags_bench_makes_meaningless_are_refused(capsys, flag, value):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {flag}: the bench file says the run's requests, rate and concurrency already")
     assert "\n" not in err
+
+
+def test_vllms_own_acceptance_key_is_read_and_checked(tmp_path, capsys):
+    """vLLM 0.32's bench writes spec_decode_acceptance_length: a real spec run's 2.37 is read from it (not its
+    tokens per streamed chunk, 2.33), and a value outside 1..K+1 under that key is refused."""
+    run = parse_bench_text((ROOT / "data" / "serving-runs" / "spec1l-k3-r1.json").read_text(), "spec1l-k3-r1.json")
+    assert run.acceptance_length == pytest.approx(2.3697600462561432)
+    assert run.acceptance_source == "the file's spec_decode_acceptance_length"
+    path = with_fields(tmp_path, spec_decode_acceptance_length=6.0)
+    assert main(["simulate", *SCENARIO, "--bench", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: bench run.json: spec_decode_acceptance_length 6 is outside")
