@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calibration.logs.import_nccl_tests import Hints, parse_nccl_tests_text  # noqa: E402
 from costmodel.evidence.validate import FORCED_DROPS  # noqa: E402
+from costmodel.io.outputs import write_text  # noqa: E402
 from costmodel.model.collectives import collective_time_us, without_regimes  # noqa: E402
 from costmodel.model.fabrics import apply_fabric  # noqa: E402
 from costmodel.profiles.fabrics import TRANSPORTS_CSV, Fabric, FabricChoice, Transport, transport_table  # noqa: E402
@@ -260,7 +261,7 @@ def write(fits: dict[str, tuple[float, float, float]]) -> None:
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    TRANSPORTS_CSV.write_text(buf.getvalue(), encoding="utf-8")
+    write_text(TRANSPORTS_CSV, buf.getvalue(), what="transports table")  # atomic: temp file + os.replace
 
 
 def main(argv: list[str] | None = None) -> None:
