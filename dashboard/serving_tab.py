@@ -17,7 +17,7 @@ from costmodel.io.plain import markdown_text as plain
 from costmodel.serving.ab import SimConfig
 from costmodel.serving.limits import MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from costmodel.serving.run import parse_bench_text
-from costmodel.serving.table import CLI_CONFIG, ab_rows, bench_text, change_rows, simulate_bench
+from costmodel.serving.table import CLI_CONFIG, ab_rows, bench_text, change_rows, setup_lines, simulate_bench
 
 from .data import _CACHE, example_benches
 from .question import question_of
@@ -90,14 +90,7 @@ def serving_tab(ev: Evaluation) -> None:
     except InputError as exc:
         st.error(plain(in_dashboard_words(str(exc))))
         return
-    rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
-    st.caption(plain(micro(
-        f"{name}: {ab['requests']} requests, request rate {rate}, max concurrency {ab['max_concurrency']}, "
-        f"{ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} ({ab['acceptance_source']}), "
-        f"K {ab['num_spec_tokens']}. Server: {ab['server']}. "
-        f"Step fit: {ab['step_fit']}. TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms. Draft "
-        f"per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy (value) + "
-        f"{ab['seeds']} (interval).")))
+    st.caption(plain(micro(". ".join(setup_lines(ab)) + ".")))
     table = pd.DataFrame(ab_rows(ab))
     st.markdown(f"**A/B table** (measured: the run's own metric; value and 90% interval: the replay; change: vs the "
                 f"{ab['reference']} replay - the strategy the run ran -, seed by seed)")

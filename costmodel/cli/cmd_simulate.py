@@ -17,7 +17,7 @@ from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..serving.ab import SimConfig, simulate_ab
 from ..serving.run import load_bench_run, load_sharegpt, synthetic_run
-from ..serving.table import ab_rows
+from ..serving.table import ab_rows, setup_lines
 from .question_args import question_from_args
 from .simulate_args import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, WITHOUT_BENCH
 
@@ -86,16 +86,7 @@ def _write_csv(ab: dict[str, Any], path: str) -> None:
 
 def format_ab(ab: dict[str, Any]) -> str:
     """The A/B table in words: one block per metric, the measured run, each strategy's value [90%] and change."""
-    rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
-    lines = [f"bench {ab['bench']}: {ab['requests']} requests, request_rate {rate}, max_concurrency "
-             f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} "
-             f"({ab['acceptance_source']}), "
-             f"K {ab['num_spec_tokens']}",
-             f"server: {ab['server']}",
-             f"step fit: {ab['step_fit']}", f"TTFT overhead outside the engine step: {ab['ttft_overhead_ms']:.1f} ms",
-             f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "
-             f"(point) + {ab['seeds']} (members)",
-             *([f"fabric: {ab['fabric']}"] if ab.get("fabric") else []),
+    lines = [*setup_lines(ab),
              "", f"{'metric':<24}{'measured':>11}  {'strategy':<28}{'value':>11}  {'90% interval':>23}"
              f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]
     det = ab["detectable"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,8 @@ from ..io.errors import InputError
 from ..profiles.paths import DEFAULT_PRESET
 from ..profiles.presets import preset, preset_logit_ops
 from ..profiles.store import load_profile
-from ..serving.validation import bundled_runs, format_serving, serving_rows
+from ..serving.table import CLI_CONFIG
+from ..serving.validation import ab_pair_rows, bundled_runs, format_serving, serving_rows
 from .output import write_table
 
 
@@ -49,10 +51,14 @@ def serving(args: argparse.Namespace) -> int:
     question = build_question({**preset(DEFAULT_PRESET), **preset_logit_ops(DEFAULT_PRESET), "tp": 8, "nodes": 1,
                                "batch": 64, "num_spec_tokens": 3, "engine": "vllm"}, load_profile(args.profile),
                               preset=DEFAULT_PRESET)
-    rows = serving_rows(args.serving or bundled_runs(), question)
-    print(format_serving(rows))
+    config = replace(CLI_CONFIG, fit_part=args.serving_fit)
+    rows = serving_rows(args.serving or bundled_runs(), question, config)
+    pairs = ab_pair_rows(config=config) if not args.serving else None  # the bundled real A/B pairs
+    print(format_serving(rows, pairs, args.serving_fit))
     if args.out:
         write_table(pd.DataFrame(rows), args.out)
+    if args.pairs_out and pairs is not None:
+        write_table(pd.DataFrame(pairs), args.pairs_out)
     return 0
 
 

@@ -22,6 +22,7 @@ from ..io.errors import InputError, OneLineParser, first_line
 from ..io.plain import terminal_text
 from ..io.schema_names import DTYPES
 from ..profiles.paths import DEFAULT_PROFILE
+from ..serving.limits import FIT_PARTS
 from .options import (
     ACCEPTANCE,
     INT_FLAG_MAX,
@@ -138,8 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "engine pull requests) with the engine recipes: error, 90%% coverage and target per figure, "
                         "then exit (non-zero when a figure misses its target)")
     v.add_argument("--serving", nargs="*", default=None, metavar="RUN.json",
-                   help="simulate's calibration error: each vllm bench serve run's own metrics vs the baseline "
-                        "strategy's replay (default: the bundled runs, data/examples/*.json), then exit")
+                   help="the serving replay's error: each vllm bench serve run's own metrics vs the baseline "
+                        "strategy's replay, with the server and step model inferred from the run (default: the "
+                        "bundled real vLLM runs, data/serving-runs/, and their A/B pairs), then exit")
+    v.add_argument("--serving-fit", choices=FIT_PARTS, default="all",
+                   help="with --serving: fit each run's step model on all its busy engine steps, or on its first "
+                        "half only (the second half held out)")
+    v.add_argument("--pairs-out", type=TEXT, default=None,
+                   help="with --serving on the bundled runs: write the A/B pairs' table as CSV")
 
     sm = sub.add_parser("simulate", formatter_class=Formatter,
                         help="replay a vllm bench serve run per strategy: the A/B table, 90%% intervals, detectability")

@@ -83,6 +83,7 @@ class SimConfig:
     seeds: int = 12
     rng_seed: int = 0
     acceptance_drift: float = 0.007
+    fit_part: str = "all"  # the run's busy steps the step model is fitted on: "all" or "first-half" (step_fit.PARTS)
 
 
 def reference_strategy(q: Question) -> str:
@@ -184,6 +185,11 @@ def _change(member: np.ndarray, base: np.ndarray, point: np.ndarray, base_point:
     return {"value": float(value), "low": float(np.percentile(rel, 5)), "high": float(np.percentile(rel, 95))}
 
 
+def _pct(value: float, base: float) -> float:
+    """100 (value - base) / base; 0 where the base is 0 (a step of zero time replays zero latencies)."""
+    return 100 * (value - base) / base if base else 0.0
+
+
 def _count(x: float) -> int | None:
     """ceil(x) runs / requests, or None where no finite count resolves the change (a change ~0 or below the drift)."""
     return math.ceil(x) if math.isfinite(x) else None
@@ -213,6 +219,45 @@ def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, flo
     return out
 
 
+def send_times(run: BenchRun, seeds: int, rng: np.random.Generator) -> tuple[np.ndarray, str]:
+    """(seeds, N) arrival times a_i and what they are: the run's own send times (`start_times`) where the client
+    did not cap its concurrency - the same for every seed: `vllm bench serve --seed` draws the same arrivals, so an
+    A/B against this run is paired -, all 0 at rate inf, else a Poisson process per seed (a client-capped run's
+    start_times are the cap's doing, not the arrivals)."""
+    if math.isinf(run.request_rate):
+        return np.zeros((seeds, run.n)), "all at once (request_rate inf)"
+    if run.start_times_s is not None and (run.max_concurrency is None or run.max_concurrency >= run.n):
+        own = run.start_times_s - run.start_times_s.min()
+        return np.broadcast_to(np.maximum.accumulate(own), (seeds, run.n)).copy(), (
+            "the run's own send times (start_times)")
+    return arrivals(run.n, run.request_rate, seeds, rng), f"Poisson at {run.request_rate:g}/s, drawn per seed"
+
+
+def engine_order(run: BenchRun, fit: StepFit | None, send: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """(input_lens, output_lens, send, seen_s, how) in the order the replay admits them: where the client did not
+    cap its concurrency and the run shows when the engine saw each request (`StepFit.seen_s`), in that order (the
+    engine's FCFS), with those times; else as sent, the front end's lag and gap giving when the engine sees them."""
+    if fit is None or fit.seen_s is None or (run.max_concurrency or run.n) < run.n:
+        return run.input_lens, run.output_lens, send, None, ""
+    order = np.argsort(fit.seen_s, kind="stable")
+    return (run.input_lens[order], run.output_lens[order], send[:, order], fit.seen_s[order],
+            "; the engine saw each request when the run's steps show it")
+
+
+def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int, acceptance_length: float, slots: int,
+                 budget: int, seeds: int = 8, rng_seed: int = 0) -> dict[str, float]:
+    """vllm bench serve's metrics of `run` replayed with `step` (K, acceptance length, server slots and token
+    budget given), the mean over `seeds` seeds: the run's arrivals and front end (`fit`), no draft difference."""
+    send, _ = send_times(run, seeds, np.random.default_rng(rng_seed))
+    inp, out, send, seen, _ = engine_order(run, fit, send)
+    res = simulate_runs(inp, out, send, np.arange(seeds), step, np.zeros((seeds, slots + 1)), k=k,
+                        acceptance_length=acceptance_length, slots=slots, client_cap=run.max_concurrency,
+                        max_batched_tokens=budget, front_end_s=fit.front_end_s, front_end_gap_s=fit.front_end_gap_s,
+                        seen_s=seen, rng_seed=rng_seed, itl_hist=True)
+    return {key: float(v.mean()) for key, v in metrics(res, inp, out).items()}
+
+
 def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dict[str, Any]:
     """The A/B table (module doc) as one JSON-ready dict."""
     k = int(np.asarray(q.scenario.num_spec_tokens).item())
@@ -222,7 +267,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     if acc is None:
         raise InputError("simulate: no acceptance length in the bench file: give --acceptance-length")
     acc = float(min(max(acc, 1.0), k + 1.0))  # tokens per streamed chunk only: several steps may share a chunk
-    fit: StepFit | None = fit_step(run) if run.has_timeline else None
+    fit: StepFit | None = (fit_step(run, budget=cfg.max_batched_tokens, spec_tokens=k, part=cfg.fit_part)
+                           if run.has_timeline else None)
     if fit is None:
         if q.itl_ms is None:
             raise InputError("simulate: a run without per-request timelines needs --itl-ms (the baseline ITL)")
@@ -238,9 +284,15 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     else:
         server = (f"max_num_seqs {seqs}: vLLM's default for the profile's GPU" +
                   (f" ({seen.describe()})" if seen else " (the run has no per-request start_times to infer it)"))
+    if cfg.max_batched_tokens is None and fit is not None and fit.budget is not None:
+        tokens = fit.budget  # inferred from the run's step times
+    budget = (fit.describe_budget() if fit is not None and fit.budget_source else
+              f"max_num_batched_tokens {cfg.max_batched_tokens or tokens}" +
+              (" (--max-num-batched-tokens)" if cfg.max_batched_tokens else ": vLLM's default for the profile's GPU"))
+    if fit is not None and fit.budget is None and cfg.max_batched_tokens is None:
+        budget += f"; replayed with vLLM's default for the profile's GPU, {tokens}"
     cfg = replace(cfg, max_num_seqs=cfg.max_num_seqs or seqs, max_batched_tokens=cfg.max_batched_tokens or tokens)
     slots = int(min(cfg.max_num_seqs, run.max_concurrency or run.n, run.n))
-    capped = run.max_concurrency is not None and run.max_concurrency <= cfg.max_num_seqs
     if max(run.output_lens.sum() / ((k + 1) * slots), run.output_lens.max() / (k + 1)) > MAX_STEPS:
         raise InputError(f"simulate: the run needs more than {MAX_STEPS} engine steps to replay (fewer requests "
                          "or shorter outputs)")
@@ -254,23 +306,21 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
                          "the replay's bound (docs/limits.md): fewer requests or shorter outputs")
     cfg = replace(cfg, seeds=seeds)
     rng = np.random.default_rng(cfg.rng_seed)
-    send = arrivals(run.n, run.request_rate, cfg.seeds, rng)
-    kw = dict(k=k, acceptance_length=acc, slots=slots, client_capped=capped,
+    send, sends = send_times(run, cfg.seeds, rng)
+    kw = dict(k=k, acceptance_length=acc, slots=slots, client_cap=run.max_concurrency,
               max_batched_tokens=cfg.max_batched_tokens, rng_seed=cfg.rng_seed)
     seed_ids = np.arange(cfg.seeds)
-    overhead = 0.0
-    for _ in range(2 if run.ttfts_s is not None else 0):  # the overhead shifts the schedule: correct it twice
-        base = simulate_runs(run.input_lens, run.output_lens, send, seed_ids, step,
-                             np.zeros((cfg.seeds, slots + 1)), overhead_s=overhead, **kw)
-        overhead = max(0.0, overhead + float(run.ttfts_s.mean() - base.ttft_s.mean()))
+    front = (fit.front_end_s, fit.front_end_gap_s) if fit is not None else (0.0, 0.0)
+    inp, out, send, seen, how_seen = engine_order(run, fit, send)
+    sends += how_seen
     pick = rng.integers(0, next(iter(members.values())).shape[0], size=cfg.seeds)
     ps, ms, n_s = max(2, cfg.seeds // 2), cfg.seeds, len(names)  # point seeds (a mean) and member seeds (the interval)
     deltas = [np.broadcast_to(point[s], (ps, slots + 1)) for s in names] + [members[s][pick] for s in names]
     seed_of = np.concatenate([np.arange(ps)] * n_s + [seed_ids] * n_s)
     want_itl = any(x in run.reported for x in ("median_itl_ms", "p99_itl_ms"))
-    res = simulate_runs(run.input_lens, run.output_lens, send, seed_of, step, np.concatenate(deltas),
-                        overhead_s=overhead, itl_hist=want_itl, **kw)
-    m = metrics(res, run.input_lens, run.output_lens)
+    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=front[0],
+                        front_end_gap_s=front[1], seen_s=seen, itl_hist=want_itl, **kw)
+    m = metrics(res, inp, out)
     shown = [x for x in METRICS] + [x for x in m if x not in METRICS and x in run.reported]
     pt = {s: slice(i * ps, (i + 1) * ps) for i, s in enumerate(names)}
     mb = {s: slice(n_s * ps + i * ms, n_s * ps + (i + 1) * ms) for i, s in enumerate(names)}
@@ -283,8 +333,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
                  for s in names if s != ref}
     meas = measured(run)
     repro = {x: 100 * (base_sim[x]["value"] - meas[x]) / meas[x] for x in shown if meas.get(x)}
-    changes = {s: {x: 100 * (v[x]["value"] - base_sim[x]["value"]) / base_sim[x]["value"] for x in shown}
-               for s, v in strategies.items() if s != ref}
+    changes = {s: {x: _pct(v[x]["value"], base_sim[x]["value"]) for x in shown} for s, v in strategies.items()
+               if s != ref}
     sig_b = {x: _rel_sd(m[x][mb[ref]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
     if run.has_timeline:
         boot = _bootstrap_sd(run, np.random.default_rng(cfg.rng_seed + 1))
@@ -295,7 +345,9 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "acceptance_source": source,
             "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
-            "ttft_overhead_ms": 1e3 * overhead, "draft_per_decode_step": how, "reference": ref, "seeds": cfg.seeds,
+            "token_budget": budget, "arrivals": sends,
+            "front_end_ms": 1e3 * front[0], "front_end_gap_ms": 1e3 * front[1], "draft_per_decode_step": how,
+            "reference": ref, "seeds": cfg.seeds,
             "point_seeds": ps,
             "metrics": shown,
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,

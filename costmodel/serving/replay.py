@@ -9,11 +9,16 @@ generator switch per request and step per replica (~100x more interpreter work).
 
 Per replica and engine step starting at time t (vLLM v1 `Scheduler.schedule`, FCFS, chunked prefill):
 
-* admission: while a slot is free (slots = min(max_num_seqs, max_concurrency)), the next request whose send time
-  a_i <= t takes it. When the client caps concurrency (max_concurrency <= max_num_seqs) a request is sent when a
-  slot frees, so its clock starts at max(a_i, the slot's free time); otherwise it starts at a_i and the wait for
-  a slot is queueing inside TTFT. The engine sees it at ready = start + overhead_s (tokenization, HTTP: the part
-  of TTFT that does not hold up other requests, fitted by `costmodel.serving.step_fit`).
+* the client (vllm/benchmarks/serve.py `benchmark`: an asyncio semaphore of `--max-concurrency` C around each
+  request) sends request i at sent_i = max(a_i, F_{i-C}), a_i its arrival (the run's own send times, or drawn),
+  F_j the j-th completion (0-based, in completion order; no cap: sent_i = a_i). TTFT and E2EL count from sent_i.
+* admission (vllm/v1/core/sched/scheduler.py `Scheduler.schedule`, FCFS): while a server slot is free (slots =
+  max_num_seqs, at most C), the next sent request whose ready_i <= t takes it; the rest wait in the server's
+  queue (their wait is inside TTFT). ready_i is when the engine sees it: the front end (the API server's HTTP,
+  tokenization and hand-over; vllm/entrypoints/openai and vllm/v1/engine/async_llm.py `AsyncLLM.add_request`)
+  takes front_end_s after the send and passes on at most one request per front_end_gap_s,
+  ready_i = max(sent_i + front_end_s, ready_{i-1} + front_end_gap_s) - a burst reaches the engine spread out, so
+  its first steps prefill a few requests each; both are measured on the run (`costmodel.serving.step_fit`).
 * token budget max_num_batched_tokens: each decoding request schedules 1 + K tokens; what is left goes to ready
   prefills, slot by slot, chunk = min(left, remaining prompt) (slot order approximates FCFS).
 * step time, us:  T = alpha + beta * n_decode + gamma * prefill_tokens + delta[r, n_draft]
@@ -102,11 +107,14 @@ def _draws(rng: np.random.Generator, shape: tuple[int, ...], p: float, k: int) -
 
 def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.ndarray, seed_of: np.ndarray,
                   step: StepModel, delta_us: np.ndarray, *, k: int, acceptance_length: float, slots: int,
-                  client_capped: bool, max_batched_tokens: int, overhead_s: float = 0.0, rng_seed: int = 0,
+                  client_cap: int | None, max_batched_tokens: int, front_end_s: float = 0.0,
+                  front_end_gap_s: float = 0.0, seen_s: np.ndarray | None = None, rng_seed: int = 0,
                   itl_hist: bool = False) -> SimResult:
-    """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) send times
-    per seed, ascending; seed_of: (R,) each replica's seed; delta_us: (R, slots + 1) the draft difference per decode
-    step at n_draft = 0..slots."""
+    """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) arrival
+    times a_i per seed, ascending; seed_of: (R,) each replica's seed; slots: the server's max_num_seqs; client_cap:
+    the client's max_concurrency C (None: none); delta_us: (R, slots + 1) the draft difference per decode step at
+    n_draft = 0..slots; seen_s: (N,) when the engine saw each request, ascending, where the run shows it (no
+    client cap: then it replaces the front end's formula)."""
     inp = np.maximum(np.asarray(input_lens, dtype=np.int64), 1)  # every request prefills at least one token
     out = np.asarray(output_lens, dtype=np.int64)
     n, r_count = out.size, seed_of.size
@@ -116,12 +124,15 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
     jmax = int(out.max())
     table = _draws(rng, (seeds, n, jmax), p, k).reshape(-1) if seeds * n * jmax <= MAX_TABLE else None
     seed_base = (seed_of * n * jmax)[:, None]  # flat index of (seed, request, decode step) in the table
-    rows = np.arange(r_count)[:, None]
     send = send_s[seed_of]  # (R, N)
     slot_req = np.full((r_count, slots), -1, dtype=np.int64)
     start = np.zeros((r_count, slots))
     ready = np.zeros((r_count, slots))
-    freed = np.zeros((r_count, slots))
+    completed = np.zeros((r_count, n))  # F: completion times in completion order, per replica
+    cap = n if client_cap is None else max(1, int(client_cap))
+    fe = (front_end_s, front_end_gap_s, None if seen_s is None else np.asarray(seen_s, dtype=float))
+    last_ready = np.full(r_count, -np.inf)  # ready time of the last request admitted
+    ar = np.arange(r_count)
     pre_left = np.zeros((r_count, slots), dtype=np.int64)
     out_left = np.zeros((r_count, slots), dtype=np.int64)
     last_tok = np.zeros((r_count, slots))
@@ -132,12 +143,11 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
     e2el = np.zeros((r_count, n))
     itl_sum = np.zeros((r_count, n))
     itl_cnt = np.zeros((r_count, n), dtype=np.int64)
-    t = send[:, 0].copy()
+    t = send.min(axis=1)
     nxt = np.zeros(r_count, dtype=np.int64)
     done = np.zeros(r_count, dtype=np.int64)
     finish = np.zeros(r_count)
     budget_dec = 1 + k
-    ar = np.arange(r_count)
     zeros_slots, zeros_r = np.zeros((r_count, slots), dtype=np.int64), np.zeros(r_count, dtype=np.int64)
     hist = np.zeros(r_count * ITL_BINS, dtype=np.int64) if itl_hist else None
     pending_bins: list[np.ndarray] = []
@@ -148,22 +158,25 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         # admission: the next arrived requests into free slots, in order
         free = slot_req < 0
         nfree = free.sum(axis=1)
-        due = (nfree > 0) & (nxt < n) & (send[ar, np.minimum(nxt, n - 1)] <= t)
+        due = (nfree > 0) & (nxt < n) & (_ready(send, completed, done, nxt[:, None], cap, last_ready, fe)[1][:, 0]
+                                          <= t)
         width = int(nfree[due].max()) if due.any() else 0
         if width:
             j = np.arange(width)
             idx = nxt[:, None] + j
-            arrived = (idx < n) & (send[rows, np.minimum(idx, n - 1)] <= t[:, None]) & (j < nfree[:, None])
-            take = arrived.sum(axis=1)
+            sent, when = _ready(send, completed, done, idx, cap, last_ready, fe)
+            arrived = (idx < n) & (when <= t[:, None]) & (j < nfree[:, None])
+            take = arrived.sum(axis=1)  # a prefix: ready times are ascending in i
             rank = np.cumsum(free, axis=1) - 1
             admit = free & (rank < take[:, None]) & live[:, None]
             req = nxt[:, None] + rank
             if admit.any():
-                a = send[rows, np.minimum(req, n - 1)]
-                s0 = np.maximum(a, freed) if client_capped else a
+                pick = np.clip(rank, 0, width - 1)
+                s0, r0 = np.take_along_axis(sent, pick, axis=1), np.take_along_axis(when, pick, axis=1)
                 slot_req = np.where(admit, req, slot_req)
                 start = np.where(admit, s0, start)
-                ready = np.where(admit, s0 + overhead_s, ready)
+                ready = np.where(admit, r0, ready)
+                last_ready = np.where(take > 0, when[ar, np.maximum(take - 1, 0)], last_ready)
                 pre_left = np.where(admit, inp[np.minimum(req, n - 1)], pre_left)
                 out_left = np.where(admit, out[np.minimum(req, n - 1)], out_left)
                 dsteps = np.where(admit, 0, dsteps)
@@ -190,7 +203,8 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         if idle.any():
             waiting = np.where(busy & (pre_left > 0), ready, np.inf).min(axis=1)
             has_free = (~busy).any(axis=1) & (nxt < n)
-            arrival = np.where(has_free, send[np.arange(r_count), np.minimum(nxt, n - 1)], np.inf)
+            arrival = np.where(has_free, _ready(send, completed, done, nxt[:, None], cap, last_ready, fe)[1][:, 0],
+                               np.inf)
             t = np.where(idle, np.maximum(t, np.minimum(waiting, arrival)), t)
         if not work.any():
             continue
@@ -233,9 +247,10 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
             e2el[rr, reqc[rr, cc]] = end[rr] - start[rr, cc]
             itl_sum[rr, reqc[rr, cc]] = slot_isum[rr, cc]
             itl_cnt[rr, reqc[rr, cc]] = slot_icnt[rr, cc]
+            order = np.arange(rr.size) - np.searchsorted(rr, rr)  # rank among the replica's finishers (rr sorted)
+            completed[rr, done[rr] + order] = end[rr]
             done = done + fin.sum(axis=1)
             finish = np.where(fin.any(axis=1), end, finish)
-            freed = np.where(fin, endc, freed)
             slot_req = np.where(fin, -1, slot_req)
         t = np.where(work, end, t)
     else:
@@ -243,8 +258,28 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
                          "or shorter outputs)")
     if hist is not None and pending_bins:
         hist += np.bincount(np.concatenate(pending_bins), minlength=hist.size)
-    return SimResult(ttft, e2el, itl_sum, itl_cnt, finish - send[:, 0],
+    return SimResult(ttft, e2el, itl_sum, itl_cnt, finish - send.min(axis=1),
                      None if hist is None else hist.reshape(r_count, ITL_BINS))
+
+
+def _ready(send: np.ndarray, completed: np.ndarray, done: np.ndarray, idx: np.ndarray, cap: int,
+           last_ready: np.ndarray, fe: tuple[float, float, np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(sent, ready) of the consecutive requests idx (R, W) after the last admitted one (module doc):
+    sent_i = max(a_i, F_{i-C}), inf while fewer than i - C + 1 have completed or past the last request;
+    ready_i = the run's seen_i where given, else max(sent_i + h, ready_{i-1} + g), unrolled over the window as
+    ready_{nxt+j} = max(last_ready + (j + 1) g, h + j g + max_{j' <= j} (sent_{nxt+j'} - j' g))."""
+    n = send.shape[1]
+    rows = np.arange(send.shape[0])[:, None]
+    i = np.minimum(idx, n - 1)
+    prior = idx - cap  # the completion that frees request idx's client slot
+    freed = np.where(prior >= 0, completed[rows, np.clip(prior, 0, n - 1)], -np.inf)
+    sent = np.where((idx < n) & (prior < done[:, None]), np.maximum(send[rows, i], freed), np.inf)
+    h, g, seen = fe
+    if seen is not None:
+        return sent, np.where(np.isfinite(sent), seen[i], np.inf)
+    j = np.arange(idx.shape[1])
+    ready = np.maximum(last_ready[:, None] + (j + 1) * g, h + j * g + np.maximum.accumulate(sent - j * g, axis=1))
+    return sent, ready
 
 
 def metrics(res: SimResult, input_lens: np.ndarray, output_lens: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,35 +1,56 @@
-"""The target's step time calibrated from a baseline `vllm bench serve` run: `fit_step`.
+"""The engine's step time calibrated from a baseline `vllm bench serve` run: `fit_step`.
 
-The file has no engine timeline, only each request's TTFT, its inter-chunk gaps (ITLs) and the run's duration,
-so the timeline is rebuilt first (`timeline`): with the client's concurrency cap C and requests sent in order,
-request i is sent when the earliest of the C client slots frees (a heap), start_i = max(a_i, slot free time),
-and it ends at start_i + ttft_i + sum(itls_i); a_i = 0 for request_rate inf, else i / request_rate (the
-expected Poisson send time: the file does not keep the real ones). Then every inter-chunk gap g (one engine step
-with one chunk streamed per step) is regressed, by least squares, on the engine's state during it:
+With `--save-detailed`'s per-request `start_times` the run shows its engine steps (`costmodel.serving.steps`:
+the chunks of one step arrive together); every busy step k is regressed, by least squares, on what it ran:
 
-    g_us = alpha + beta * B + gamma * P
+    T_k_us = alpha + beta * n_decode_k + gamma * prefill_tokens_k
 
-B = requests decoding at the gap's midpoint (first token sent, last not yet), P = prompt tokens of the requests
-whose first token falls inside the gap (their prefill ran in that step); gaps under 1 us are left out (two chunks
-read at once). gamma < 0 is refitted as 0, beta < 0 or alpha < 0 as a constant step (the mean gap). The fit's
-error is reported as R^2 and the RMS relative residual of g. alpha + beta * B is the *whole* baseline step
-(target forward + the baseline strategy's draft per decode step); a strategy's step adds its difference in that.
+n_decode = requests decoding in it (one streamed chunk each), prefill_tokens = prompt tokens prefilled in it. A
+prompt longer than the step's token budget is prefilled in chunks over the steps before its first token
+(`prefill_per_step`: FCFS, each step's budget max_num_batched_tokens less (1 + K) tokens per decoding request),
+so the budget enters the regressors; where no `--max-num-batched-tokens` is given it is inferred
+(`infer_budget`): the power of two from 64 up to which, so attributed, halves the fit's squared error against
+whole prompts in their first-token step - else the run does not show it (every prompt fit in one step).
+What is fitted is stated: the run's busy steps (`part="all"`), or only those in the first half of the run's busy
+time (`part="first-half"`: the second half is held out, `validate --serving --held-out`). The step model is fitted
+on step durations, never on a reported metric: TTFT, ITL, E2EL and throughput come out of the replay.
 
-TTFT beyond the prefill step (tokenization, HTTP, detokenization: time that does not hold other requests up) is
-`overhead_s`, fitted by `costmodel.serving.ab` so the baseline replay's mean TTFT matches the run's.
+`front_end_s` (the time from the client's send to the engine seeing a request: HTTP, tokenization) is measured,
+not fitted: request i's prefill step starts at s_k (the previous step's end, or the step's end less its modelled
+time where the engine was idle before it), so its lag is s_k - sent_i less half of the step before (it arrived
+uniformly inside it); the median lag over the requests that found a free server slot (fewer than the inferred
+max_num_seqs in the server when sent; every request where the cap is not seen).
+
+Without `start_times` (older files) the timeline is rebuilt (`timeline`): with the client's concurrency cap C and
+requests sent in order, request i is sent when the earliest of the C client slots frees (a heap), start_i =
+max(a_i, slot free time), and it ends at start_i + ttft_i + sum(itls_i); a_i = 0 for request_rate inf, else
+i / request_rate. Then every inter-chunk gap g (one engine step) is regressed on the state during it (B = requests
+decoding at its midpoint, P = prompt tokens of requests whose first token falls inside it), gaps under 1 us left
+out; front_end_s is 0 there. In both, every coefficient is kept >= 0 (bounded least squares). The fit's error is
+R^2 and the RMS relative residual. alpha + beta * B is the *whole* baseline step (target
+forward + the baseline strategy's draft per decode step); a strategy's step adds its difference in that.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import lsq_linear
 
 from ..io.errors import InputError
+from .limits import FIT_PARTS as PARTS
 from .replay import StepModel
 from .run import BenchRun
+from .server import infer_server
+from .steps import EngineSteps, engine_steps
+
+BUDGETS = tuple(2 ** j for j in range(6, 17))  # 64 .. 65536: max_num_batched_tokens candidates
+BUDGET_GAIN = 0.5  # an inferred budget must halve the squared error of whole prompts in their first-token step
+FRONT_END_GAPS_S = np.arange(0.0, 0.0501, 0.0005)  # the front end's gap between requests, tried: 0 .. 50 ms
+FRONT_END_REQUESTS = 2000  # the first requests (in the engine's order) it is measured on: bounded work
 
 
 @dataclass(frozen=True)
@@ -41,12 +62,23 @@ class StepFit:
     rms_rel: float
     gaps: int
     mean_batch: float
+    front_end_s: float = 0.0
+    budget: int | None = None  # max_num_batched_tokens: the given one, the inferred one, or None (not seen)
+    budget_source: str = ""
+    unit: str = "inter-token gaps"  # what was regressed: "engine steps" (recovered) or inter-token gaps
+    part: str = "all"
+    front_end_gap_s: float = 0.0
+    seen_s: np.ndarray | None = field(default=None, compare=False)  # per request: when the engine saw it (run clock)
 
     def describe(self) -> str:
         s = self.step
+        part = "" if self.part == "all" else ", the run's first half only"
         return (f"step_us = {s.alpha_us:.1f} + {s.beta_us:.2f} x B_decode + {s.gamma_us:.4f} x prefill_tokens "
-                f"(least squares on {self.gaps} inter-token gaps, mean decode batch {self.mean_batch:.2f}; "
+                f"(least squares on {self.gaps} {self.unit}{part}, mean decode batch {self.mean_batch:.2f}; "
                 f"R^2 {self.r2:.3f}, RMS relative residual {100 * self.rms_rel:.1f}%)")
+
+    def describe_budget(self) -> str:
+        return self.budget_source
 
 
 def timeline(run: BenchRun) -> tuple[np.ndarray, np.ndarray]:
@@ -66,8 +98,8 @@ def timeline(run: BenchRun) -> tuple[np.ndarray, np.ndarray]:
     return start, start + latency
 
 
-def fit_step(run: BenchRun) -> StepFit:
-    """Least-squares step model from the run's gaps (module doc)."""
+def _fit_gaps(run: BenchRun) -> StepFit:
+    """Least-squares step model from the run's gaps (module doc: without start_times)."""
     start, end = timeline(run)
     first = start + run.ttfts_s
     gaps = run.gaps_s
@@ -86,22 +118,127 @@ def fit_step(run: BenchRun) -> StepFit:
     prefill = cum[np.searchsorted(fs, tok, "right")] - cum[np.searchsorted(fs, prev, "right")]
     y = gaps * 1e6
     ok = y >= 1.0  # a gap under 1 us is two chunks read at once, not an engine step
-    y, batch, prefill = y[ok], batch[ok], prefill[ok]
-    if y.size < 3:
+    if ok.sum() < 3:
         raise InputError(f"bench {run.name}: fewer than 3 inter-token gaps of 1 us or more, nothing to fit the step on")
-    cols = [np.ones_like(y), batch, prefill]
-    coef = _lstsq(cols, y)
-    if coef[2] < 0 or not prefill.any():
-        coef = np.r_[_lstsq(cols[:2], y), 0.0]
-    if coef[1] < 0 or coef[0] < 0:  # a step never gets faster with more requests, nor takes negative time
-        coef = np.array([y.mean(), 0.0, 0.0])
-    fit = coef[0] + coef[1] * batch + coef[2] * prefill
+    coef, r2, rms = _regress(y[ok], batch[ok], prefill[ok])
+    return StepFit(StepModel(*coef), r2, rms, int(ok.sum()), float(batch[ok].mean()))
+
+
+def _regress(y: np.ndarray, batch: np.ndarray, prefill: np.ndarray) -> tuple[tuple[float, float, float], float, float]:
+    """((alpha, beta, gamma), R^2, RMS relative residual) of y = alpha + beta batch + gamma prefill, least squares
+    with every coefficient >= 0 (a step never gets faster with more work, nor takes negative time; scipy's
+    bounded `lsq_linear`: the plain least-squares answer wherever that is already >= 0)."""
+    cols = np.stack([np.ones_like(y), batch, prefill], axis=1)
+    coef = lsq_linear(cols, y, bounds=(0.0, np.inf), method="bvls").x
+    fit = cols @ coef
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float(((y - fit) ** 2).sum()) / ss if ss > 0 else 1.0
-    rms = float(np.sqrt(np.mean(((fit - y) / y) ** 2)))
-    return StepFit(StepModel(float(coef[0]), float(coef[1]), float(coef[2])), r2, rms, int(y.size),
-                   float(batch.mean()))
+    rms = float(np.sqrt(np.mean(((fit - y) / np.maximum(y, 1e-9)) ** 2)))
+    return (float(coef[0]), float(coef[1]), float(coef[2])), r2, rms
 
 
-def _lstsq(cols: list[np.ndarray], y: np.ndarray) -> np.ndarray:
-    return np.linalg.lstsq(np.stack(cols, axis=1), y, rcond=None)[0]
+def prefill_per_step(steps: EngineSteps, input_lens: np.ndarray, budget: int | None, spec_tokens: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens prefilled in each step, each request's first prefill step) (module doc): whole prompts in
+    their first-token step where they fit the step's budget, else chunked backwards from it, FCFS (requests in
+    first-token order; the run's first step takes what is left)."""
+    whole = steps.prefill_tokens.astype(float)
+    room = (np.inf if budget is None else np.maximum(budget - steps.n_decode * (1 + spec_tokens), 0)) + 0 * whole
+    if (whole <= room).all():
+        return whole, steps.first_step.copy()
+    used, first = np.zeros(steps.count), steps.first_step.copy()
+    for i in np.argsort(steps.first_step, kind="stable"):  # O(requests x chunks), only for runs that chunk
+        left, k = float(input_lens[i]), int(steps.first_step[i])
+        while left > 0:
+            take = left if k == 0 else max(min(left, room[k] - used[k]), 0.0)
+            used[k] += take
+            left -= take
+            first[i] = k if take > 0 else first[i]
+            k -= 1
+    return used, first
+
+
+def _fit_steps(steps: EngineSteps, run: BenchRun, budget: int | None, spec_tokens: int, part: str
+               ) -> tuple[tuple[float, float, float], float, float, np.ndarray, float]:
+    """(coef, R^2, RMS, the busy steps used, SSE) of the step regression under a budget."""
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens)[0]
+    use = steps.busy.copy()
+    if part == "first-half":
+        t = steps.end_s
+        cut = np.median(t[use]) if use.any() else t[-1]
+        use &= t <= cut
+    if use.sum() < 3:
+        raise InputError(f"bench {run.name}: fewer than 3 engine steps to fit the step time on")
+    y = steps.duration_s[use] * 1e6
+    coef, r2, rms = _regress(y, steps.n_decode[use].astype(float), prefill[use])
+    fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill[use]
+    return coef, r2, rms, use, float(((y - fit) ** 2).sum())
+
+
+def infer_budget(steps: EngineSteps, run: BenchRun, spec_tokens: int) -> tuple[int | None, str]:
+    """max_num_batched_tokens as the run shows it (module doc), and how it was found."""
+    base = _fit_steps(steps, run, None, spec_tokens, "all")[4]
+    most = float(steps.prefill_tokens.max() + (steps.n_decode * (1 + spec_tokens)).max())
+    tried = [(b, _fit_steps(steps, run, b, spec_tokens, "all")[4]) for b in BUDGETS if b < most]
+    if tried:
+        b, sse = min(tried, key=lambda x: x[1])
+        if sse < BUDGET_GAIN * base:
+            return b, (f"inferred max_num_batched_tokens {b}: prompts chunked at {b} tokens per step explain the "
+                       f"step times {base / max(sse, 1e-9):.1f}x better than whole prompts")
+    return None, (f"max_num_batched_tokens not seen (>= {most:.0f}): every prompt fit in one step's budget")
+
+
+def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | None, spec_tokens: int
+              ) -> tuple[float, float, np.ndarray]:
+    """(front_end_s, front_end_gap_s, seen_s): the front end's lag from send to the engine and the gap between
+    requests it passes on (module doc), s, both >= 0; and when the engine saw each request (module doc)."""
+    dur = np.nan_to_num(steps.duration_s)
+    prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens)  # k: each request's first prefill step
+    modelled = (step.alpha_us + step.beta_us * steps.n_decode + step.gamma_us * prefill) * 1e-6
+    start = np.where(steps.busy, steps.end_s - dur, steps.end_s - modelled)
+    # seen by the engine inside (start of the step before, start of its first prefill step]; at the start where the
+    # engine was idle before that step (it started on the request) or for the run's first step
+    waited = (k > 0) & steps.busy[k]
+    seen = np.where(waited, start[k] - 0.5 * dur[np.maximum(k - 1, 0)], start[k])
+    sent = run.start_times_s - run.start_times_s.min()
+    free = np.ones(run.n, dtype=bool)
+    server = infer_server(run)
+    if server is not None and server.binds:  # only requests that found a free slot were admitted when seen
+        # slots held through step j: requests from their first prefill step to their last token's step
+        held = np.cumsum(np.bincount(k, minlength=steps.count + 1) -
+                         np.bincount(steps.last_step + 1, minlength=steps.count + 1))
+        free = (k == 0) | (held[np.maximum(k - 1, 0)] < server.max_num_seqs)
+    idx = np.flatnonzero(free)
+    idx = idx[np.lexsort((sent[idx], k[idx]))][:FRONT_END_REQUESTS]  # in the order the engine took them
+    rank = np.arange(idx.size)
+    gap = FRONT_END_GAPS_S[:, None]
+    base = rank * gap + np.maximum.accumulate(sent[idx] - rank * gap, axis=1)  # ready - h for each gap g
+    h = np.maximum(np.median(seen[idx] - base, axis=1), 0.0)
+    err = np.abs(seen[idx] - base - h[:, None]).sum(axis=1)  # least absolute deviations: h is its minimiser
+    best = int(np.argmin(err))
+    lag = float(np.maximum(np.median(seen[free] - sent[free]), 0.0))
+    # a request that waited for a slot was seen at some time before its admission: sent + the median lag, but not
+    # before a request the engine admitted ahead of it (FCFS: the replay admits in the order the engine did)
+    engine_order = np.lexsort((sent, k))
+    when = np.where(free, np.maximum(seen, sent), sent + lag)
+    seen_s = np.empty(run.n)
+    seen_s[engine_order] = np.maximum.accumulate(when[engine_order])
+    return float(h[best]), float(FRONT_END_GAPS_S[best]), seen_s
+
+
+def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, part: str = "all") -> StepFit:
+    """The step model of the run (module doc): on its engine steps where it has start_times, else on its gaps.
+    budget: the server's max_num_batched_tokens if known (else inferred); spec_tokens: K of the run."""
+    if part not in PARTS:
+        raise InputError(f"step fit part must be one of {', '.join(PARTS)}")
+    steps = engine_steps(run) if run.has_timeline else None
+    if steps is None or steps.busy.sum() < 3:
+        return _fit_gaps(run)
+    source = f"max_num_batched_tokens {budget} (given)"
+    if budget is None:
+        budget, source = infer_budget(steps, run, spec_tokens)
+    coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
+    step = StepModel(*coef)
+    lag, gap, seen = front_end(steps, run, step, budget, spec_tokens)
+    return StepFit(step, r2, rms, int(use.sum()), float(steps.n_decode[use].mean()), lag,
+                   budget, source, "engine steps", part, gap, seen)

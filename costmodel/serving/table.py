@@ -26,6 +26,22 @@ from .run import MAX_BENCH_BYTES, parse_bench_text
 CLI_CONFIG = SimConfig()  # simulate's flag defaults (costmodel/cli/simulate_args.py)
 
 
+def setup_lines(ab: dict[str, Any]) -> list[str]:
+    """What the replay ran and what it read from the run, one line each (the CLI's header, the tab's caption)."""
+    rate = ab["request_rate"] if isinstance(ab["request_rate"], str) else f"{ab['request_rate']:g}/s"
+    return [f"bench {ab['bench']}: {ab['requests']} requests, request_rate {rate}, max_concurrency "
+            f"{ab['max_concurrency']}, {ab['slots']} slots, acceptance length {ab['acceptance_length']:.3f} "
+            f"({ab['acceptance_source']}), K {ab['num_spec_tokens']}",
+            f"server: {ab['server']}; {ab['token_budget']}",
+            f"arrivals: {ab['arrivals']}",
+            f"step fit: {ab['step_fit']}",
+            f"front end (measured on the run's steps): {ab['front_end_ms']:.1f} ms from send to the engine, one "
+            f"request per {ab['front_end_gap_ms']:.1f} ms",
+            f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "
+            f"(point) + {ab['seeds']} (members)",
+            *([f"fabric: {ab['fabric']}"] if ab.get("fabric") else [])]
+
+
 def bench_text(data: bytes, name: str) -> str:
     """An uploaded bench file as text: at most MAX_BENCH_BYTES, UTF-8 (InputError, one line, otherwise)."""
     check_size(len(data), limit_bytes=MAX_BENCH_BYTES, source=f"bench {name}")

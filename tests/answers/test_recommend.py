@@ -103,7 +103,7 @@ def test_bench_json_littles_law_by_hand():
 def test_example_workloads_load():
     csv = load_workload(EXAMPLES / "chat-diurnal.csv")
     assert csv.batch.size >= 10 and csv.weight.sum() == pytest.approx(1)
-    bench = load_workload(EXAMPLES / "vllm-bench-serve-c16.json")
+    bench = load_workload(EXAMPLES / "vllm-cpu-spec-k3.json")
     assert bench.source == "vllm-bench" and 1 <= bench.mean_batch <= 16
     with pytest.raises(InputError, match="no such file"):
         load_workload(EXAMPLES / "missing.csv")
@@ -189,7 +189,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=180)
 
 
-@pytest.mark.parametrize("example", ["chat-diurnal.csv", "vllm-bench-serve-c16.json"])
+@pytest.mark.parametrize("example", ["chat-diurnal.csv", "vllm-cpu-spec-k3.json"])
 def test_cli_recommend_on_the_examples(example):
     proc = run_cli("recommend", "--workload", str(EXAMPLES / example), "--preset", "llama4-maverick", "--tp", "8",
                    "--num-spec-tokens", "5", "--itl-ms", "25", "--acceptance-length", "3")

@@ -19,10 +19,10 @@ CASES = [  # (argv with IN standing for the input copy, the input file to copy)
     (["compare", "IN", "h100-sxm-nvlink", "--csv", "IN"], "data/profiles/cpu-gloo.json", "--csv"),
     (["predict-points", "--profile", "h200-sxm-nvlink", "--in", "IN", "--out", "IN"],
      "data/calibration/cpu-gloo/collectives.csv", "--out"),
-    (["simulate", "--bench", "IN", "--csv", "IN"], "data/examples/vllm-bench-serve-c16.json", "--csv"),
+    (["simulate", "--bench", "IN", "--csv", "IN"], "data/examples/vllm-cpu-spec-k3.json", "--csv"),
     (["simulate", "--prompts", "IN", "--num-prompts", "5", "--itl-ms", "5", "--acceptance-length", "2", "--csv",
-      "IN"], "data/examples/vllm-bench-serve-c16.json", "--csv"),
-    (["validate", "--serving", "IN", "--out", "IN"], "data/examples/vllm-bench-serve-c16.json", "--out"),
+      "IN"], "data/examples/vllm-cpu-spec-k3.json", "--csv"),
+    (["validate", "--serving", "IN", "--out", "IN"], "data/examples/vllm-cpu-spec-k3.json", "--out"),
 ]
 
 
@@ -68,7 +68,7 @@ def test_the_profile_protected_is_the_one_loaded_even_beside_a_same_named_local_
     ["predict", "--tp", "2", "--batch", "4", "--matrix-csv"],
     ["compare", "h100-sxm-nvlink", "b200-hgx-nvlink", "--csv"],
     ["predict-points", "--in", str(ROOT / "data/calibration/cpu-gloo/collectives.csv"), "--out"],
-    ["simulate", "--bench", str(ROOT / "data/examples/vllm-bench-serve-c16.json"), "--csv"],
+    ["simulate", "--bench", str(ROOT / "data/examples/vllm-cpu-spec-k3.json"), "--csv"],
     ["validate", "--out"],
 ], ids=lambda argv: f"{argv[0]}-{argv[-1]}")
 def test_an_empty_output_path_is_refused_not_a_silent_exit_0(capsys, argv):

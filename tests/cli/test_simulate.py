@@ -22,7 +22,7 @@ from costmodel.serving.run import parse_bench_run
 from costmodel.serving.step_fit import fit_step, timeline
 from costmodel.serving.table import ab_rows, simulate_bench
 
-EXAMPLE = "data/examples/vllm-bench-serve-c16.json"
+EXAMPLE = "data/examples/vllm-cpu-spec-k3.json"
 SCENARIO = ("--preset", "llama4-maverick", "--tp", "8")
 
 
@@ -76,12 +76,13 @@ def test_example_ab_table_json(capsys, tmp_path):
         for cell in table.values():
             assert cell["low"] <= cell["high"] and set(cell) == {"value", "low", "high"}
     err_pct = ab["baseline_reproduction_error_pct"]
-    # ITL is what the step is fitted on; TPOT and E2EL follow from it and the acceptance draw; TTFT from the
-    # fitted overhead; the throughputs carry the example file's own inconsistency (its duration is shorter than
-    # its 48 latencies at concurrency 16 allow: timeline_end_s)
-    assert abs(err_pct["mean_itl_ms"]) < 0.5 and abs(err_pct["mean_tpot_ms"]) < 3 and abs(err_pct["mean_e2el_ms"]) < 3
-    assert abs(err_pct["mean_ttft_ms"]) < 10
-    assert ab["timeline_end_s"] > 5.781 * 1.2 and err_pct["output_throughput"] < -15
+    # a real vLLM run (data/serving-runs/spec1l-k3-r1.json): nothing is fitted to a metric, and the replay is within
+    # issue 42's bounds (docs/accuracy.md "Against real vLLM runs"): 5% on throughput and the means and medians,
+    # 10% on p99 TTFT and ITL
+    within = {**dict.fromkeys(("output_throughput", "median_ttft_ms", "mean_e2el_ms", "mean_ttft_ms", "mean_itl_ms",
+                               "mean_tpot_ms", "median_itl_ms"), 5.0), "p99_ttft_ms": 10.0, "p99_itl_ms": 10.0}
+    assert all(abs(err_pct[k]) < v for k, v in within.items()), {k: round(v, 1) for k, v in err_pct.items()}
+    assert "engine steps" in ab["step_fit"] and ab["front_end_ms"] > 0
     assert set(ab["detectable"]["strategies"]["local_argmax_pairs"]) == set(ab["metrics"])
     rows = list(csv.DictReader(out_csv.open()))  # the A/B table's rows, as the text and the dashboard tab show them
     want = ab_rows(ab)
@@ -121,12 +122,26 @@ def test_bench_without_arrays_refused(capsys, tmp_path):
     assert code == 2 and "needs per-request input_lens and output_lens" in err
 
 
-def test_itl_change_is_the_pipelines_draft_step_saving(capsys):
-    """A constant target step (the example's fit has beta = 0): every ITL gap is alpha + delta(n), so the mean ITL's
-    change lies between the pipeline's smallest and largest whole-draft-step difference over the 16 slots
+def constant_run(tmp_path: Path, **extra) -> str:
+    """48 requests through a client cap of 16, 32 / 48 / 64 output tokens, every gap 26.5 ms and TTFT 180 ms, no
+    start_times: the step fit on its gaps (the decode batch varies, the gap does not) is a constant step, alpha =
+    26.5 ms, beta = gamma = 0."""
+    outs = [32 + 16 * (i % 3) for i in range(48)]
+    data = {"duration": 6.0, "max_concurrency": 16, "request_rate": "inf", "input_lens": [100] * 48,
+            "output_lens": outs, "ttfts": [0.18] * 48, "itls": [[0.0265] * (o - 1) for o in outs], **extra}
+    path = tmp_path / "constant.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_itl_change_is_the_pipelines_draft_step_saving(capsys, tmp_path):
+    """A constant target step: every ITL gap is alpha + delta(n), so the mean ITL's change lies between the
+    pipeline's smallest and largest whole-draft-step difference over the 16 slots
     (costmodel.answers.whole_step.whole_step_totals through costmodel.serving.ab.draft_deltas)."""
-    code, out, _ = cli(capsys, "simulate", "--bench", EXAMPLE, *SCENARIO, "--json")
+    code, out, _ = cli(capsys, "simulate", "--bench", constant_run(tmp_path), *SCENARIO, "--json",
+                       "--acceptance-length", "2.5")
     ab = json.loads(out)
+    assert ab["step_fit"].startswith("step_us = 26500.0 + 0.00 x B_decode + 0.0000 x prefill_tokens")
     args = build_parser().parse_args(["simulate", *SCENARIO])
     args.verify, args.greedy_fraction, args.target_dtype, args.itl_ms, args.acceptance_length = (False, None, None,
                                                                                                  None, None)
@@ -141,11 +156,9 @@ def test_itl_change_is_the_pipelines_draft_step_saving(capsys):
 
 def test_percentiles_shown_where_the_run_has_them(capsys, tmp_path):
     """A run reporting median / p99 TTFT gets those rows simulated too; one without them does not."""
-    data = json.loads(Path(EXAMPLE).read_text())
-    data.update(median_ttft_ms=180.0, p99_ttft_ms=180.0, median_itl_ms=26.5, p99_itl_ms=30.0)
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps(data))
-    code, out, err = cli(capsys, "simulate", "--bench", str(path), *SCENARIO, "--json", "--seeds", "2")
+    path = constant_run(tmp_path, median_ttft_ms=180.0, p99_ttft_ms=180.0, median_itl_ms=26.5, p99_itl_ms=30.0)
+    code, out, err = cli(capsys, "simulate", "--bench", path, *SCENARIO, "--json", "--seeds", "2",
+                         "--acceptance-length", "2.5")
     ab = json.loads(out)
     assert code == 0 and {"median_ttft_ms", "p99_ttft_ms"} <= set(ab["metrics"]), err
     assert "p99_e2el_ms" not in ab["metrics"] and {"median_itl_ms", "p99_itl_ms"} <= set(ab["metrics"])

@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from tests.dashboard.test_parity import run_app
 
 TAB = "Serving A/B"
-EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"
+EXAMPLE = ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json"
 FOCUS = "local_argmax_pairs"
 
 

@@ -14,7 +14,7 @@ from costmodel.serving.run import parse_bench_text
 from costmodel.serving.workload import parse_workload
 from tests.conftest import ROOT
 
-EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"
+EXAMPLE = ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json"
 SCENARIO = ["--preset", "llama4-maverick", "--tp", "8", "--num-spec-tokens", "3"]
 
 
@@ -54,18 +54,18 @@ def test_a_used_field_keeps_its_checks(tmp_path):
 
 @pytest.mark.parametrize("value", [0.5, 4.5, 9.0])
 def test_file_acceptance_outside_1_to_k_plus_1_is_refused(tmp_path, capsys, value):
-    path = with_fields(tmp_path, acceptance_length=value)
+    path = with_fields(tmp_path, spec_decode_acceptance_length=value)
     assert main(["simulate", *SCENARIO, "--bench", path]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: bench run.json: acceptance_length {value:g} is outside 1..K+1 = 1..4 tokens per decode "
+    assert err == (f"error: bench run.json: spec_decode_acceptance_length {value:g} is outside 1..K+1 = 1..4 tokens per decode "
                    "step with K = 3 (the file's value wins over --acceptance-length; give the K the run used)")
 
 
 def test_the_file_acceptance_wins_over_the_flag_and_says_so(tmp_path, capsys):
-    path = with_fields(tmp_path, acceptance_length=2.5)
+    path = with_fields(tmp_path, spec_decode_acceptance_length=2.5)
     assert main(["simulate", *SCENARIO, "--bench", path, "--acceptance-length", "3.5", "--seeds", "4"]) == 0
     out = capsys.readouterr().out
-    assert "acceptance length 2.500 (the file's acceptance_length)" in " ".join(out.split())
+    assert "acceptance length 2.500 (the file's spec_decode_acceptance_length)" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("flag, value", [("--request-rate", "4"), ("--num-prompts", "10"), ("--input-len", "64"),

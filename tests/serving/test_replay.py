@@ -28,7 +28,7 @@ def run_one(inp, out, *, tau_us=1000.0, length=1.0, k=3, slots=4, capped=False, 
     seed_of = np.arange(send.shape[0]) if delta is None else np.zeros(len(delta), dtype=int)
     delta = np.zeros((seed_of.size, slots + 1)) if delta is None else np.asarray(delta, dtype=float)
     return simulate_runs(inp, out, send, seed_of, step or StepModel(tau_us), delta, k=k, acceptance_length=length,
-                         slots=slots, client_capped=capped, max_batched_tokens=budget)
+                         slots=slots, client_cap=slots if capped else None, max_batched_tokens=budget)
 
 
 def test_one_request_constant_step():
@@ -67,6 +67,26 @@ def test_client_cap_starts_the_clock_at_send():
     res = run_one([10] * 5, [4] * 5, slots=1, capped=True)
     assert res.ttft_s[0] == pytest.approx(1e-3)
     assert res.duration_s[0] == pytest.approx(20e-3)
+
+
+def test_client_cap_above_the_servers_queues_only_the_excess():
+    """Client cap 3 over one server slot, 6 requests of 4 steps at rate inf: the client sends 0, 1, 2 at once and
+    request i >= 3 when request i - 3 completes (at 4 (i - 2) tau); the server runs one at a time, so request i
+    starts its prefill at 4 i tau: TTFT_0..2 = 1, 5, 9 tau, then every later one waits two requests: 9 tau."""
+    inp, out = np.full(6, 10), np.full(6, 4)
+    res = simulate_runs(inp, out, np.zeros((1, 6)), np.zeros(1, dtype=int), StepModel(1000.0), np.zeros((1, 2)), k=0,
+                        acceptance_length=1.0, slots=1, client_cap=3, max_batched_tokens=8192)
+    assert res.ttft_s[0].tolist() == pytest.approx([1e-3, 5e-3, 9e-3, 9e-3, 9e-3, 9e-3])
+    assert res.e2el_s[0].tolist() == pytest.approx([4e-3, 8e-3, 12e-3, 12e-3, 12e-3, 12e-3])
+    assert res.duration_s[0] == pytest.approx(24e-3)
+
+
+def test_front_end_overhead_delays_admission_not_the_clock():
+    """overhead 2.5 tau: a lone request is seen at 2.5 tau, prefilled in the step [2.5, 3.5] tau: TTFT 3.5 tau."""
+    res = simulate_runs(np.array([10]), np.array([3]), np.zeros((1, 1)), np.zeros(1, dtype=int), StepModel(1000.0),
+                        np.zeros((1, 2)), k=0, acceptance_length=1.0, slots=1, client_cap=None,
+                        max_batched_tokens=8192, front_end_s=2.5e-3)
+    assert res.ttft_s[0, 0] == pytest.approx(3.5e-3) and res.e2el_s[0, 0] == pytest.approx(5.5e-3)
 
 
 def test_md1_queue_matches_pollaczek_khinchine():
@@ -123,7 +143,7 @@ def test_itl_percentiles_from_the_histogram():
     """Constant 1 ms steps: every gap is 1000 us, so median and p99 ITL are 1 ms within a bin (0.4%); by hand, a
     histogram with 3 gaps in bin 10 and 1 in bin 20 has its median in bin 10 and its p99 in bin 20."""
     res = simulate_runs(np.array([10, 10]), np.array([20, 5]), np.zeros((1, 2)), np.array([0]), StepModel(1000.0),
-                        np.zeros((1, 3)), k=3, acceptance_length=1.0, slots=2, client_capped=False,
+                        np.zeros((1, 3)), k=3, acceptance_length=1.0, slots=2, client_cap=None,
                         max_batched_tokens=8192, itl_hist=True)
     assert res.itl_hist.sum() == 19 + 4
     m = metrics(res, [10, 10], [20, 5])

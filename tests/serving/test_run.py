@@ -28,7 +28,7 @@ from costmodel.serving.run import (
     sharegpt_lengths,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "examples" / "vllm-bench-serve-c16.json"
+EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "examples" / "vllm-cpu-spec-k3.json"
 
 
 def good() -> dict:
@@ -39,13 +39,16 @@ def good() -> dict:
 def test_example_run_is_read_per_request():
     run = load_bench_run(EXAMPLE)
     data = json.loads(EXAMPLE.read_text())
-    assert run.n == 48 and run.max_concurrency == 16 and math.isinf(run.request_rate)
+    assert run.n == 128 and run.max_concurrency is None and math.isinf(run.request_rate)
     assert run.itl_sum_s[0] == pytest.approx(sum(data["itls"][0]))
     assert run.itl_count[0] == len(data["itls"][0]) and run.gaps_s.size == sum(len(x) for x in data["itls"])
-    # acceptance length = tokens per chunk: sum(output_len - 1) / number of chunks
+    assert run.start_times_s.tolist() == data["start_times"]
+    # the acceptance length vLLM's bench wrote (the server's counters), not tokens per chunk
+    assert run.acceptance_length == data["spec_decode_acceptance_length"]
+    assert run.acceptance_source == "the file's spec_decode_acceptance_length"
     tokens = sum(n - 1 for n in data["output_lens"])
-    assert run.acceptance_length == pytest.approx(tokens / sum(len(x) for x in data["itls"]))
-    assert run.reported["mean_itl_ms"] == 26.521
+    assert tokens / sum(len(x) for x in data["itls"]) == pytest.approx(2.33, abs=0.01)  # per chunk: not the same
+    assert run.reported["mean_itl_ms"] == data["mean_itl_ms"]
 
 
 def test_small_run_by_hand():
@@ -169,5 +172,5 @@ def test_a_bench_json_with_a_utf8_bom_is_read_as_a_bom_csv_is(tmp_path):
     """issue 43: a BOM bench JSON (as Windows editors save it) was refused while a BOM CSV was read."""
     path = tmp_path / "bom.json"
     path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE.read_bytes())
-    assert load_bench_run(path).n == load_bench_run(EXAMPLE).n == 48
+    assert load_bench_run(path).n == load_bench_run(EXAMPLE).n == 128
     assert loads_json(b"\xef\xbb\xbf" + json.dumps(good()).encode(), "t") == good()  # the dashboard's upload bytes

@@ -39,7 +39,7 @@ def test_client_capped_run_does_not_show_the_cap():
 
 
 def test_no_timeline_no_inference():
-    data = json.loads((ROOT / "data" / "examples" / "vllm-bench-serve-c16.json").read_text())
+    data = json.loads((ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json").read_text())
     data.pop("start_times", None)
     assert infer_server(parse_bench_run(data, "x.json")) is None
 

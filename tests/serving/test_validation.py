@@ -10,36 +10,70 @@ import pytest
 from costmodel.cli.main import main
 from costmodel.profiles.store import load_profile
 from costmodel.serving.ab import vllm_batch_defaults
+from costmodel.serving.validation import AB_PAIRS, PAIR_TARGET_PCT, TARGET_PCT, bundled_runs
 from tests.conftest import ROOT
 
-EXAMPLE = ROOT / "data" / "examples" / "vllm-bench-serve-c16.json"
+EXAMPLE = ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json"
 
 
-def test_bundled_runs_are_replayed_and_marked_synthetic(capsys, tmp_path):
-    out = tmp_path / "serving.csv"
-    assert main(["validate", "--serving", "--out", str(out)]) == 0
+def test_bundled_real_runs_are_replayed_within_the_issues_bounds(capsys, tmp_path):
+    """The default runs are the bundled real vLLM runs (data/serving-runs/); the CSV holds every metric's row, the
+    text one line per run, and the error is the same replay `simulate --json` reports."""
+    out, pairs = tmp_path / "serving.csv", tmp_path / "pairs.csv"
+    assert main(["validate", "--serving", "--out", str(out), "--pairs-out", str(pairs)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("serving: each run's own metrics vs the baseline strategy's replay")
-    assert "vllm-bench-serve-c16.json: synthetic example of a `vllm bench serve --save-result` file" in text
     rows = pd.read_csv(out)
-    assert set(rows["kind"]) == {"synthetic"} and set(rows["run"]) == {EXAMPLE.name}
+    names = {p.name for p in bundled_runs()}
+    assert set(rows["run"]) == names and len(names) >= 16 and set(rows["kind"]) == {"measured"}
     assert rows["error_pct"].tolist() == pytest.approx(
         (100 * (rows["replayed"] - rows["measured"]) / rows["measured"]).tolist())
+    # issue 42's bounds, held on every run for throughput, mean E2EL and p99 TTFT (docs/accuracy.md)
+    for metric in ("output_throughput", "mean_e2el_ms", "p99_ttft_ms"):
+        errs = rows[rows["metric"] == metric]["error_pct"].abs()
+        assert len(errs) == len(names) and errs.max() <= TARGET_PCT[metric], metric
+    assert "within issue 42's bounds: output_throughput 23/23" in text
+    # the real A/B pairs: run A and the per-step difference predict B's throughput and mean ITL within 5%
+    ab = pd.read_csv(pairs)
+    assert len(set(ab["pair"])) == len(AB_PAIRS)
+    for metric, bound in PAIR_TARGET_PCT.items():
+        assert ab[ab["metric"] == metric]["error_pct"].abs().max() <= bound, metric
     # the same replay as `simulate --json`'s baseline reproduction error
-    assert main(["simulate", "--bench", str(EXAMPLE), "--preset", "llama4-maverick", "--tp", "8", "--json"]) == 0
-    ab = json.loads(capsys.readouterr().out)
-    got = rows.set_index("metric")["error_pct"].to_dict()
-    assert got == pytest.approx({k: v for k, v in ab["baseline_reproduction_error_pct"].items() if v is not None})
+    one = ROOT / "data" / "serving-runs" / "spec1l-k3-r1.json"
+    assert main(["simulate", "--bench", str(one), "--preset", "llama4-maverick", "--tp", "8", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["baseline_reproduction_error_pct"]
+    assert rows[rows["run"] == one.name].set_index("metric")["error_pct"].to_dict() == pytest.approx(got)
 
 
-def test_a_run_without_a_note_is_measured(capsys, tmp_path):
+def test_first_half_fit_holds_out_the_second_half(capsys):
+    """--serving-fit first-half: the step model sees only the steps of the run's first half; the text says so."""
+    one = str(ROOT / "data" / "serving-runs" / "cap8-poisson16.json")
+    assert main(["validate", "--serving", one, "--serving-fit", "first-half"]) == 0
+    text = capsys.readouterr().out
+    assert "first half's busy steps (second half held out)" in text and "A/B pairs" not in text
+    line = next(x for x in text.splitlines() if x.startswith("cap8-poisson16"))
+    assert abs(float(line.split()[1].rstrip("%"))) < 5  # output throughput
+
+
+def test_a_run_with_a_note_is_synthetic(capsys, tmp_path):
     doc = json.loads(EXAMPLE.read_text())
-    doc.pop("note")
+    doc["note"] = "hand-made"
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(doc))
-    assert main(["validate", "--serving", str(path)]) == 0
-    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("mine.json")]
-    assert len(lines) == 7 and all(x.split()[1] == "measured" for x in lines)
+    out = tmp_path / "rows.csv"
+    assert main(["validate", "--serving", str(path), "--out", str(out)]) == 0
+    assert "  mine.json: hand-made" in capsys.readouterr().out
+    assert set(pd.read_csv(out)["kind"]) == {"synthetic"}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--serving-fit", "second-half"], "invalid choice: 'second-half'"),
+    (["--pairs-out", ""], "--pairs-out"),
+])
+def test_bad_serving_flags_are_one_line(capsys, argv, words):
+    assert main(["validate", "--serving", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
 
 
 def test_a_bad_run_is_one_line(capsys, tmp_path):
