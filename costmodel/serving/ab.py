@@ -245,6 +245,11 @@ def engine_order(run: BenchRun, fit: StepFit | None, send: np.ndarray
             "; the engine saw each request when the run's steps show it")
 
 
+def _lag(fit: StepFit | None) -> float | np.ndarray:
+    """The front end's lag per request as the run shows it (0 without a fit on engine steps)."""
+    return 0.0 if fit is None or fit.lag_s is None else fit.lag_s
+
+
 def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int, acceptance_length: float, slots: int,
                  budget: int, seeds: int = 8, rng_seed: int = 0) -> dict[str, float]:
     """vllm bench serve's metrics of `run` replayed with `step` (K, acceptance length, server slots and token
@@ -253,7 +258,7 @@ def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int, accept
     inp, out, send, seen, _ = engine_order(run, fit, send)
     res = simulate_runs(inp, out, send, np.arange(seeds), step, np.zeros((seeds, slots + 1)), k=k,
                         acceptance_length=acceptance_length, slots=slots, client_cap=run.max_concurrency,
-                        max_batched_tokens=budget, front_end_s=fit.front_end_s, front_end_gap_s=fit.front_end_gap_s,
+                        max_batched_tokens=budget, front_end_s=_lag(fit),
                         seen_s=seen, rng_seed=rng_seed, itl_hist=True)
     return {key: float(v.mean()) for key, v in metrics(res, inp, out).items()}
 
@@ -310,7 +315,6 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     kw = dict(k=k, acceptance_length=acc, slots=slots, client_cap=run.max_concurrency,
               max_batched_tokens=cfg.max_batched_tokens, rng_seed=cfg.rng_seed)
     seed_ids = np.arange(cfg.seeds)
-    front = (fit.front_end_s, fit.front_end_gap_s) if fit is not None else (0.0, 0.0)
     inp, out, send, seen, how_seen = engine_order(run, fit, send)
     sends += how_seen
     pick = rng.integers(0, next(iter(members.values())).shape[0], size=cfg.seeds)
@@ -318,8 +322,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     deltas = [np.broadcast_to(point[s], (ps, slots + 1)) for s in names] + [members[s][pick] for s in names]
     seed_of = np.concatenate([np.arange(ps)] * n_s + [seed_ids] * n_s)
     want_itl = any(x in run.reported for x in ("median_itl_ms", "p99_itl_ms"))
-    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=front[0],
-                        front_end_gap_s=front[1], seen_s=seen, itl_hist=want_itl, **kw)
+    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=_lag(fit), seen_s=seen,
+                        itl_hist=want_itl, **kw)
     m = metrics(res, inp, out)
     shown = [x for x in METRICS] + [x for x in m if x not in METRICS and x in run.reported]
     pt = {s: slice(i * ps, (i + 1) * ps) for i, s in enumerate(names)}
@@ -346,7 +350,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
             "token_budget": budget, "arrivals": sends,
-            "front_end_ms": 1e3 * front[0], "front_end_gap_ms": 1e3 * front[1], "draft_per_decode_step": how,
+            "front_end_ms": 1e3 * (fit.front_end_s if fit is not None else 0.0), "draft_per_decode_step": how,
             "reference": ref, "seeds": cfg.seeds,
             "point_seeds": ps,
             "metrics": shown,

@@ -16,9 +16,9 @@ Per replica and engine step starting at time t (vLLM v1 `Scheduler.schedule`, FC
   max_num_seqs, at most C), the next sent request whose ready_i <= t takes it; the rest wait in the server's
   queue (their wait is inside TTFT). ready_i is when the engine sees it: the front end (the API server's HTTP,
   tokenization and hand-over; vllm/entrypoints/openai and vllm/v1/engine/async_llm.py `AsyncLLM.add_request`)
-  takes front_end_s after the send and passes on at most one request per front_end_gap_s,
-  ready_i = max(sent_i + front_end_s, ready_{i-1} + front_end_gap_s) - a burst reaches the engine spread out, so
-  its first steps prefill a few requests each; both are measured on the run (`costmodel.serving.step_fit`).
+  takes lag_i after the send, in order: ready_i = max(sent_i + lag_i, ready_{i-1}); where the run shows when the
+  engine saw each request and the client did not cap (`seen_s`), ready_i = seen_i. Both are measured on the run
+  (`costmodel.serving.step_fit`): a burst reaches the engine spread out, so its first steps prefill a few each.
 * token budget max_num_batched_tokens: each decoding request schedules 1 + K tokens; what is left goes to ready
   prefills, slot by slot, chunk = min(left, remaining prompt) (slot order approximates FCFS).
 * step time, us:  T = alpha + beta * n_decode + gamma * prefill_tokens + delta[r, n_draft]
@@ -47,6 +47,7 @@ import numpy as np
 from ..io.errors import InputError
 
 MAX_STEPS = 400_000
+NOISE_DRAWS = 4096  # step-jitter draws per seed, reused cyclically
 MAX_TABLE = 40_000_000  # uint8 acceptance draws, seeds x requests x max output
 ITL_BINS = 2000  # log-spaced 1 us .. 10 s: each bin spans 0.8%, so an ITL percentile is within 0.4%
 ITL_EDGES_US = np.logspace(0, 7, ITL_BINS + 1)
@@ -54,11 +55,15 @@ ITL_EDGES_US = np.logspace(0, 7, ITL_BINS + 1)
 
 @dataclass(frozen=True)
 class StepModel:
-    """Target step time, us = alpha_us + beta_us * n_decode + gamma_us * prefill_tokens."""
+    """Target step time, us = (alpha_us + beta_us * n_decode + gamma_us * prefill_tokens) x (1 + e), e drawn per
+    step from the fit's relative residuals on decode-only steps (`noise_rel`) or on steps with prefill tokens
+    (`noise_prefill_rel`) - a real engine's steps jitter (step_fit) -, 0 without."""
 
     alpha_us: float
     beta_us: float = 0.0
     gamma_us: float = 0.0
+    noise_rel: tuple[float, ...] = ()
+    noise_prefill_rel: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,14 +112,13 @@ def _draws(rng: np.random.Generator, shape: tuple[int, ...], p: float, k: int) -
 
 def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.ndarray, seed_of: np.ndarray,
                   step: StepModel, delta_us: np.ndarray, *, k: int, acceptance_length: float, slots: int,
-                  client_cap: int | None, max_batched_tokens: int, front_end_s: float = 0.0,
-                  front_end_gap_s: float = 0.0, seen_s: np.ndarray | None = None, rng_seed: int = 0,
-                  itl_hist: bool = False) -> SimResult:
+                  client_cap: int | None, max_batched_tokens: int, front_end_s: float | np.ndarray = 0.0,
+                  seen_s: np.ndarray | None = None, rng_seed: int = 0, itl_hist: bool = False) -> SimResult:
     """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) arrival
     times a_i per seed, ascending; seed_of: (R,) each replica's seed; slots: the server's max_num_seqs; client_cap:
     the client's max_concurrency C (None: none); delta_us: (R, slots + 1) the draft difference per decode step at
-    n_draft = 0..slots; seen_s: (N,) when the engine saw each request, ascending, where the run shows it (no
-    client cap: then it replaces the front end's formula)."""
+    n_draft = 0..slots; front_end_s: the front end's lag, one for all or (N,) per request; seen_s: (N,) when the
+    engine saw each request, ascending, where the run shows it (no client cap: it replaces the lag)."""
     inp = np.maximum(np.asarray(input_lens, dtype=np.int64), 1)  # every request prefills at least one token
     out = np.asarray(output_lens, dtype=np.int64)
     n, r_count = out.size, seed_of.size
@@ -130,7 +134,14 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
     ready = np.zeros((r_count, slots))
     completed = np.zeros((r_count, n))  # F: completion times in completion order, per replica
     cap = n if client_cap is None else max(1, int(client_cap))
-    fe = (front_end_s, front_end_gap_s, None if seen_s is None else np.asarray(seen_s, dtype=float))
+    fe = (np.broadcast_to(np.asarray(front_end_s, dtype=float), (n,)),
+          None if seen_s is None else np.asarray(seen_s, dtype=float))
+    # step jitter: per seed, NOISE_DRAWS draws of the fit's relative residuals, taken in step order (the same for
+    # every strategy of a seed: common random numbers); a generator of its own, so the acceptance draws stay put
+    jitter_rng = np.random.default_rng(rng_seed + 1)
+    noise, noise_pre = (jitter_rng.choice(np.asarray(pool), size=(seeds, NOISE_DRAWS)) if pool else None
+                        for pool in (step.noise_rel, step.noise_prefill_rel))
+    steps_run = np.zeros(r_count, dtype=np.int64)
     last_ready = np.full(r_count, -np.inf)  # ready time of the last request admitted
     ar = np.arange(r_count)
     pre_left = np.zeros((r_count, slots), dtype=np.int64)
@@ -209,7 +220,11 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         if not work.any():
             continue
         n_draft = n_dec + completes.sum(axis=1)
-        dt_us = (step.alpha_us + step.beta_us * n_dec + step.gamma_us * prefill_tokens
+        draw = steps_run % NOISE_DRAWS
+        jitter = 1.0 + np.where(prefill_tokens > 0, 0.0 if noise_pre is None else noise_pre[seed_of, draw],
+                                0.0 if noise is None else noise[seed_of, draw])
+        steps_run += work
+        dt_us = ((step.alpha_us + step.beta_us * n_dec + step.gamma_us * prefill_tokens) * jitter
                  + delta_us[np.arange(r_count), n_draft])
         end = t + np.maximum(dt_us, 0.0) * 1e-6
         act = work[:, None]
@@ -263,23 +278,21 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
 
 
 def _ready(send: np.ndarray, completed: np.ndarray, done: np.ndarray, idx: np.ndarray, cap: int,
-           last_ready: np.ndarray, fe: tuple[float, float, np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+           last_ready: np.ndarray, fe: tuple[np.ndarray, np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
     """(sent, ready) of the consecutive requests idx (R, W) after the last admitted one (module doc):
     sent_i = max(a_i, F_{i-C}), inf while fewer than i - C + 1 have completed or past the last request;
-    ready_i = the run's seen_i where given, else max(sent_i + h, ready_{i-1} + g), unrolled over the window as
-    ready_{nxt+j} = max(last_ready + (j + 1) g, h + j g + max_{j' <= j} (sent_{nxt+j'} - j' g))."""
+    ready_i = seen_i where given, else max(sent_i + lag_i, ready_{i-1}), unrolled over the window as
+    ready_{nxt+j} = max(last_ready, max_{j' <= j} (sent_{nxt+j'} + lag_{nxt+j'}))."""
     n = send.shape[1]
     rows = np.arange(send.shape[0])[:, None]
     i = np.minimum(idx, n - 1)
     prior = idx - cap  # the completion that frees request idx's client slot
     freed = np.where(prior >= 0, completed[rows, np.clip(prior, 0, n - 1)], -np.inf)
     sent = np.where((idx < n) & (prior < done[:, None]), np.maximum(send[rows, i], freed), np.inf)
-    h, g, seen = fe
+    lag, seen = fe
     if seen is not None:
         return sent, np.where(np.isfinite(sent), seen[i], np.inf)
-    j = np.arange(idx.shape[1])
-    ready = np.maximum(last_ready[:, None] + (j + 1) * g, h + j * g + np.maximum.accumulate(sent - j * g, axis=1))
-    return sent, ready
+    return sent, np.maximum(last_ready[:, None], np.maximum.accumulate(sent + lag[i], axis=1))
 
 
 def metrics(res: SimResult, input_lens: np.ndarray, output_lens: np.ndarray) -> dict[str, np.ndarray]:

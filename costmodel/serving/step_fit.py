@@ -15,11 +15,13 @@ What is fitted is stated: the run's busy steps (`part="all"`), or only those in 
 time (`part="first-half"`: the second half is held out, `validate --serving --held-out`). The step model is fitted
 on step durations, never on a reported metric: TTFT, ITL, E2EL and throughput come out of the replay.
 
-`front_end_s` (the time from the client's send to the engine seeing a request: HTTP, tokenization) is measured,
-not fitted: request i's prefill step starts at s_k (the previous step's end, or the step's end less its modelled
-time where the engine was idle before it), so its lag is s_k - sent_i less half of the step before (it arrived
-uniformly inside it); the median lag over the requests that found a free server slot (fewer than the inferred
-max_num_seqs in the server when sent; every request where the cap is not seen).
+The front end (the time from the client's send to the engine seeing a request: HTTP, tokenization) is measured,
+not fitted: request i's first prefill step k starts at s_k (the previous step's end, or the step's end less its
+modelled time where the engine was idle before it - it started on the request); it was seen inside (s_{k-1},
+s_k], taken at the middle, s_k less half the step before (at s_k where the engine was idle), so its lag is that
+less sent_i (`lag_s`, >= 0). A request that waited for a server slot (the inferred max_num_seqs held when its step
+began) shows only an upper bound: it gets the median lag of the others (`front_end_s`). `seen_s` is when the
+engine saw each request, kept in the order the engine admitted them (FCFS).
 
 Without `start_times` (older files) the timeline is rebuilt (`timeline`): with the client's concurrency cap C and
 requests sent in order, request i is sent when the earliest of the C client slots frees (a heap), start_i =
@@ -49,8 +51,7 @@ from .steps import EngineSteps, engine_steps
 
 BUDGETS = tuple(2 ** j for j in range(6, 17))  # 64 .. 65536: max_num_batched_tokens candidates
 BUDGET_GAIN = 0.5  # an inferred budget must halve the squared error of whole prompts in their first-token step
-FRONT_END_GAPS_S = np.arange(0.0, 0.0501, 0.0005)  # the front end's gap between requests, tried: 0 .. 50 ms
-FRONT_END_REQUESTS = 2000  # the first requests (in the engine's order) it is measured on: bounded work
+NOISE_QUANTILES = 512  # the step jitter kept: quantiles of the fit's relative residuals
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class StepFit:
     budget_source: str = ""
     unit: str = "inter-token gaps"  # what was regressed: "engine steps" (recovered) or inter-token gaps
     part: str = "all"
-    front_end_gap_s: float = 0.0
+    lag_s: np.ndarray | None = field(default=None, compare=False)  # per request: the front end's lag (s)
     seen_s: np.ndarray | None = field(default=None, compare=False)  # per request: when the engine saw it (run clock)
 
     def describe(self) -> str:
@@ -189,9 +190,9 @@ def infer_budget(steps: EngineSteps, run: BenchRun, spec_tokens: int) -> tuple[i
 
 
 def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | None, spec_tokens: int
-              ) -> tuple[float, float, np.ndarray]:
-    """(front_end_s, front_end_gap_s, seen_s): the front end's lag from send to the engine and the gap between
-    requests it passes on (module doc), s, both >= 0; and when the engine saw each request (module doc)."""
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(lag_s, seen_s) per request (module doc): the front end's lag from send to the engine, >= 0, and when the
+    engine saw it, in the order it admitted them."""
     dur = np.nan_to_num(steps.duration_s)
     prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens)  # k: each request's first prefill step
     modelled = (step.alpha_us + step.beta_us * steps.n_decode + step.gamma_us * prefill) * 1e-6
@@ -208,22 +209,23 @@ def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | 
         held = np.cumsum(np.bincount(k, minlength=steps.count + 1) -
                          np.bincount(steps.last_step + 1, minlength=steps.count + 1))
         free = (k == 0) | (held[np.maximum(k - 1, 0)] < server.max_num_seqs)
-    idx = np.flatnonzero(free)
-    idx = idx[np.lexsort((sent[idx], k[idx]))][:FRONT_END_REQUESTS]  # in the order the engine took them
-    rank = np.arange(idx.size)
-    gap = FRONT_END_GAPS_S[:, None]
-    base = rank * gap + np.maximum.accumulate(sent[idx] - rank * gap, axis=1)  # ready - h for each gap g
-    h = np.maximum(np.median(seen[idx] - base, axis=1), 0.0)
-    err = np.abs(seen[idx] - base - h[:, None]).sum(axis=1)  # least absolute deviations: h is its minimiser
-    best = int(np.argmin(err))
-    lag = float(np.maximum(np.median(seen[free] - sent[free]), 0.0))
+    lag = np.maximum(seen - sent, 0.0)
+    lag = np.where(free, lag, np.median(lag[free]))
     # a request that waited for a slot was seen at some time before its admission: sent + the median lag, but not
     # before a request the engine admitted ahead of it (FCFS: the replay admits in the order the engine did)
     engine_order = np.lexsort((sent, k))
-    when = np.where(free, np.maximum(seen, sent), sent + lag)
     seen_s = np.empty(run.n)
-    seen_s[engine_order] = np.maximum.accumulate(when[engine_order])
-    return float(h[best]), float(FRONT_END_GAPS_S[best]), seen_s
+    seen_s[engine_order] = np.maximum.accumulate((sent + lag)[engine_order])
+    return lag, seen_s
+
+
+def _jitter(rel: np.ndarray) -> tuple[float, ...]:
+    """Relative residuals as the replay's step jitter: centred (the jitter keeps the fitted mean step), at most
+    NOISE_QUANTILES of their quantiles (bounded), each > -0.99 (a step never takes negative time)."""
+    if rel.size == 0:
+        return ()
+    q = np.quantile(rel - rel.mean(), np.linspace(0, 1, min(rel.size, NOISE_QUANTILES)))
+    return tuple(float(x) for x in np.maximum(q, -0.99))
 
 
 def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, part: str = "all") -> StepFit:
@@ -238,7 +240,10 @@ def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, 
     if budget is None:
         budget, source = infer_budget(steps, run, spec_tokens)
     coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
-    step = StepModel(*coef)
-    lag, gap, seen = front_end(steps, run, step, budget, spec_tokens)
-    return StepFit(step, r2, rms, int(use.sum()), float(steps.n_decode[use].mean()), lag,
-                   budget, source, "engine steps", part, gap, seen)
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens)[0][use]
+    fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill
+    rel = steps.duration_s[use] * 1e6 / np.maximum(fit, 1e-9) - 1.0
+    step = StepModel(*coef, noise_rel=_jitter(rel[prefill == 0]), noise_prefill_rel=_jitter(rel[prefill > 0]))
+    lag, seen = front_end(steps, run, step, budget, spec_tokens)
+    return StepFit(step, r2, rms, int(use.sum()), float(steps.n_decode[use].mean()), float(np.median(lag)),
+                   budget, source, "engine steps", part, lag, seen)

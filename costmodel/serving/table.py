@@ -35,8 +35,8 @@ def setup_lines(ab: dict[str, Any]) -> list[str]:
             f"server: {ab['server']}; {ab['token_budget']}",
             f"arrivals: {ab['arrivals']}",
             f"step fit: {ab['step_fit']}",
-            f"front end (measured on the run's steps): {ab['front_end_ms']:.1f} ms from send to the engine, one "
-            f"request per {ab['front_end_gap_ms']:.1f} ms",
+            f"front end: {ab['front_end_ms']:.1f} ms from send to the engine (median; per request as the run's "
+            "steps show it)",
             f"draft per decode step: {ab['draft_per_decode_step']}; {ab['point_seeds']} seeds per strategy "
             f"(point) + {ab['seeds']} (members)",
             *([f"fabric: {ab['fabric']}"] if ab.get("fabric") else [])]

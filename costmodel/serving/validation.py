@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,9 @@ def serving_rows(paths: Sequence[str | Path], question: Question, config: SimCon
 def bundled_k(path: Path) -> int:
     """K of a bundled run: its provenance file's speculative config (0 without one)."""
     prov = path.with_name(path.name.removesuffix(".json") + ".provenance.json")
-    spec = loads_json(read_text(prov, limit_bytes=1 << 20, what="provenance"), prov.name).get("speculative") if prov.is_file() else None
+    if not prov.is_file():
+        return 0
+    spec = loads_json(read_text(prov, limit_bytes=1 << 20, what="provenance"), prov.name).get("speculative")
     return int((spec or {}).get("num_speculative_tokens") or 0)
 
 
@@ -114,7 +117,8 @@ def ab_pair_rows(directory: Path = SERVING_RUNS_DIR, config: SimConfig = CLI_CON
         server = infer_server(run_a)
         slots = server.max_num_seqs if server is not None and server.binds else run_a.n
         budget = fit_a.budget or config.max_batched_tokens or 8192
-        got = replay_means(run_a, fit_a, StepModel(*coef), k=k, acceptance_length=run_br.acceptance_length,
+        step = replace(fit_a.step, alpha_us=coef[0], beta_us=coef[1], gamma_us=coef[2])  # A's jitter
+        got = replay_means(run_a, fit_a, step, k=k, acceptance_length=run_br.acceptance_length,
                            slots=int(min(slots, run_a.n)), budget=budget, seeds=seeds, rng_seed=config.rng_seed)
         held = "a repeat (B not seen)" if b_ref != b else "B itself (no repeat)"
         for metric in (m for m in SUMMARY if m in run_b.reported and m in got):
