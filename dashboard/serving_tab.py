@@ -17,7 +17,15 @@ from costmodel.io.plain import markdown_text as plain
 from costmodel.serving.ab import SimConfig
 from costmodel.serving.limits import MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from costmodel.serving.run import parse_bench_text
-from costmodel.serving.table import CLI_CONFIG, ab_rows, bench_text, change_rows, setup_lines, simulate_bench
+from costmodel.serving.table import (
+    CLI_CONFIG,
+    ab_rows,
+    bench_text,
+    change_rows,
+    noise_line,
+    setup_lines,
+    simulate_bench,
+)
 
 from .data import _CACHE, example_benches
 from .question import question_of
@@ -100,5 +108,4 @@ def serving_tab(ev: Evaluation) -> None:
     st.markdown(f"**Predicted change per metric** (points; whiskers: the 90% interval; grey: the noise band, the "
                 f"change one A/B of {det['requests']} requests resolves)")
     chart("serving_change_chart", pd.DataFrame(change_rows(ab)))  # its container's width
-    st.caption(f"Noise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
-               f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD.")
+    st.caption(plain(noise_line(ab) + "."))

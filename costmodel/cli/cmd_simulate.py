@@ -17,7 +17,7 @@ from ..io.errors import InputError
 from ..io.plain import terminal_text
 from ..serving.ab import SimConfig, simulate_ab
 from ..serving.run import load_bench_run, load_sharegpt, synthetic_run
-from ..serving.table import ab_rows, setup_lines
+from ..serving.table import ab_rows, noise_line, setup_lines
 from .question_args import question_from_args
 from .simulate_args import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, WITHOUT_BENCH
 
@@ -89,7 +89,6 @@ def format_ab(ab: dict[str, Any]) -> str:
     lines = [*setup_lines(ab),
              "", f"{'metric':<24}{'measured':>11}  {'strategy':<28}{'value':>11}  {'90% interval':>23}"
              f"{'change [90%]':>24}  A/B of {ab['requests']} sees it?"]
-    det = ab["detectable"]
     previous = None
     for r in ab_rows(ab):  # the dashboard tab's rows (costmodel.serving.table): one source for both
         first = r["metric"] != previous
@@ -104,6 +103,5 @@ def format_ab(ab: dict[str, Any]) -> str:
     if len(ab["strategies"]) == 1:
         lines.append(f"\nthe engine runs {ab['reference']} and no other strategy here (no switch to turn it off or to "
                      "another path): nothing to A/B")
-    lines.append(f"\nnoise: one run of {det['requests']} requests, bootstrap over requests + acceptance-length drift "
-                 f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
+    lines.append("\n" + noise_line(ab))
     return "\n".join(lines)

@@ -27,7 +27,14 @@ from ..profiles.paths import DEFAULT_PRESET
 from ..profiles.presets import preset, preset_logit_ops
 from ..profiles.store import load_profile
 from ..serving.table import CLI_CONFIG
-from ..serving.validation import ab_pair_rows, bundled_runs, format_serving, serving_rows
+from ..serving.validation import (
+    ab_pair_rows,
+    bundled_runs,
+    format_serving,
+    noise_rows,
+    serving_answers,
+    serving_rows,
+)
 from .output import write_table
 
 
@@ -52,9 +59,10 @@ def serving(args: argparse.Namespace) -> int:
                                "batch": 64, "num_spec_tokens": 3, "engine": "vllm"}, load_profile(args.profile),
                               preset=DEFAULT_PRESET)
     config = replace(CLI_CONFIG, fit_part=args.serving_fit)
-    rows = serving_rows(args.serving or bundled_runs(), question, config)
+    answers = serving_answers(args.serving or bundled_runs(), question, config)
+    rows = serving_rows(answers)
     pairs = ab_pair_rows(config=config) if not args.serving else None  # the bundled real A/B pairs
-    print(format_serving(rows, pairs, args.serving_fit))
+    print(format_serving(rows, pairs, args.serving_fit, noise_rows(answers)))
     if args.out:
         write_table(pd.DataFrame(rows), args.out)
     if args.pairs_out and pairs is not None:

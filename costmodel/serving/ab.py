@@ -1,33 +1,44 @@
 """`simulate`'s answer: a serving run's A/B table per strategy, with 90% intervals and detectability.
 
-1. Calibrate: the baseline step (`costmodel.serving.step_fit.fit_step`, target + the baseline's draft) from the
-   run's gaps; without a timeline (a run described by flags) a constant step of `--itl-ms`.
+1. Calibrate on the run itself (`costmodel.serving.step_fit.fit_step`; nothing fitted to a reported metric): the
+   baseline step (target + the baseline's draft) on the run's engine steps, recovered from its chunks' arrival
+   times (or on its gaps without start_times), its step jitter, token budget and front-end lag per request; the
+   server's max_num_seqs (`costmodel.serving.server`); the arrivals (`send_times`): the run's own send times, or
+   all at once at rate inf. Without a timeline (a run described by flags): a constant step of `--itl-ms`.
 2. The draft per decode step of each strategy s at decode batch n = 1..slots: `whole_step_totals` (the one-answer
-   pipeline's whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole step
-   does not apply (`whole_step.applies`: engine none, TP 1) the per-call logits path `predict(...).total_us(s)`
+   pipeline's whole draft step, engine-composed; `draft_step_members` for the ensemble members), or where the whole
+   step does not apply (`whole_step.applies`: engine none, TP 1) the per-call logits path `predict(...).total_us(s)`
    x calls per decode step (point only). delta_s(n) = T_s(n) - T_full_all_gather(n), delta(0) = 0.
-3. TTFT overhead: overhead_s += mean_ttft(run) - mean_ttft(baseline replay at overhead_s), from 0, twice, >= 0.
-4. Replay (`costmodel.serving.replay.simulate_runs`) every strategy under seeds // 2 point seeds (delta from
-   the point model) and `seeds` member seeds (delta of one ensemble member drawn per seed): value = the mean over
-   point seeds; 90% interval = the 5th..95th percentile over member seeds (the saving's uncertainty and the
-   simulation's randomness together). The same seeds for every strategy (common random numbers), so the change
-   against the baseline (`changes_pct`) is also given seed by seed, with its own 90% interval. Seeds are
-   lowered for a large run so replicas x requests <= MAX_CELLS (the per-request arrays stay under ~32 MB each) and
-   replicas x slots x estimated steps <= MAX_WORK (steps ~ sum(output) / (L x slots) + sum(input) / token budget);
-   a run that exceeds them with 2 seeds is refused.
-5. Detectability (`detectability`): per metric, one run's relative noise sigma = sqrt(sigma_boot^2 +
-   sigma_accept^2), sigma_boot = the bootstrap (BOOT resamples of the requests) relative SD of the metric from
-   the run's per-request data (for a run from flags: the SD over the baseline's point seeds), sigma_accept =
-   `acceptance_drift` (run-to-run spread of the acceptance length, default 0.7%) for the metrics proportional to
-   1 / acceptance length (throughputs, TPOT, E2EL), 0 for ITL and TTFT. A one-run-each A/B resolves
-   |change| > X = 1.96 * sqrt(2) * sigma; repeats needed = ceil((X / |Y|)^2) for a predicted change Y; requests
-   needed in one run = N * sigma_boot^2 / ((Y / (1.96 sqrt 2))^2 - sigma_accept^2) when positive.
+3. Replay (`costmodel.serving.replay.simulate_runs`) every strategy under seeds // 2 point seeds (delta from
+   the point model) and `seeds` member seeds (delta of one ensemble member drawn per seed): value = the median over
+   point seeds (a replay can settle into one of two schedules - requests finishing together, or staggered - and a
+   p99 differs by 2x between them: the median is the typical replay, the mean a blend no seed shows); 90% interval
+   = the 5th..95th percentile over member seeds (the saving's uncertainty and the simulation's randomness
+   together). The same seeds for every strategy (common random numbers), so the change against the baseline
+   (`changes_pct`) is also given seed by seed, with its own 90% interval. Seeds are lowered for a large run so
+   replicas x requests <= MAX_CELLS (the per-request arrays stay under ~32 MB each) and replicas x slots x
+   estimated steps <= MAX_WORK (steps ~ sum(output) / (L x slots) + sum(input) / token budget); a run that exceeds
+   them with 2 seeds is refused.
+4. The baseline replay's error against the run (`baseline_reproduction_error_pct`), every metric the run reports.
+5. Detectability (`detectability`), for an A/B of two runs paired as vLLM's bench pairs them (the same
+   --seed and dataset send the same prompts in the same order at the same arrivals, and greedy decoding accepts
+   the same drafts, data/serving-runs/README.md): request sampling cancels, and what differs between the two
+   runs is the machine. Per metric one run's relative noise sigma = hypot(sigma_replay, sigma_speed,
+   sigma_accept): sigma_replay = the baseline replay's seed-to-seed relative SD (step jitter, acceptance draws,
+   the schedule they shift), sigma_speed = the machine's speed drift measured on the run (`StepFit.speed_sd_rel`)
+   - the floor every metric gets, with the ITL histogram's bin (HIST_FLOOR) for ITL percentiles -, sigma_accept
+   = `acceptance_drift` (default 0.7%) for the metrics proportional to 1 / acceptance length (throughputs, TPOT,
+   E2EL; across reruns of the bundled runs it is 0: greedy decoding). A one-run-each A/B resolves |change| > X =
+   1.96 * sqrt(2) * sigma; repeats needed = ceil((X / |Y|)^2) for a predicted change Y; requests needed in one run
+   = N * sigma_replay^2 / ((Y / (1.96 sqrt 2))^2 - sigma_speed^2 - sigma_accept^2) when positive (only the
+   replay's part shrinks with more requests). A metric the baseline replay misses by more than REPRODUCE_PCT
+   (issue 42's bounds: 10% for p99s, else 5%) gets no verdict (`visible` None): its change is not trusted at
+   the level the noise resolves. docs/accuracy.md checks sigma against the spread of repeated real runs.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,8 +63,9 @@ from .server import infer_server
 from .step_fit import StepFit, fit_step, timeline
 
 Z = 1.96 * math.sqrt(2.0)
-BOOT = 200
-BOOT_CELLS = 2_000_000
+HIST_FLOOR = 0.004  # an ITL percentile comes from a histogram bin: within 0.4% (replay.ITL_BINS)
+REPRODUCE_PCT = 5.0  # |baseline replay error| above it (P99_REPRODUCE_PCT for p99s): no verdict on the change
+P99_REPRODUCE_PCT = 10.0
 MAX_CELLS = 4_000_000  # replicas x requests: seeds are lowered (to 2 at least) to stay under it
 MAX_WORK = 400_000_000  # replicas x slots x estimated engine steps (~30 s on 2 cores): seeds lowered, else refused
 ACCEPT_SCALED = ("output_throughput", "total_token_throughput", "request_throughput", "mean_tpot_ms",
@@ -102,9 +114,10 @@ def runnable_strategies(q: Question) -> list[str]:
     return [ref, *others]
 
 
-def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str]:
-    """({s: delta_s(n), n = 0..n_max}, {s: (M, n_max + 1) per member}, how): step 2 of the module doc, for the
-    strategies the engine can run (`runnable_strategies`), each against the strategy the run ran."""
+def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], str, np.ndarray]:
+    """({s: delta_s(n), n = 0..n_max}, {s: (M, n_max + 1) per member}, how, the reference's own draft per decode
+    step at n = 1..n_max): step 2 of the module doc, for the strategies the engine can run
+    (`runnable_strategies`), each against the strategy the run ran."""
     ref, wanted = reference_strategy(q), runnable_strategies(q)
     batch = np.arange(1, n_max + 1, dtype=float)
     sc = q.scenario.with_(batch=batch)
@@ -115,7 +128,8 @@ def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[s
         calls = np.asarray(sc.calls_per_decode_step, dtype=float)
         tot = {s: np.asarray(pred.total_us(s), dtype=float) * calls for s in wanted}
         point = {s: pad(tot[s] - tot[ref]) for s in tot}
-        return point, {s: v[None] for s, v in point.items()}, f"per-call logits path x calls ({why}); no members"
+        return (point, {s: v[None] for s, v in point.items()}, f"per-call logits path x calls ({why}); no members",
+                tot[ref])
     tot, valid, _ = whole_step_totals(sc, q.profile, q.arch, kv_len=q.kv_len, forward_us=q.forward_us,
                                       strategies=tuple(s for s in STRATEGIES if s in wanted))
     names = [s for s in wanted if s == ref or bool(np.all(valid[s]))]
@@ -124,7 +138,24 @@ def draft_deltas(q: Question, n_max: int) -> tuple[dict[str, np.ndarray], dict[s
     priced = draft_step_members(sc, reps, parse_placement("target", int(np.max(sc.tp))), q.arch, tuple(names),
                                 factors, kv_len=q.kv_len, forward_us=q.forward_us)
     members = {s: pad(priced.total_us[s] - priced.total_us[ref]) for s in names}
-    return point, members, f"whole draft step under {q.engine} (engine-composed), {len(reps)} ensemble members"
+    return (point, members, f"whole draft step under {q.engine} (engine-composed), {len(reps)} ensemble members",
+            np.asarray(tot[ref], dtype=float))
+
+
+def check_fits_the_run(base_us: np.ndarray, step: StepModel, engine: str) -> None:
+    """The modelled baseline's draft per decode step must fit inside the run's whole measured step (the fitted
+    alpha + beta n, or --itl-ms) at every decode batch n = 1..slots the replay runs: InputError, one line, where it
+    does not - the scenario (nodes, fabric, TP, profile) contradicts the run, and subtracting it would leave a
+    step of zero time."""
+    n = np.arange(1, base_us.size + 1)
+    whole = step.alpha_us + step.beta_us * n
+    over = np.flatnonzero(base_us > whole)
+    if over.size:
+        i = int(over[0])
+        raise InputError(f"simulate: the scenario contradicts the run: its modelled draft per decode step under "
+                         f"{engine} at decode batch {i + 1} is {base_us[i]:.0f} us, more than the run's whole "
+                         f"measured step there ({whole[i]:.0f} us) - check --nodes, --fabric / --nic-gbps, --tp and "
+                         "the profile against the run's deployment")
 
 
 def measured(run: BenchRun) -> dict[str, float]:
@@ -143,45 +174,17 @@ def measured(run: BenchRun) -> dict[str, float]:
     return {k: float(got[k]) for k in METRICS if k in got} | {k: v for k, v in got.items() if k not in METRICS}
 
 
-def _bootstrap_sd(run: BenchRun, rng: np.random.Generator) -> dict[str, float]:
-    """Relative SD of each metric over BOOT resamples of the run's requests (per-request data)."""
-    per = max(1, BOOT_CELLS // run.n)  # resamples per chunk: (chunk, N) arrays of at most BOOT_CELLS entries
-    with np.errstate(divide="ignore", invalid="ignore"):  # a resample of zero latency: inf, dropped by _rel_sd
-        parts = [_boot_stats(run, rng.integers(0, run.n, size=(min(per, BOOT - i), run.n)))
-                 for i in range(0, BOOT, per)]
-    stats = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return {k: _rel_sd(v) for k, v in stats.items()}
-
-
 def _rel_sd(v: np.ndarray) -> float:
     """SD / |mean| over the finite entries (0 when there are none or the mean is 0)."""
     v = v[np.isfinite(v)]
     return float(np.std(v) / abs(np.mean(v))) if v.size and np.mean(v) else 0.0
 
 
-def _boot_stats(run: BenchRun, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """Each metric over the resamples idx (rows: resamples of the request indices)."""
-    out, inp, ttft = run.output_lens[idx], run.input_lens[idx], run.ttfts_s[idx]
-    e2el = ttft + run.itl_sum_s[idx]
-    tpot = np.where(out > 1, run.itl_sum_s[idx] / np.maximum(out - 1, 1), np.nan)
-    stats = {"output_throughput": out.sum(1) / e2el.sum(1), "total_token_throughput": (out + inp).sum(1) / e2el.sum(1),
-             "request_throughput": 1.0 / e2el.sum(1),
-             "mean_itl_ms": run.itl_sum_s[idx].sum(1) / np.maximum(run.itl_count[idx].sum(1), 1),
-             "mean_ttft_ms": ttft.mean(1), "mean_e2el_ms": e2el.mean(1)}
-    with warnings.catch_warnings():  # a resample of only 1-token outputs has no TPOT: NaN, dropped by the SD
-        warnings.simplefilter("ignore", RuntimeWarning)
-        stats["mean_tpot_ms"] = np.nanmean(tpot, 1)
-        for key, arr in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
-            stats[f"median_{key}_ms"] = np.nanpercentile(arr, 50, axis=1)
-            stats[f"p99_{key}_ms"] = np.nanpercentile(arr, 99, axis=1)
-    return stats
-
-
 def _change(member: np.ndarray, base: np.ndarray, point: np.ndarray, base_point: np.ndarray) -> dict[str, float]:
-    """The change in %, seed by seed against the baseline's same seed: value from the point seeds, 90% interval
-    (5th..95th percentile) from the member seeds."""
+    """The change in %, seed by seed against the baseline's same seed: value from the point seeds' medians, 90%
+    interval (5th..95th percentile) from the member seeds."""
     rel = 100 * (member - base) / np.where(base != 0, base, 1.0)
-    value = 100 * (point.mean() - base_point.mean()) / base_point.mean() if base_point.mean() else 0.0
+    value = _pct(float(np.median(point)), float(np.median(base_point)))
     return {"value": float(value), "low": float(np.percentile(rel, 5)), "high": float(np.percentile(rel, 95))}
 
 
@@ -195,26 +198,38 @@ def _count(x: float) -> int | None:
     return math.ceil(x) if math.isfinite(x) else None
 
 
-def detectability(sigma_boot: dict[str, float], changes: dict[str, dict[str, float]], n: int, drift: float
-                  ) -> dict[str, Any]:
-    """Per metric the resolvable change X% and, per strategy, visible / repeats / requests (module doc, step 5)."""
-    out: dict[str, Any] = {"requests": n, "acceptance_drift_pct": 100 * drift, "noise": {}, "strategies": {}}
-    sig_a = {m: (drift if m in ACCEPT_SCALED else 0.0) for m in sigma_boot}
-    for m, sb in sigma_boot.items():
-        sigma = math.hypot(sb, sig_a[m])
-        out["noise"][m] = {"sd_pct": 100 * sigma, "resolves_above_pct": 100 * Z * sigma}
+def detectability(sigma_replay: dict[str, float], changes: dict[str, dict[str, float]], n: int, drift: float,
+                  speed: float = 0.0, reproduced_pct: dict[str, float] | None = None) -> dict[str, Any]:
+    """Per metric the resolvable change X% and, per strategy, visible / repeats / requests (module doc, step 5).
+    sigma_replay: per metric, the replay's relative SD; speed: the machine's speed drift (relative SD);
+    reproduced_pct: the baseline replay's error per metric (a miss above REPRODUCE_PCT: no verdict)."""
+    out: dict[str, Any] = {"requests": n, "acceptance_drift_pct": 100 * drift, "speed_drift_pct": 100 * speed,
+                           "noise": {}, "strategies": {}}
+    floor = {m: math.hypot(speed, HIST_FLOOR if m.endswith("_itl_ms") and not m.startswith("mean") else 0.0)
+             for m in sigma_replay}
+    fixed = {m: math.hypot(floor[m], drift if m in ACCEPT_SCALED else 0.0) for m in sigma_replay}
+    for m, sr in sigma_replay.items():
+        sigma = math.hypot(sr, fixed[m])
+        bound = P99_REPRODUCE_PCT if m.startswith("p99") else REPRODUCE_PCT
+        miss = (reproduced_pct or {}).get(m)
+        out["noise"][m] = {"sd_pct": 100 * sigma, "replay_sd_pct": 100 * sr, "floor_pct": 100 * floor[m],
+                           "resolves_above_pct": 100 * Z * sigma,
+                           "reproduced": miss is None or abs(miss) <= bound}
     for name, ch in changes.items():
         rows = {}
         for m, y_pct in ch.items():
             if m not in out["noise"]:
                 continue
             x_pct, y = out["noise"][m]["resolves_above_pct"], abs(y_pct) / 100
-            room = (y / Z) ** 2 - sig_a[m] ** 2
+            room = (y / Z) ** 2 - fixed[m] ** 2
             ratio = x_pct / abs(y_pct) if y_pct else math.inf
             repeats = ratio * ratio  # float * overflows to inf where ** raises
-            requests = n * sigma_boot[m] ** 2 / room if room > 0 else math.inf
-            rows[m] = {"change_pct": y_pct, "resolves_above_pct": x_pct, "visible": abs(y_pct) > x_pct,
-                       "repeats_needed": _count(repeats), "requests_needed": _count(requests)}
+            requests = n * sigma_replay[m] ** 2 / room if room > 0 else math.inf
+            trusted = out["noise"][m]["reproduced"]
+            rows[m] = {"change_pct": y_pct, "resolves_above_pct": x_pct,
+                       "visible": (abs(y_pct) > x_pct) if trusted else None,
+                       "repeats_needed": _count(repeats) if trusted else None,
+                       "requests_needed": _count(requests) if trusted else None}
         out["strategies"][name] = rows
     return out
 
@@ -301,7 +316,8 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     if max(run.output_lens.sum() / ((k + 1) * slots), run.output_lens.max() / (k + 1)) > MAX_STEPS:
         raise InputError(f"simulate: the run needs more than {MAX_STEPS} engine steps to replay (fewer requests "
                          "or shorter outputs)")
-    point, members, how = draft_deltas(q, slots)
+    point, members, how, base_us = draft_deltas(q, slots)
+    check_fits_the_run(base_us, step, q.engine)
     ref = reference_strategy(q)
     names = list(point)
     steps = run.output_lens.sum() / (acc * slots) + run.input_lens.sum() / cfg.max_batched_tokens
@@ -329,7 +345,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     pt = {s: slice(i * ps, (i + 1) * ps) for i, s in enumerate(names)}
     mb = {s: slice(n_s * ps + i * ms, n_s * ps + (i + 1) * ms) for i, s in enumerate(names)}
     strategies: dict[str, Any] = {
-        s: {x: {"value": float(m[x][pt[s]].mean()), "low": float(np.percentile(m[x][mb[s]], 5)),
+        s: {x: {"value": float(np.median(m[x][pt[s]])), "low": float(np.percentile(m[x][mb[s]], 5)),
                 "high": float(np.percentile(m[x][mb[s]], 95))} for x in shown} for s in names}
     base_sim = strategies[ref]
     # the baseline's member replicas have delta 0: they are the baseline at every member seed (CRN pairs)
@@ -339,10 +355,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     repro = {x: 100 * (base_sim[x]["value"] - meas[x]) / meas[x] for x in shown if meas.get(x)}
     changes = {s: {x: _pct(v[x]["value"], base_sim[x]["value"]) for x in shown} for s, v in strategies.items()
                if s != ref}
-    sig_b = {x: _rel_sd(m[x][mb[ref]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
-    if run.has_timeline:
-        boot = _bootstrap_sd(run, np.random.default_rng(cfg.rng_seed + 1))
-        sig_b = {x: max(v, boot.get(x, 0.0)) for x, v in sig_b.items()}
+    sig_replay = {x: _rel_sd(m[x][mb[ref]]) for x in shown}  # the baseline's seed-to-seed spread: a rerun's own
     return {"bench": run.name, "requests": run.n,
             "request_rate": "inf" if math.isinf(run.request_rate) else run.request_rate, "max_concurrency":
             run.max_concurrency, "slots": slots, "server": server, "acceptance_length": acc,
@@ -356,6 +369,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "metrics": shown,
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,
             "strategies": strategies, "changes_pct": change_ci,
-            "detectable": detectability(sig_b, changes, run.n, cfg.acceptance_drift),
+            "detectable": detectability(sig_replay, changes, run.n, cfg.acceptance_drift,
+                                        fit.speed_sd_rel if fit is not None else 0.0, repro),
             "timeline_end_s": float(timeline(run)[1].max()) if run.has_timeline else None,
             "fabric": fabric_line(q.profile, int(q.scenario.nodes))}  # None on one node / the profile's own

@@ -23,6 +23,11 @@ less sent_i (`lag_s`, >= 0). A request that waited for a server slot (the inferr
 began) shows only an upper bound: it gets the median lag of the others (`front_end_s`). `seen_s` is when the
 engine saw each request, kept in the order the engine admitted them (FCFS).
 
+The step jitter is measured too: the fit's relative residuals, centred, on decode-only steps and on steps with
+prefill tokens apart (`StepModel.noise_rel`, `noise_prefill_rel`: the replay draws a step's factor from them), and
+the machine's speed drift `speed_sd_rel`: the SD of sum(T - fit) / sum(fit) over the run's SPEED_BLOCKS quarters
+(a machine that runs a quarter 2% slow runs a whole rerun so too; `ab.detectability`'s run-to-run noise).
+
 Without `start_times` (older files) the timeline is rebuilt (`timeline`): with the client's concurrency cap C and
 requests sent in order, request i is sent when the earliest of the C client slots frees (a heap), start_i =
 max(a_i, slot free time), and it ends at start_i + ttft_i + sum(itls_i); a_i = 0 for request_rate inf, else
@@ -51,6 +56,7 @@ from .steps import EngineSteps, engine_steps
 
 BUDGETS = tuple(2 ** j for j in range(6, 17))  # 64 .. 65536: max_num_batched_tokens candidates
 BUDGET_GAIN = 0.5  # an inferred budget must halve the squared error of whole prompts in their first-token step
+SPEED_BLOCKS = 4  # the run's busy steps in quarters: the spread of their mean step level is the machine's drift
 NOISE_QUANTILES = 512  # the step jitter kept: quantiles of the fit's relative residuals
 
 
@@ -70,6 +76,7 @@ class StepFit:
     part: str = "all"
     lag_s: np.ndarray | None = field(default=None, compare=False)  # per request: the front end's lag (s)
     seen_s: np.ndarray | None = field(default=None, compare=False)  # per request: when the engine saw it (run clock)
+    speed_sd_rel: float = 0.0  # the machine's speed drift: SD of the step level over the run's quarters
 
     def describe(self) -> str:
         s = self.step
@@ -242,8 +249,12 @@ def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, 
     coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
     prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens)[0][use]
     fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill
-    rel = steps.duration_s[use] * 1e6 / np.maximum(fit, 1e-9) - 1.0
+    y = steps.duration_s[use] * 1e6
+    rel = y / np.maximum(fit, 1e-9) - 1.0
     step = StepModel(*coef, noise_rel=_jitter(rel[prefill == 0]), noise_prefill_rel=_jitter(rel[prefill > 0]))
+    quarters = np.array_split(np.arange(y.size), SPEED_BLOCKS)  # the machine's speed, quarter by quarter
+    speed = np.array([(y[b] - fit[b]).sum() / max(fit[b].sum(), 1e-9) for b in quarters if b.size])
+    speed_sd = float(np.std(speed, ddof=1)) if speed.size > 1 else 0.0
     lag, seen = front_end(steps, run, step, budget, spec_tokens)
     return StepFit(step, r2, rms, int(use.sum()), float(steps.n_decode[use].mean()), float(np.median(lag)),
-                   budget, source, "engine steps", part, lag, seen)
+                   budget, source, "engine steps", part, lag, seen, speed_sd)

@@ -66,9 +66,21 @@ def _verdict(ab: dict[str, Any], strategy: str, metric: str) -> str:
     cell = ab["detectable"]["strategies"].get(strategy, {}).get(metric)
     if not cell:
         return ""
+    if cell["visible"] is None:
+        err = ab["baseline_reproduction_error_pct"].get(metric)
+        return f"no verdict (the baseline replay misses the run by {err:+.1f}%)"
     repeats = cell["repeats_needed"]
     return (f"{'visible' if cell['visible'] else 'not visible'} (resolves > {cell['resolves_above_pct']:.2f}%"
             + (f", repeats {repeats}" if repeats is not None else "") + ")")
+
+
+def noise_line(ab: dict[str, Any]) -> str:
+    """How the noise behind the verdicts was found, in one line (the CLI's footer, the tab's caption)."""
+    det = ab["detectable"]
+    return (f"noise: one run of {det['requests']} requests paired with its A/B twin (the same prompts and arrivals: "
+            f"vllm bench serve --seed), so the machine is what differs: the replay's seed-to-seed spread, the "
+            f"machine's speed drift {det['speed_drift_pct']:.2f}% measured on the run, acceptance-length drift "
+            f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
 
 
 def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:

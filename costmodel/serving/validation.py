@@ -20,6 +20,8 @@
    with the difference measured on another pair A', B' of the same settings (a repeat: B is never seen), or on
    B itself where no repeat exists (`difference` says which), and B's K and acceptance length (a property of
    the draft: identical across repeats under greedy decoding). error_pct = 100 (predicted - measured B) / B.
+3. `noise_rows`: for each setting the bundle repeats (cap8-inf-r1..3, spec1l-k3-r1..3), the run-to-run SD one
+   run predicts (`ab.detectability`) against the SD the repeats measure, per metric (issue 42 item 6).
 """
 
 from __future__ import annotations
@@ -68,13 +70,20 @@ def bundled_runs(directory: Path = SERVING_RUNS_DIR) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if not p.name.endswith(".provenance.json"))
 
 
-def serving_rows(paths: Sequence[str | Path], question: Question, config: SimConfig = CLI_CONFIG
-                 ) -> list[dict[str, Any]]:
-    """One row per run and metric (COLUMNS): the run's measured metric and the baseline strategy's replay."""
-    rows = []
+def serving_answers(paths: Sequence[str | Path], question: Question, config: SimConfig = CLI_CONFIG
+                    ) -> list[tuple[BenchRun, dict[str, Any]]]:
+    """Each run with its `simulate_ab` answer (the replay `simulate` shows)."""
+    out = []
     for path in paths:
         run = load_bench_run(path, question.acceptance_length)
-        ab = simulate_ab(run, question, config)
+        out.append((run, simulate_ab(run, question, config)))
+    return out
+
+
+def serving_rows(answers: list[tuple[BenchRun, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per run and metric (COLUMNS): the run's measured metric and the baseline strategy's replay."""
+    rows = []
+    for run, ab in answers:
         replay = ab["strategies"][ab["reference"]]
         for metric, err in ab["baseline_reproduction_error_pct"].items():
             if err is None:
@@ -82,6 +91,30 @@ def serving_rows(paths: Sequence[str | Path], question: Question, config: SimCon
             rows.append({"run": run.name, "kind": "synthetic" if run.note else "measured", "metric": metric,
                          "measured": ab["baseline"][metric], "replayed": replay[metric]["value"],
                          "error_pct": float(err), "note": run.note})
+    return rows
+
+
+def noise_rows(answers: list[tuple[BenchRun, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per setting repeated in `answers` (runs named SETTING-rN, N = 1, 2, ...) and metric: the noise SD one run
+    predicts (`ab.detectability`, the mean over the repeats) against the measured SD of the repeats' values (sample
+    SD over their mean), both in %; module doc, 3."""
+    groups: dict[str, list[tuple[BenchRun, dict[str, Any]]]] = {}
+    for run, ab in answers:
+        stem, _, rep = run.name.removesuffix(".json").rpartition("-r")
+        if stem and rep.isdigit():
+            groups.setdefault(stem, []).append((run, ab))
+    rows = []
+    for stem, group in groups.items():
+        if len(group) < 2:
+            continue
+        for metric in group[0][1]["metrics"]:
+            got = np.array([run.reported.get(metric, np.nan) for run, _ in group])
+            if not np.isfinite(got).all() or not got.mean():
+                continue
+            predicted = float(np.mean([ab["detectable"]["noise"][metric]["sd_pct"] for _, ab in group]))
+            measured = float(100 * np.std(got, ddof=1) / abs(got.mean()))
+            rows.append({"setting": stem, "runs": len(group), "metric": metric, "predicted_sd_pct": predicted,
+                         "measured_sd_pct": measured, "ratio": predicted / measured if measured else np.inf})
     return rows
 
 
@@ -133,10 +166,10 @@ def _coef(step: StepModel) -> tuple[float, float, float]:
     return step.alpha_us, step.beta_us, step.gamma_us
 
 
-def format_serving(rows: list[dict[str, Any]], pairs: list[dict[str, Any]] | None = None, part: str = "all"
-                   ) -> str:
+def format_serving(rows: list[dict[str, Any]], pairs: list[dict[str, Any]] | None = None, part: str = "all",
+                   noise: list[dict[str, Any]] | None = None) -> str:
     """The rows as text: one line per run with the SUMMARY metrics' errors, the count within TARGET_PCT per
-    metric, then the A/B pairs; every row (all metrics) is in --out's CSV."""
+    metric, then the A/B pairs and the noise check; every row (all metrics) is in --out's CSV."""
     fit = "all its busy engine steps" if part == "all" else "its first half's busy steps (second half held out)"
     head = f"{'run':26s} " + " ".join(f"{m.removesuffix('_ms'):>16s}" for m in SUMMARY)
     lines = [f"serving: each run's own metrics vs the baseline strategy's replay, error % (step model fitted on "
@@ -158,5 +191,11 @@ def format_serving(rows: list[dict[str, Any]], pairs: list[dict[str, Any]] | Non
         for r in pairs:
             lines.append(f"{r['pair'][:44]:44s} {r['metric'][:18]:18s} {r['measured']:12.3f} {r['predicted']:12.3f} "
                          f"{r['error_pct']:+7.1f}%  {r['difference']}")
+    if noise:
+        lines += ["", "noise: one run's predicted SD (simulate's detectability) vs the measured SD of repeated runs",
+                  f"{'setting':14s} {'metric':24s} {'predicted SD':>13s} {'measured SD':>12s} {'ratio':>7s}"]
+        for r in noise:
+            lines.append(f"{r['setting'][:14]:14s} {r['metric'][:24]:24s} {r['predicted_sd_pct']:12.2f}% "
+                         f"{r['measured_sd_pct']:11.2f}% {r['ratio']:7.2f}  ({r['runs']} runs)")
     return "\n".join(lines)
 

@@ -145,7 +145,7 @@ def test_itl_change_is_the_pipelines_draft_step_saving(capsys, tmp_path):
     args = build_parser().parse_args(["simulate", *SCENARIO])
     args.verify, args.greedy_fraction, args.target_dtype, args.itl_ms, args.acceptance_length = (False, None, None,
                                                                                                  None, None)
-    point, _, how = draft_deltas(question_from_args(args), 16)
+    point, _, how, _ = draft_deltas(question_from_args(args), 16)
     assert "whole draft step under vllm" in how
     base = ab["strategies"]["full_all_gather"]["mean_itl_ms"]["value"] * 1e3
     for name, delta in point.items():
