@@ -169,10 +169,9 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         # admission: the next arrived requests into free slots, in order
         free = slot_req < 0
         nfree = free.sum(axis=1)
-        due = (nfree > 0) & (nxt < n) & (_ready(send, completed, done, nxt[:, None], cap, last_ready, fe)[1][:, 0]
-                                          <= t)
-        width = int(nfree[due].max()) if due.any() else 0
-        if width:
+        open_ = (nfree > 0) & (nxt < n)
+        width = int(nfree[open_].max()) if open_.any() else 0
+        if width:  # one window of the next `width` requests per replica: who is sent, and seen, by now
             j = np.arange(width)
             idx = nxt[:, None] + j
             sent, when = _ready(send, completed, done, idx, cap, last_ready, fe)
@@ -182,8 +181,8 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
             admit = free & (rank < take[:, None]) & live[:, None]
             req = nxt[:, None] + rank
             if admit.any():
-                pick = np.clip(rank, 0, width - 1)
-                s0, r0 = np.take_along_axis(sent, pick, axis=1), np.take_along_axis(when, pick, axis=1)
+                pick = (ar[:, None], np.minimum(np.maximum(rank, 0), width - 1))
+                s0, r0 = sent[pick], when[pick]
                 slot_req = np.where(admit, req, slot_req)
                 start = np.where(admit, s0, start)
                 ready = np.where(admit, r0, ready)
@@ -220,10 +219,12 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         if not work.any():
             continue
         n_draft = n_dec + completes.sum(axis=1)
-        draw = steps_run % NOISE_DRAWS
-        jitter = 1.0 + np.where(prefill_tokens > 0, 0.0 if noise_pre is None else noise_pre[seed_of, draw],
-                                0.0 if noise is None else noise[seed_of, draw])
-        steps_run += work
+        jitter = 1.0
+        if noise is not None or noise_pre is not None:
+            draw = steps_run % NOISE_DRAWS
+            jitter = 1.0 + np.where(prefill_tokens > 0, 0.0 if noise_pre is None else noise_pre[seed_of, draw],
+                                    0.0 if noise is None else noise[seed_of, draw])
+            steps_run += work
         dt_us = ((step.alpha_us + step.beta_us * n_dec + step.gamma_us * prefill_tokens) * jitter
                  + delta_us[np.arange(r_count), n_draft])
         end = t + np.maximum(dt_us, 0.0) * 1e-6
@@ -287,7 +288,7 @@ def _ready(send: np.ndarray, completed: np.ndarray, done: np.ndarray, idx: np.nd
     rows = np.arange(send.shape[0])[:, None]
     i = np.minimum(idx, n - 1)
     prior = idx - cap  # the completion that frees request idx's client slot
-    freed = np.where(prior >= 0, completed[rows, np.clip(prior, 0, n - 1)], -np.inf)
+    freed = np.where(prior >= 0, completed[rows, np.minimum(np.maximum(prior, 0), n - 1)], -np.inf)
     sent = np.where((idx < n) & (prior < done[:, None]), np.maximum(send[rows, i], freed), np.inf)
     lag, seen = fe
     if seen is not None:

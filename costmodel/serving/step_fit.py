@@ -45,7 +45,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from ..io.errors import InputError
 from .limits import FIT_PARTS as PARTS
@@ -134,15 +133,32 @@ def _fit_gaps(run: BenchRun) -> StepFit:
 
 def _regress(y: np.ndarray, batch: np.ndarray, prefill: np.ndarray) -> tuple[tuple[float, float, float], float, float]:
     """((alpha, beta, gamma), R^2, RMS relative residual) of y = alpha + beta batch + gamma prefill, least squares
-    with every coefficient >= 0 (a step never gets faster with more work, nor takes negative time; scipy's
-    bounded `lsq_linear`: the plain least-squares answer wherever that is already >= 0)."""
+    with every coefficient >= 0 (a step never gets faster with more work, nor takes negative time): `_nnls`."""
     cols = np.stack([np.ones_like(y), batch, prefill], axis=1)
-    coef = lsq_linear(cols, y, bounds=(0.0, np.inf), method="bvls").x
+    coef = _nnls(cols, y)
     fit = cols @ coef
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float(((y - fit) ** 2).sum()) / ss if ss > 0 else 1.0
     rms = float(np.sqrt(np.mean(((fit - y) / np.maximum(y, 1e-9)) ** 2)))
     return (float(coef[0]), float(coef[1]), float(coef[2])), r2, rms
+
+
+def _nnls(cols: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """min |cols c - y|^2 subject to c >= 0, exactly, for a handful of columns: the optimum is the plain least-squares
+    fit on its own support, so the best of the plain fits on every subset of columns whose coefficients are all
+    >= 0 is it (2^3 = 8 small solves here; written out rather than scipy.optimize.nnls, whose import costs every
+    `simulate` a third of a second)."""
+    best, best_sse = np.zeros(cols.shape[1]), float((y ** 2).sum())
+    for mask in range(1, 1 << cols.shape[1]):
+        idx = [j for j in range(cols.shape[1]) if mask >> j & 1]
+        sub = np.linalg.lstsq(cols[:, idx], y, rcond=None)[0]
+        if (sub < 0).any():
+            continue
+        sse = float(((cols[:, idx] @ sub - y) ** 2).sum())
+        if sse < best_sse - 1e-12 * max(best_sse, 1.0):
+            best, best_sse = np.zeros(cols.shape[1]), sse
+            best[idx] = sub
+    return best
 
 
 def prefill_per_step(steps: EngineSteps, input_lens: np.ndarray, budget: int | None, spec_tokens: int = 0
