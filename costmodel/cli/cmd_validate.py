@@ -39,9 +39,17 @@ from .output import write_table
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """--held-out-only only narrows --max-error's check: alone it would be silently ignored."""
+    """Flags that would be silently ignored are refused: --held-out-only only narrows --max-error's check;
+    --serving-fit and --pairs-out only mean something with --serving, --pairs-out only on the bundled runs (the
+    real A/B pairs are theirs)."""
     if getattr(args, "held_out_only", False) and args.max_error is None:
         raise InputError("--held-out-only: limits which rows --max-error checks, so it needs --max-error")
+    serving = getattr(args, "serving", None)
+    if serving is None and (getattr(args, "serving_fit", "all") != "all" or getattr(args, "pairs_out", None)):
+        raise InputError("--serving-fit / --pairs-out: only with --serving")
+    if serving and getattr(args, "pairs_out", None):
+        raise InputError("--pairs-out: the A/B pairs are the bundled runs' (data/serving-runs/); give --serving "
+                         "without RUN.json files")
 
 
 def read_reference(paths: Sequence[str | Path]) -> tuple[pd.DataFrame, list[str]]:
@@ -65,7 +73,7 @@ def serving(args: argparse.Namespace) -> int:
     print(format_serving(rows, pairs, args.serving_fit, noise_rows(answers)))
     if args.out:
         write_table(pd.DataFrame(rows), args.out)
-    if args.pairs_out and pairs is not None:
+    if args.pairs_out:
         write_table(pd.DataFrame(pairs), args.pairs_out)
     return 0
 

@@ -217,3 +217,39 @@ def test_the_acceptance_length_check_is_worded_once(capsys):
         simulate_bench(Path(EXAMPLE).read_text(), "run.json", question)
     assert predict_err.strip() == simulate_err.strip() == f"error: {tab.value}"
     assert "must be in 1..K+1 = 1..4" in str(tab.value)
+
+
+def test_a_scenario_that_contradicts_the_run_is_one_line(capsys, tmp_path):
+    """issue 42 item 7: a modelled draft step larger than the run's whole measured step (2 nodes over 1 Gb/s NICs
+    against a 0.5 ms step) is refused, not subtracted and clamped at 0."""
+    outs = [8] * 6
+    path = tmp_path / "fast.json"
+    path.write_text(json.dumps({"duration": 1.0, "max_concurrency": 2, "request_rate": "inf", "input_lens": [10] * 6,
+                                "output_lens": outs, "ttfts": [0.001] * 6, "itls": [[0.0005] * 7] * 6}))
+    code, _, err = cli(capsys, "simulate", "--bench", str(path), *SCENARIO, "--nodes", "2", "--nic-gbps", "1",
+                       "--acceptance-length", "2")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: simulate: the scenario contradicts the run: its modelled draft per decode step")
+    assert "more than the run's whole measured step there" in err
+
+
+def test_no_verdict_where_the_replay_misses_the_run():
+    """A metric whose baseline replay misses the run by more than 5% (10% for a p99) gets no verdict; the floor is
+    the machine's speed drift (and the histogram's bin for ITL percentiles)."""
+    d = detectability({"mean_ttft_ms": 0.001, "p99_itl_ms": 0.001, "mean_itl_ms": 0.001},
+                      {"s": {"mean_ttft_ms": -20.0, "p99_itl_ms": -20.0, "mean_itl_ms": -20.0}}, 100, 0.0,
+                      speed=0.01, reproduced_pct={"mean_ttft_ms": 6.0, "p99_itl_ms": 9.0, "mean_itl_ms": 1.0})
+    rows = d["strategies"]["s"]
+    assert rows["mean_ttft_ms"]["visible"] is None and rows["mean_ttft_ms"]["repeats_needed"] is None
+    assert rows["p99_itl_ms"]["visible"] is True and rows["mean_itl_ms"]["visible"] is True
+    assert d["noise"]["mean_itl_ms"]["floor_pct"] == pytest.approx(1.0)
+    assert d["noise"]["p99_itl_ms"]["floor_pct"] == pytest.approx(100 * np.hypot(0.01, 0.004))
+    assert d["noise"]["mean_itl_ms"]["sd_pct"] == pytest.approx(100 * np.hypot(0.001, 0.01))
+
+
+def test_no_verdict_reaches_the_table(capsys):
+    """The text table says why there is no verdict, from the one answer."""
+    ab = {"reference": "a", "baseline_reproduction_error_pct": {"m": 12.5},
+          "detectable": {"strategies": {"b": {"m": {"visible": None}}}}}
+    from costmodel.serving.table import _verdict
+    assert _verdict(ab, "b", "m") == "no verdict (the baseline replay misses the run by +12.5%)"

@@ -57,8 +57,9 @@ def test_file_acceptance_outside_1_to_k_plus_1_is_refused(tmp_path, capsys, valu
     path = with_fields(tmp_path, spec_decode_acceptance_length=value)
     assert main(["simulate", *SCENARIO, "--bench", path]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: bench run.json: spec_decode_acceptance_length {value:g} is outside 1..K+1 = 1..4 tokens per decode "
-                   "step with K = 3 (the file's value wins over --acceptance-length; give the K the run used)")
+    assert err == (f"error: bench run.json: spec_decode_acceptance_length {value:g} is outside 1..K+1 = 1..4 tokens "
+                   "per decode step with K = 3 (the file's value wins over --acceptance-length; give the K the run "
+                   "used)")
 
 
 def test_the_file_acceptance_wins_over_the_flag_and_says_so(tmp_path, capsys):

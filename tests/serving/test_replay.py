@@ -154,3 +154,30 @@ def test_itl_percentiles_from_the_histogram():
     centre = np.sqrt(ITL_EDGES_US[:-1] * ITL_EDGES_US[1:])
     assert hist_percentile(hist, 50)[0] == centre[10] and hist_percentile(hist, 99)[0] == centre[20]
     assert hist_percentile(np.zeros((1, ITL_BINS)), 50)[0] == 0.0
+
+
+def test_the_engine_sees_requests_when_the_run_shows_it():
+    """seen_s (no client cap): request 1, sent at 0 with request 0, is seen at 2.5 tau; with two slots it is
+    prefilled in the first step starting after that, [3, 4] tau (steps of tau from 0): TTFT 4 tau from its send."""
+    res = simulate_runs(np.array([10, 10]), np.array([6, 6]), np.zeros((1, 2)), np.zeros(1, dtype=int),
+                        StepModel(1000.0), np.zeros((1, 3)), k=0, acceptance_length=1.0, slots=2, client_cap=None,
+                        max_batched_tokens=8192, seen_s=np.array([0.0, 2.5e-3]))
+    assert res.ttft_s[0].tolist() == pytest.approx([1e-3, 4e-3])
+
+
+def test_a_lag_per_request_keeps_the_order():
+    """front_end_s per request: ready_i = max(sent_i + lag_i, ready_{i-1}): request 1's lag 0 cannot overtake
+    request 0's 2 tau (FCFS), both prefilled together in [2, 3] tau."""
+    res = simulate_runs(np.array([10, 10]), np.array([2, 2]), np.zeros((1, 2)), np.zeros(1, dtype=int),
+                        StepModel(1000.0), np.zeros((1, 3)), k=0, acceptance_length=1.0, slots=2, client_cap=None,
+                        max_batched_tokens=8192, front_end_s=np.array([2e-3, 0.0]))
+    assert res.ttft_s[0].tolist() == pytest.approx([3e-3, 3e-3])
+
+
+def test_step_jitter_scales_decode_and_prefill_steps_apart():
+    """noise_rel (0.5,) on decode-only steps, noise_prefill_rel (1.0,) on steps with prefill tokens: the prefill
+    step takes 2 tau, each decode step 1.5 tau."""
+    step = StepModel(1000.0, noise_rel=(0.5,), noise_prefill_rel=(1.0,))
+    res = simulate_runs(np.array([10]), np.array([3]), np.zeros((1, 1)), np.zeros(1, dtype=int), step,
+                        np.zeros((1, 2)), k=0, acceptance_length=1.0, slots=1, client_cap=None, max_batched_tokens=8192)
+    assert res.ttft_s[0, 0] == pytest.approx(2e-3) and res.e2el_s[0, 0] == pytest.approx(5e-3)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from costmodel.cli.main import main
 from costmodel.profiles.store import load_profile
 from costmodel.serving.ab import vllm_batch_defaults
-from costmodel.serving.validation import AB_PAIRS, PAIR_TARGET_PCT, TARGET_PCT, bundled_runs
+from costmodel.serving.validation import AB_PAIRS, PAIR_TARGET_PCT, TARGET_PCT, bundled_runs, noise_rows
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json"
@@ -67,11 +68,14 @@ def test_a_run_with_a_note_is_synthetic(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--serving-fit", "second-half"], "invalid choice: 'second-half'"),
-    (["--pairs-out", ""], "--pairs-out"),
+    (["--serving", "--serving-fit", "second-half"], "invalid choice: 'second-half'"),
+    (["--serving", "--pairs-out", ""], "--pairs-out"),
+    (["--serving-fit", "first-half"], "--serving-fit / --pairs-out: only with --serving"),
+    (["--pairs-out", "p.csv"], "--serving-fit / --pairs-out: only with --serving"),
+    (["--serving", str(EXAMPLE), "--pairs-out", "p.csv"], "the A/B pairs are the bundled runs'"),
 ])
 def test_bad_serving_flags_are_one_line(capsys, argv, words):
-    assert main(["validate", "--serving", *argv]) == 2
+    assert main(["validate", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
 
@@ -106,3 +110,19 @@ def test_simulate_replays_what_the_engine_ran_and_can_run(capsys, engine, refere
     ab = json.loads(capsys.readouterr().out)
     assert ab["reference"] == reference and list(ab["strategies"]) == shown
     assert set(ab["changes_pct"]) == set(shown) - {reference}
+
+
+def test_noise_rows_by_hand():
+    """Repeats named SETTING-rN: the predicted SD is the mean of the runs' detectability SD, the measured one the
+    sample SD of their values over the mean; a setting seen once has no row."""
+    from types import SimpleNamespace
+
+    def answer(name, value, sd):
+        run = SimpleNamespace(name=f"{name}.json", reported={"output_throughput": value})
+        return run, {"metrics": ["output_throughput"], "detectable": {"noise": {"output_throughput": {"sd_pct": sd}}}}
+
+    rows = noise_rows([answer("a-r1", 99.0, 1.0), answer("a-r2", 101.0, 3.0), answer("b-r1", 5.0, 1.0)])
+    assert len(rows) == 1 and rows[0]["setting"] == "a" and rows[0]["runs"] == 2
+    assert rows[0]["predicted_sd_pct"] == pytest.approx(2.0)
+    assert rows[0]["measured_sd_pct"] == pytest.approx(100 * np.std([99.0, 101.0], ddof=1) / 100.0)
+    assert rows[0]["ratio"] == pytest.approx(2.0 / rows[0]["measured_sd_pct"])
