@@ -161,31 +161,74 @@ def _nnls(cols: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def prefill_per_step(steps: EngineSteps, input_lens: np.ndarray, budget: int | None, spec_tokens: int = 0
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def prefill_per_step(steps: EngineSteps, input_lens: np.ndarray, budget: int | None, spec_tokens: int = 0,
+                     sent_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(prompt tokens prefilled in each step, each request's first prefill step) (module doc): whole prompts in
-    their first-token step where they fit the step's budget, else chunked backwards from it, FCFS (requests in
-    first-token order; the run's first step takes what is left)."""
+    their first-token step where they fit the step's budget, else chunked backwards from it into the steps with room
+    left, FCFS (requests in first-token order). A chunk never goes before the first step that ended after the
+    request was sent (`sent_s`, run clock) nor before the run's first step: that step takes what is left.
+    O(requests + steps): full steps are skipped by a union-find over the steps (each points to the nearest step at
+    or before it with room; path halving)."""
     whole = steps.prefill_tokens.astype(float)
     room = (np.inf if budget is None else np.maximum(budget - steps.n_decode * (1 + spec_tokens), 0)) + 0 * whole
     if (whole <= room).all():
         return whole, steps.first_step.copy()
+    rooms = _Rooms(room)
     used, first = np.zeros(steps.count), steps.first_step.copy()
-    for i in np.argsort(steps.first_step, kind="stable"):  # O(requests x chunks), only for runs that chunk
-        left, k = float(input_lens[i]), int(steps.first_step[i])
+    lowest = (np.zeros(input_lens.size, dtype=np.int64) if sent_s is None else
+              np.minimum(np.searchsorted(steps.end_s, sent_s, side="right"), steps.first_step))
+    for i in np.argsort(steps.first_step, kind="stable"):  # a Python loop only for runs that chunk
+        left, floor = float(input_lens[i]), int(lowest[i])
+        k = rooms.at_or_before(int(steps.first_step[i]))
         while left > 0:
-            take = left if k == 0 else max(min(left, room[k] - used[k]), 0.0)
+            k = max(k, floor)
+            take = rooms.take(k, left, everything=k == floor)  # the earliest step it can be in takes what is left
             used[k] += take
             left -= take
-            first[i] = k if take > 0 else first[i]
-            k -= 1
+            first[i] = k
+            if left > 0:
+                k = rooms.at_or_before(k - 1)
     return used, first
+
+
+class _Rooms:
+    """Room left per step, and for any step the nearest one at or before it with room: a union-find over the steps
+    (a full step points to the one before it; path halving), so a walk back skips full steps in amortized O(1).
+    `finds` counts the pointer hops (tests/serving/test_step_fit.py bounds it by the steps and requests)."""
+
+    def __init__(self, room: np.ndarray) -> None:
+        self.room = room.astype(float).tolist()
+        self.parent = [k if self.room[k] > 0 or k == 0 else k - 1 for k in range(len(self.room))]
+        self.finds = 0
+
+    def at_or_before(self, k: int) -> int:
+        """The nearest step <= k with room (step 0 if none: the run's first step takes what is left)."""
+        parent = self.parent
+        while k > 0 and parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+            self.finds += 1
+        return max(k, 0)
+
+    def take(self, k: int, want: float, everything: bool = False) -> float:
+        """Up to `want` tokens of step k's room (all of `want` at step 0 or where `everything`); a step left full
+        points back."""
+        got = want if everything or k == 0 else min(want, self.room[k])
+        self.room[k] -= got
+        if k > 0 and self.room[k] <= 0:
+            self.parent[k] = k - 1
+        return got
+
+
+def _sent(run: BenchRun) -> np.ndarray:
+    """Each request's send time on the run's clock (the steps' clock: start_times less the first)."""
+    return run.start_times_s - run.start_times_s.min()
 
 
 def _fit_steps(steps: EngineSteps, run: BenchRun, budget: int | None, spec_tokens: int, part: str
                ) -> tuple[tuple[float, float, float], float, float, np.ndarray, float]:
     """(coef, R^2, RMS, the busy steps used, SSE) of the step regression under a budget."""
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens)[0]
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))[0]
     use = steps.busy.copy()
     if part == "first-half":
         t = steps.end_s
@@ -217,14 +260,14 @@ def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | 
     """(lag_s, seen_s) per request (module doc): the front end's lag from send to the engine, >= 0, and when the
     engine saw it, in the order it admitted them."""
     dur = np.nan_to_num(steps.duration_s)
-    prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens)  # k: each request's first prefill step
+    prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))  # k: first prefill step
     modelled = (step.alpha_us + step.beta_us * steps.n_decode + step.gamma_us * prefill) * 1e-6
     start = np.where(steps.busy, steps.end_s - dur, steps.end_s - modelled)
     # seen by the engine inside (start of the step before, start of its first prefill step]; at the start where the
     # engine was idle before that step (it started on the request) or for the run's first step
     waited = (k > 0) & steps.busy[k]
-    seen = np.where(waited, start[k] - 0.5 * dur[np.maximum(k - 1, 0)], start[k])
-    sent = run.start_times_s - run.start_times_s.min()
+    seen = np.where(waited, 0.5 * (start[np.maximum(k - 1, 0)] + start[k]), start[k])
+    sent = _sent(run)
     free = np.ones(run.n, dtype=bool)
     server = infer_server(run)
     if server is not None and server.binds:  # only requests that found a free slot were admitted when seen
@@ -243,12 +286,14 @@ def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | 
 
 
 def _jitter(rel: np.ndarray) -> tuple[float, ...]:
-    """Relative residuals as the replay's step jitter: centred (the jitter keeps the fitted mean step), at most
-    NOISE_QUANTILES of their quantiles (bounded), each > -0.99 (a step never takes negative time)."""
+    """Relative residuals as the replay's step jitter: factors 1 + e floored at 0.01 (a step never takes negative or
+    zero time) and scaled to mean 1 (the jitter keeps the fitted mean step), at most NOISE_QUANTILES of their
+    quantiles (bounded); returned as e = factor - 1."""
     if rel.size == 0:
         return ()
-    q = np.quantile(rel - rel.mean(), np.linspace(0, 1, min(rel.size, NOISE_QUANTILES)))
-    return tuple(float(x) for x in np.maximum(q, -0.99))
+    factor = np.maximum(1.0 + rel, 0.01)
+    q = np.quantile(factor / factor.mean(), np.linspace(0, 1, min(rel.size, NOISE_QUANTILES)))
+    return tuple(float(x) for x in q / q.mean() - 1.0)
 
 
 def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, part: str = "all") -> StepFit:
@@ -263,7 +308,7 @@ def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, 
     if budget is None:
         budget, source = infer_budget(steps, run, spec_tokens)
     coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens)[0][use]
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))[0][use]
     fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill
     y = steps.duration_s[use] * 1e6
     rel = y / np.maximum(fit, 1e-9) - 1.0

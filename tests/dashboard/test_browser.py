@@ -226,7 +226,7 @@ def test_recommendation_panel_and_png_export(server, browser):
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("requestfailed", lambda req: console_errors.append(f"request failed: {req.url}"))
     page.goto(f"{server}/?tab=Recommendation&k=5")  # the default question: vLLM's whole draft step
-    name = sorted(p.name for p in (ROOT / "data/examples").iterdir())[0]
+    name = sorted(data.example_workloads())[0]  # the dashboard's first example (not data/examples/SOURCES.md)
     cli = subprocess.run([sys.executable, "-m", "costmodel", "recommend", "--workload",
                           str(ROOT / "data/examples" / name), "--num-spec-tokens", "5"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
