@@ -191,11 +191,15 @@ def question():
 @given(st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 30), st.floats(0, 2.0),
                           st.lists(st.floats(0, 0.2), max_size=8)), min_size=1, max_size=12),
        st.one_of(st.none(), st.integers(1, 6)), st.one_of(st.just("inf"), st.floats(0.1, 100)), st.floats(0.01, 50))
-def test_fuzz_any_small_run_is_replayed_or_refused(reqs, cap, rate, duration):
-    """Any small, well-formed-looking run: the A/B table with finite numbers, or one InputError line."""
+@pytest.mark.parametrize("with_start_times", [False, True])
+def test_fuzz_any_small_run_is_replayed_or_refused(with_start_times, reqs, cap, rate, duration):
+    """Any small, well-formed-looking run, with or without --save-detailed's start_times (the engine-step path):
+    the A/B table with finite numbers, or one InputError line."""
     data = {"duration": duration, "request_rate": rate, "input_lens": [r[0] for r in reqs],
             "output_lens": [r[1] for r in reqs], "ttfts": [r[2] for r in reqs],
             "itls": [r[3][: max(r[1] - 1, 0)] for r in reqs], **({"max_concurrency": cap} if cap else {})}
+    if with_start_times:
+        data["start_times"] = [1000.0 + 0.013 * i * (i % 3) for i in range(len(reqs))]
     try:
         ab = simulate_ab(parse_bench_run(data), question(), SimConfig(seeds=2))
     except InputError as exc:
