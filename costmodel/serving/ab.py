@@ -249,20 +249,26 @@ def send_times(run: BenchRun, seeds: int, rng: np.random.Generator) -> tuple[np.
 
 
 def engine_order(run: BenchRun, fit: StepFit | None, send: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, str]:
-    """(input_lens, output_lens, send, seen_s, how) in the order the replay admits them: where the client did not
-    cap its concurrency and the run shows when the engine saw each request (`StepFit.seen_s`), in that order (the
-    engine's FCFS), with those times; else as sent, the front end's lag and gap giving when the engine sees them."""
-    if fit is None or fit.seen_s is None or (run.max_concurrency or run.n) < run.n:
-        return run.input_lens, run.output_lens, send, None, ""
-    order = np.argsort(fit.seen_s, kind="stable")
-    return (run.input_lens[order], run.output_lens[order], send[:, order], fit.seen_s[order],
-            "; the engine saw each request when the run's steps show it")
-
-
-def _lag(fit: StepFit | None) -> float | np.ndarray:
-    """The front end's lag per request as the run shows it (0 without a fit on engine steps)."""
-    return 0.0 if fit is None or fit.lag_s is None else fit.lag_s
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, float | np.ndarray, str]:
+    """(input_lens, output_lens, send, seen_s, lag_s, how) in the order the replay admits them (its FCFS):
+    * the client did not cap its concurrency and the run shows when the engine saw each request
+      (`StepFit.seen_s`): in that order, with those times;
+    * the client capped it at C: the first C requests (sent at their arrival, no slot to wait for) in the order
+      the engine took them, by a_i + lag_i (a burst's front end reorders them: `cap16-mc24` saw request 1 alone in
+      its first step, 15 more in the next), the rest as sent when slots free; each with its own front-end lag
+      (`StepFit.lag_s`);
+    * without engine steps: as sent, no lag."""
+    if fit is None or fit.lag_s is None:
+        return run.input_lens, run.output_lens, send, None, 0.0, ""
+    if fit.seen_s is not None and (run.max_concurrency or run.n) >= run.n:
+        order = np.argsort(fit.seen_s, kind="stable")
+        how = "; the engine saw each request when the run's steps show it"
+        return (run.input_lens[order], run.output_lens[order], send[:, order], fit.seen_s[order], fit.lag_s[order],
+                how)
+    first = min(run.max_concurrency or run.n, run.n)  # the client sends these at their arrival, no slot to wait for
+    order = np.r_[np.argsort(send[0, :first] + fit.lag_s[:first], kind="stable"), np.arange(first, run.n)]
+    return (run.input_lens[order], run.output_lens[order], send[:, order], None, fit.lag_s[order],
+            "; each request's front-end lag as the run's steps show it")
 
 
 def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int, acceptance_length: float, slots: int,
@@ -270,10 +276,10 @@ def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int, accept
     """vllm bench serve's metrics of `run` replayed with `step` (K, acceptance length, server slots and token
     budget given), the mean over `seeds` seeds: the run's arrivals and front end (`fit`), no draft difference."""
     send, _ = send_times(run, seeds, np.random.default_rng(rng_seed))
-    inp, out, send, seen, _ = engine_order(run, fit, send)
+    inp, out, send, seen, lag, _ = engine_order(run, fit, send)
     res = simulate_runs(inp, out, send, np.arange(seeds), step, np.zeros((seeds, slots + 1)), k=k,
                         acceptance_length=acceptance_length, slots=slots, client_cap=run.max_concurrency,
-                        max_batched_tokens=budget, front_end_s=_lag(fit),
+                        max_batched_tokens=budget, front_end_s=lag,
                         seen_s=seen, rng_seed=rng_seed, itl_hist=True)
     return {key: float(v.mean()) for key, v in metrics(res, inp, out).items()}
 
@@ -331,14 +337,14 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
     kw = dict(k=k, acceptance_length=acc, slots=slots, client_cap=run.max_concurrency,
               max_batched_tokens=cfg.max_batched_tokens, rng_seed=cfg.rng_seed)
     seed_ids = np.arange(cfg.seeds)
-    inp, out, send, seen, how_seen = engine_order(run, fit, send)
+    inp, out, send, seen, lag, how_seen = engine_order(run, fit, send)
     sends += how_seen
     pick = rng.integers(0, next(iter(members.values())).shape[0], size=cfg.seeds)
     ps, ms, n_s = max(2, cfg.seeds // 2), cfg.seeds, len(names)  # point seeds (a mean) and member seeds (the interval)
     deltas = [np.broadcast_to(point[s], (ps, slots + 1)) for s in names] + [members[s][pick] for s in names]
     seed_of = np.concatenate([np.arange(ps)] * n_s + [seed_ids] * n_s)
     want_itl = any(x in run.reported for x in ("median_itl_ms", "p99_itl_ms"))
-    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=_lag(fit), seen_s=seen,
+    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=lag, seen_s=seen,
                         itl_hist=want_itl, **kw)
     m = metrics(res, inp, out)
     shown = [x for x in METRICS] + [x for x in m if x not in METRICS and x in run.reported]
