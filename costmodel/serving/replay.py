@@ -26,7 +26,8 @@ Per replica and engine step starting at time t (vLLM v1 `Scheduler.schedule`, FC
   minus the baseline's at n_draft = requests drafting this step, decode + prefills completing).
 * a prefill that completes emits the first token at the step's end (TTFT = end - start); a decoding request emits
   min(1 + a, remaining) tokens as one streamed chunk, a = accepted drafts ~ min(K, Geometric) with
-  P(a >= j) = p^j (`acceptance_rate` inverts the mean acceptance length L = sum_{j=0..K} p^j); ITL = the gap
+  P(a >= j) = p^j (`acceptance_rate` inverts the mean acceptance length L = sum_{j=0..K} p^j; one L for all, or
+  one per request: a prompt's drafts are accepted more or less often than another's); ITL = the gap
   between its chunks. a is drawn per (seed, request, decode step), so every strategy of a seed sees the same
   acceptances and arrivals (common random numbers: the A/B's difference is the step time's alone).
 
@@ -78,17 +79,20 @@ class SimResult:
     itl_hist: np.ndarray | None = None  # (R, ITL_BINS) counts of inter-chunk gaps per ITL_EDGES_US bin, when asked
 
 
-def acceptance_rate(length: float, k: int) -> float:
-    """p with sum_{j=0..k} p^j = length (1 <= length <= k + 1), by bisection (the mean is increasing in p)."""
-    if k == 0 or length <= 1.0:
-        return 0.0
-    if length >= k + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid ** j for j in range(k + 1)) < length else (lo, mid)
-    return (lo + hi) / 2
+def acceptance_rate(length: float | np.ndarray, k: int) -> float | np.ndarray:
+    """p with sum_{j=0..k} p^j = length (1 <= length <= k + 1), by bisection (the mean is increasing in p); one
+    length or an array of them (one per request)."""
+    lengths = np.asarray(length, dtype=float)
+    if k == 0:
+        p = np.zeros_like(lengths)
+    else:
+        lo, hi = np.zeros_like(lengths), np.ones_like(lengths)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            below = sum(mid ** j for j in range(k + 1)) < lengths
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        p = np.where(lengths <= 1.0, 0.0, np.where(lengths >= k + 1, 1.0, (lo + hi) / 2))
+    return float(p) if p.ndim == 0 else p
 
 
 def arrivals(n: int, rate: float, seeds: int, rng: np.random.Generator) -> np.ndarray:
@@ -100,25 +104,33 @@ def arrivals(n: int, rate: float, seeds: int, rng: np.random.Generator) -> np.nd
     return np.cumsum(gaps, axis=1)
 
 
-def _draws(rng: np.random.Generator, shape: tuple[int, ...], p: float, k: int) -> np.ndarray:
-    """Accepted drafts min(k, floor(log u / log p)), P(a >= j) = p^j."""
-    if k == 0 or p <= 0:
+def _draws(rng: np.random.Generator, shape: tuple[int, ...], p: float | np.ndarray, k: int) -> np.ndarray:
+    """Accepted drafts min(k, floor(log u / log p)), P(a >= j) = p^j; p one rate or an array broadcast to shape."""
+    if np.ndim(p) == 0:
+        if k == 0 or p <= 0:
+            return np.zeros(shape, dtype=np.uint8)
+        if p >= 1:
+            return np.full(shape, k, dtype=np.uint8)
+        u = rng.random(shape)
+        return np.minimum(k, np.floor(np.log(u) / math.log(p))).astype(np.uint8)
+    if k == 0:
         return np.zeros(shape, dtype=np.uint8)
-    if p >= 1:
-        return np.full(shape, k, dtype=np.uint8)
     u = rng.random(shape)
-    return np.minimum(k, np.floor(np.log(u) / math.log(p))).astype(np.uint8)
+    rate = np.clip(np.broadcast_to(p, shape), 1e-300, 1.0 - 1e-16)
+    a = np.where(np.broadcast_to(p, shape) >= 1.0, k, np.floor(np.log(u) / np.log(rate)))
+    return np.minimum(k, np.where(np.broadcast_to(p, shape) <= 0.0, 0, a)).astype(np.uint8)
 
 
 def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.ndarray, seed_of: np.ndarray,
-                  step: StepModel, delta_us: np.ndarray, *, k: int, acceptance_length: float, slots: int,
+                  step: StepModel, delta_us: np.ndarray, *, k: int, acceptance_length: float | np.ndarray, slots: int,
                   client_cap: int | None, max_batched_tokens: int, front_end_s: float | np.ndarray = 0.0,
                   seen_s: np.ndarray | None = None, rng_seed: int = 0, itl_hist: bool = False) -> SimResult:
     """Replay the requests (input_lens, output_lens: (N,)) in R replicas (module doc). send_s: (S, N) arrival
     times a_i per seed, ascending; seed_of: (R,) each replica's seed; slots: the server's max_num_seqs; client_cap:
     the client's max_concurrency C (None: none); delta_us: (R, slots + 1) the draft difference per decode step at
-    n_draft = 0..slots; front_end_s: the front end's lag, one for all or (N,) per request; seen_s: (N,) when the
-    engine saw each request, ascending, where the run shows it (no client cap: it replaces the lag)."""
+    n_draft = 0..slots; acceptance_length: one for all, or (N,) per request; front_end_s: the front end's lag, one
+    for all or (N,) per request; seen_s: (N,) when the engine saw each request, ascending, where the run shows it
+    (no client cap: it replaces the lag)."""
     inp = np.maximum(np.asarray(input_lens, dtype=np.int64), 1)  # every request prefills at least one token
     out = np.asarray(output_lens, dtype=np.int64)
     n, r_count = out.size, seed_of.size
@@ -126,7 +138,9 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
     rng = np.random.default_rng(rng_seed)
     p = acceptance_rate(acceptance_length, k)
     jmax = int(out.max())
-    table = _draws(rng, (seeds, n, jmax), p, k).reshape(-1) if seeds * n * jmax <= MAX_TABLE else None
+    per_request = np.ndim(p) == 1  # one acceptance rate per request (its prompt's), else one for all
+    table = (_draws(rng, (seeds, n, jmax), p[None, :, None] if per_request else p, k).reshape(-1)
+             if seeds * n * jmax <= MAX_TABLE else None)
     seed_base = (seed_of * n * jmax)[:, None]  # flat index of (seed, request, decode step) in the table
     send = send_s[seed_of]  # (R, N)
     slot_req = np.full((r_count, slots), -1, dtype=np.int64)
@@ -235,7 +249,7 @@ def simulate_runs(input_lens: np.ndarray, output_lens: np.ndarray, send_s: np.nd
         reqc = np.minimum(slot_req, n - 1)
         # dsteps < output_len <= jmax for every busy slot (a request decodes at most output_len - 1 times)
         acc = (np.take(table, seed_base + reqc * jmax + dsteps) if table is not None
-               else _draws(rng, slot_req.shape, p, k))
+               else _draws(rng, slot_req.shape, p[reqc] if per_request else p, k))
         emitted = np.where(step_dec, np.minimum(1 + acc.astype(np.int64), out_left), 0)
         slot_isum += np.where(step_dec, endc - last_tok, 0.0)  # per slot; written per request when it finishes
         slot_icnt += step_dec

@@ -36,7 +36,7 @@ import numpy as np
 from ..answers.question import Question
 from ..answers.workload import DATA_DIR
 from ..io.safe_io import loads_json, read_text
-from .ab import SimConfig, replay_means, simulate_ab
+from .ab import SimConfig, replay_means, request_acceptance, simulate_ab
 from .replay import StepModel
 from .run import BenchRun, load_bench_run
 from .server import infer_server
@@ -151,7 +151,8 @@ def ab_pair_rows(directory: Path = SERVING_RUNS_DIR, config: SimConfig = CLI_CON
         slots = server.max_num_seqs if server is not None and server.binds else run_a.n
         budget = fit_a.budget or config.max_batched_tokens or 8192
         step = replace(fit_a.step, alpha_us=coef[0], beta_us=coef[1], gamma_us=coef[2])  # A's jitter
-        got = replay_means(run_a, fit_a, step, k=k, acceptance_length=run_br.acceptance_length,
+        acc = request_acceptance(run_br, run_br.acceptance_length, k)  # B's draft on the same prompts (a repeat's)
+        got = replay_means(run_a, fit_a, step, k=k, acceptance_length=acc,
                            slots=int(min(slots, run_a.n)), budget=budget, seeds=seeds, rng_seed=config.rng_seed)
         held = "a repeat (B not seen)" if b_ref != b else "B itself (no repeat)"
         for metric in (m for m in SUMMARY if m in run_b.reported and m in got):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from costmodel.cli.main import build_parser, main
 from costmodel.cli.question_args import question_from_args
 from costmodel.io.errors import InputError
-from costmodel.serving.ab import SimConfig, detectability, draft_deltas, simulate_ab
+from costmodel.serving.ab import SimConfig, detectability, draft_deltas, request_acceptance, simulate_ab
 from costmodel.serving.run import parse_bench_run
 from costmodel.serving.step_fit import fit_step, timeline
 from costmodel.serving.table import ab_rows, simulate_bench
@@ -257,3 +257,17 @@ def test_no_verdict_reaches_the_table(capsys):
           "detectable": {"strategies": {"b": {"m": {"visible": None}}}}}
     from costmodel.serving.table import _verdict
     assert _verdict(ab, "b", "m") == "no verdict (the baseline replay misses the run by +12.5%)"
+
+
+def test_each_requests_acceptance_is_its_tokens_per_chunk_scaled_to_the_runs():
+    """c_i = (output_i - 1) / chunks_i = 3, 2, 1.5 and none; pooled c = (3 + 6 + 3) / 6 = 2; with the run's L = 2.5,
+    L_i = 1 + (c_i - 1) x (2.5 - 1) / (2 - 1) = 4.0, 2.5, 1.75, and L for the request without a chunk."""
+    run = parse_bench_run({"duration": 1.0, "request_rate": "inf", "input_lens": [5, 5, 5, 5],
+                           "output_lens": [4, 7, 4, 1], "ttfts": [0.1] * 4,
+                           "itls": [[0.01], [0.01, 0.01, 0.01], [0.01, 0.01], []]})
+    got = request_acceptance(run, 2.5, 3)
+    assert got.tolist() == pytest.approx([4.0, 2.5, 1.75, 2.5])
+    assert request_acceptance(run, 2.5, 0) == 2.5  # no speculation: one value
+    flat = parse_bench_run({"duration": 1.0, "input_lens": [5], "output_lens": [3], "ttfts": [0.1],
+                            "itls": [[0.01, 0.01]]})
+    assert request_acceptance(flat, 1.0, 3) == 1.0  # one token per chunk: nothing to spread

@@ -181,3 +181,28 @@ def test_step_jitter_scales_decode_and_prefill_steps_apart():
     res = simulate_runs(np.array([10]), np.array([3]), np.zeros((1, 1)), np.zeros(1, dtype=int), step,
                         np.zeros((1, 2)), k=0, acceptance_length=1.0, slots=1, client_cap=None, max_batched_tokens=8192)
     assert res.ttft_s[0, 0] == pytest.approx(2e-3) and res.e2el_s[0, 0] == pytest.approx(5e-3)
+
+
+def test_acceptance_rate_per_request_is_the_scalar_one_each():
+    lengths = np.array([0.5, 1.0, 1.6, 2.5, 4.0, 9.0])
+    got = acceptance_rate(lengths, 3)
+    assert got.tolist() == pytest.approx([acceptance_rate(float(x), 3) for x in lengths])
+    assert got[0] == 0.0 and got[1] == 0.0 and got[-2] == 1.0 and got[-1] == 1.0
+    assert sum(got[3] ** j for j in range(4)) == pytest.approx(2.5, abs=1e-9)
+
+
+def test_draws_with_a_rate_per_request():
+    """p = 0, 1 and 0.5 for three requests: none, every one (K = 3), and P(a >= 1) = 0.5 over many draws."""
+    a = _draws(np.random.default_rng(0), (1, 3, 20_000), np.array([0.0, 1.0, 0.5])[None, :, None], 3)
+    assert (a[0, 0] == 0).all() and (a[0, 1] == 3).all()
+    assert (a[0, 2] >= 1).mean() == pytest.approx(0.5, abs=0.02)
+    assert (a[0, 2] >= 2).mean() == pytest.approx(0.25, abs=0.02)
+
+
+def test_a_request_that_accepts_every_draft_finishes_first():
+    """Two requests, K 3, acceptance 4 (every draft) and 1 (none): 9 tokens after the first take 3 decode steps
+    against 9."""
+    res = simulate_runs(np.array([10, 10]), np.array([10, 10]), np.zeros((1, 2)), np.zeros(1, dtype=int),
+                        StepModel(1000.0), np.zeros((1, 3)), k=3, acceptance_length=np.array([4.0, 1.0]), slots=2,
+                        client_cap=None, max_batched_tokens=8192)
+    assert res.itl_count[0].tolist() == [3, 9] and res.e2el_s[0].tolist() == pytest.approx([4e-3, 10e-3])
