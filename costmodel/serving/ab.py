@@ -333,7 +333,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
                   (f" ({seen.describe()})" if seen else " (the run has no per-request start_times to infer it)"))
     if cfg.max_batched_tokens is None and fit is not None and fit.budget is not None:
         tokens = fit.budget  # inferred from the run's step times
-    budget = (fit.describe_budget() if fit is not None and fit.budget_source else
+    budget = (fit.budget_source if fit is not None and fit.budget_source else
               f"max_num_batched_tokens {cfg.max_batched_tokens or tokens}" +
               (" (--max-num-batched-tokens)" if cfg.max_batched_tokens else ": vLLM's default for the profile's GPU"))
     if fit is not None and fit.budget is None and cfg.max_batched_tokens is None:

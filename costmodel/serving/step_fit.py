@@ -12,21 +12,19 @@ so the budget enters the regressors; where no `--max-num-batched-tokens` is give
 (`infer_budget`): the power of two from 64 up to which, so attributed, halves the fit's squared error against
 whole prompts in their first-token step - else the run does not show it (every prompt fit in one step).
 What is fitted is stated: the run's busy steps (`part="all"`), or only those in the first half of the run's busy
-time (`part="first-half"`: the second half is held out, `validate --serving --held-out`). The step model is fitted
-on step durations, never on a reported metric: TTFT, ITL, E2EL and throughput come out of the replay.
+time (`part="first-half"`: the second half is held out, `validate --serving --serving-fit first-half`). The step
+model is fitted on step durations, never on a reported metric: TTFT, ITL, E2EL and throughput come out of the
+replay.
 
-The front end (the time from the client's send to the engine seeing a request: HTTP, tokenization) is measured,
-not fitted: request i's first prefill step k starts at s_k (the previous step's end, or the step's end less its
-modelled time where the engine was idle before it - it started on the request); it was seen inside (s_{k-1},
-s_k], taken at the middle, s_k less half the step before (at s_k where the engine was idle), so its lag is that
-less sent_i (`lag_s`, >= 0). A request that waited for a server slot (the inferred max_num_seqs held when its step
-began) shows only an upper bound: it gets the median lag of the others (`front_end_s`). `seen_s` is when the
-engine saw each request, kept in the order the engine admitted them (FCFS).
+The front end's lag per request and when the engine saw each request are measured on the same steps
+(`costmodel.serving.front_end`); prompts longer than a step's budget are spread over steps by
+`costmodel.serving.prefill`.
 
-The step jitter is measured too: the fit's relative residuals, centred, on decode-only steps and on steps with
-prefill tokens apart (`StepModel.noise_rel`, `noise_prefill_rel`: the replay draws a step's factor from them), and
-the machine's speed drift `speed_sd_rel`: the SD of sum(T - fit) / sum(fit) over the run's SPEED_BLOCKS quarters
-(a machine that runs a quarter 2% slow runs a whole rerun so too; `ab.detectability`'s run-to-run noise).
+The step jitter is measured too: the fit's relative residuals (as factors scaled to mean 1), on decode-only steps
+and on steps with prefill tokens apart (`StepModel.noise_rel`, `noise_prefill_rel`: the replay draws a step's
+factor from them), and the machine's speed drift `speed_sd_rel`: the SD of sum(T - fit) / sum(fit) over the
+run's SPEED_BLOCKS quarters (a machine that runs a quarter 2% slow runs a whole rerun so too;
+`ab.detectability`'s run-to-run noise).
 
 Without `start_times` (older files) the timeline is rebuilt (`timeline`): with the client's concurrency cap C and
 requests sent in order, request i is sent when the earliest of the C client slots frees (a heap), start_i =
@@ -47,11 +45,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..io.errors import InputError
+from .front_end import front_end
 from .limits import FIT_PARTS as PARTS
+from .prefill import prefill_per_step
 from .replay import StepModel
 from .run import BenchRun
-from .server import infer_server
-from .steps import EngineSteps, engine_steps
+from .steps import EngineSteps, engine_steps, sends_on_run_clock
 
 BUDGETS = tuple(2 ** j for j in range(6, 17))  # 64 .. 65536: max_num_batched_tokens candidates
 BUDGET_GAIN = 0.5  # an inferred budget must halve the squared error of whole prompts in their first-token step
@@ -83,9 +82,6 @@ class StepFit:
         return (f"step_us = {s.alpha_us:.1f} + {s.beta_us:.2f} x B_decode + {s.gamma_us:.4f} x prefill_tokens "
                 f"(least squares on {self.gaps} {self.unit}{part}, mean decode batch {self.mean_batch:.2f}; "
                 f"R^2 {self.r2:.3f}, RMS relative residual {100 * self.rms_rel:.1f}%)")
-
-    def describe_budget(self) -> str:
-        return self.budget_source
 
 
 def timeline(run: BenchRun) -> tuple[np.ndarray, np.ndarray]:
@@ -161,74 +157,10 @@ def _nnls(cols: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def prefill_per_step(steps: EngineSteps, input_lens: np.ndarray, budget: int | None, spec_tokens: int = 0,
-                     sent_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(prompt tokens prefilled in each step, each request's first prefill step) (module doc): whole prompts in
-    their first-token step where they fit the step's budget, else chunked backwards from it into the steps with room
-    left, FCFS (requests in first-token order). A chunk never goes before the first step that ended after the
-    request was sent (`sent_s`, run clock) nor before the run's first step: that step takes what is left.
-    O(requests + steps): full steps are skipped by a union-find over the steps (each points to the nearest step at
-    or before it with room; path halving)."""
-    whole = steps.prefill_tokens.astype(float)
-    room = (np.inf if budget is None else np.maximum(budget - steps.n_decode * (1 + spec_tokens), 0)) + 0 * whole
-    if (whole <= room).all():
-        return whole, steps.first_step.copy()
-    rooms = _Rooms(room)
-    used, first = np.zeros(steps.count), steps.first_step.copy()
-    lowest = (np.zeros(input_lens.size, dtype=np.int64) if sent_s is None else
-              np.minimum(np.searchsorted(steps.end_s, sent_s, side="right"), steps.first_step))
-    for i in np.argsort(steps.first_step, kind="stable"):  # a Python loop only for runs that chunk
-        left, floor = float(input_lens[i]), int(lowest[i])
-        k = rooms.at_or_before(int(steps.first_step[i]))
-        while left > 0:
-            k = max(k, floor)
-            take = rooms.take(k, left, everything=k == floor)  # the earliest step it can be in takes what is left
-            used[k] += take
-            left -= take
-            first[i] = k
-            if left > 0:
-                k = rooms.at_or_before(k - 1)
-    return used, first
-
-
-class _Rooms:
-    """Room left per step, and for any step the nearest one at or before it with room: a union-find over the steps
-    (a full step points to the one before it; path halving), so a walk back skips full steps in amortized O(1).
-    `finds` counts the pointer hops (tests/serving/test_step_fit.py bounds it by the steps and requests)."""
-
-    def __init__(self, room: np.ndarray) -> None:
-        self.room = room.astype(float).tolist()
-        self.parent = [k if self.room[k] > 0 or k == 0 else k - 1 for k in range(len(self.room))]
-        self.finds = 0
-
-    def at_or_before(self, k: int) -> int:
-        """The nearest step <= k with room (step 0 if none: the run's first step takes what is left)."""
-        parent = self.parent
-        while k > 0 and parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-            self.finds += 1
-        return max(k, 0)
-
-    def take(self, k: int, want: float, everything: bool = False) -> float:
-        """Up to `want` tokens of step k's room (all of `want` at step 0 or where `everything`); a step left full
-        points back."""
-        got = want if everything or k == 0 else min(want, self.room[k])
-        self.room[k] -= got
-        if k > 0 and self.room[k] <= 0:
-            self.parent[k] = k - 1
-        return got
-
-
-def _sent(run: BenchRun) -> np.ndarray:
-    """Each request's send time on the run's clock (the steps' clock: start_times less the first)."""
-    return run.start_times_s - run.start_times_s.min()
-
-
 def _fit_steps(steps: EngineSteps, run: BenchRun, budget: int | None, spec_tokens: int, part: str
                ) -> tuple[tuple[float, float, float], float, float, np.ndarray, float]:
     """(coef, R^2, RMS, the busy steps used, SSE) of the step regression under a budget."""
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))[0]
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sends_on_run_clock(run))[0]
     use = steps.busy.copy()
     if part == "first-half":
         t = steps.end_s
@@ -255,36 +187,6 @@ def infer_budget(steps: EngineSteps, run: BenchRun, spec_tokens: int) -> tuple[i
     return None, (f"max_num_batched_tokens not seen (>= {most:.0f}): every prompt fit in one step's budget")
 
 
-def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | None, spec_tokens: int
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """(lag_s, seen_s) per request (module doc): the front end's lag from send to the engine, >= 0, and when the
-    engine saw it, in the order it admitted them."""
-    dur = np.nan_to_num(steps.duration_s)
-    prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))  # k: first prefill step
-    modelled = (step.alpha_us + step.beta_us * steps.n_decode + step.gamma_us * prefill) * 1e-6
-    start = np.where(steps.busy, steps.end_s - dur, steps.end_s - modelled)
-    # seen by the engine inside (start of the step before, start of its first prefill step]; at the start where the
-    # engine was idle before that step (it started on the request) or for the run's first step
-    waited = (k > 0) & steps.busy[k]
-    seen = np.where(waited, 0.5 * (start[np.maximum(k - 1, 0)] + start[k]), start[k])
-    sent = _sent(run)
-    free = np.ones(run.n, dtype=bool)
-    server = infer_server(run)
-    if server is not None and server.binds:  # only requests that found a free slot were admitted when seen
-        # slots held through step j: requests from their first prefill step to their last token's step
-        held = np.cumsum(np.bincount(k, minlength=steps.count + 1) -
-                         np.bincount(steps.last_step + 1, minlength=steps.count + 1))
-        free = (k == 0) | (held[np.maximum(k - 1, 0)] < server.max_num_seqs)
-    lag = np.maximum(seen - sent, 0.0)
-    lag = np.where(free, lag, np.median(lag[free]))
-    # a request that waited for a slot was seen at some time before its admission: sent + the median lag, but not
-    # before a request the engine admitted ahead of it (FCFS: the replay admits in the order the engine did)
-    engine_order = np.lexsort((sent, k))
-    seen_s = np.empty(run.n)
-    seen_s[engine_order] = np.maximum.accumulate((sent + lag)[engine_order])
-    return lag, seen_s
-
-
 def _jitter(rel: np.ndarray) -> tuple[float, ...]:
     """Relative residuals as the replay's step jitter: factors 1 + e floored at 0.01 (a step never takes negative or
     zero time) and scaled to mean 1 (the jitter keeps the fitted mean step), at most NOISE_QUANTILES of their
@@ -308,7 +210,7 @@ def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, 
     if budget is None:
         budget, source = infer_budget(steps, run, spec_tokens)
     coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, _sent(run))[0][use]
+    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sends_on_run_clock(run))[0][use]
     fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill
     y = steps.duration_s[use] * 1e6
     rel = y / np.maximum(fit, 1e-9) - 1.0

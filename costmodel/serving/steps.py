@@ -58,6 +58,11 @@ class EngineSteps:
         return int(self.end_s.size)
 
 
+def sends_on_run_clock(run: BenchRun) -> np.ndarray:
+    """Each request's send time on the steps' clock: start_times less the first (the run needs start_times)."""
+    return run.start_times_s - run.start_times_s.min()
+
+
 def chunk_times(run: BenchRun) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(arrival s, request, is first token) of every streamed chunk, sorted by arrival; None without start_times,
     ttfts or itls."""
@@ -71,7 +76,7 @@ def chunk_times(run: BenchRun) -> tuple[np.ndarray, np.ndarray, np.ndarray] | No
     steps = np.zeros(req.size)
     steps[~first] = run.gaps_s
     offsets = np.cumsum(steps) - np.repeat(np.cumsum(steps)[heads], count)  # sum of the request's gaps so far
-    t = (run.start_times_s - run.start_times_s.min() + run.ttfts_s)[req] + offsets
+    t = (sends_on_run_clock(run) + run.ttfts_s)[req] + offsets
     order = np.argsort(t, kind="stable")
     return t[order], req[order], first[order]
 

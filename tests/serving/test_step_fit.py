@@ -1,6 +1,7 @@
-"""The step model calibrated from a serving run (costmodel/serving/step_fit.py): `fit_step` recovers a known step
-model from a run an engine stepping by it would stream, `prefill_per_step` by hand, the budget inferred from the
-bundled real vLLM runs, the front end's lag, the step jitter, fuzzing and a 20,000-request run."""
+"""The step model calibrated from a serving run (costmodel/serving/step_fit.py, prefill.py, front_end.py):
+`fit_step` recovers a known step model from a run an engine stepping by it would stream, `prefill_per_step` by
+hand, the budget inferred from the bundled real vLLM runs, the front end's lag, the step jitter, fuzzing and a
+20,000-request run."""
 
 from __future__ import annotations
 
@@ -13,19 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
-from costmodel.serving import step_fit
+from costmodel.serving import prefill
+from costmodel.serving.front_end import front_end
+from costmodel.serving.prefill import prefill_per_step
 from costmodel.serving.replay import StepModel
 from costmodel.serving.run import load_bench_run, parse_bench_run
 from costmodel.serving.server import infer_server
-from costmodel.serving.step_fit import (
-    NOISE_QUANTILES,
-    _jitter,
-    _regress,
-    fit_step,
-    front_end,
-    infer_budget,
-    prefill_per_step,
-)
+from costmodel.serving.step_fit import NOISE_QUANTILES, _jitter, _regress, fit_step, infer_budget
 from costmodel.serving.steps import EngineSteps, engine_steps
 from tests.conftest import ROOT
 
@@ -531,12 +526,12 @@ def test_budget_inference_work_is_bounded_by_the_chunks(monkeypatch):
     n_steps, n_req = 2000, 500
     made = []
 
-    class Counting(step_fit._Rooms):
+    class Counting(prefill._Rooms):
         def __init__(self, room):
             super().__init__(room)
             made.append(self)
 
-    monkeypatch.setattr(step_fit, "_Rooms", Counting)
+    monkeypatch.setattr(prefill, "_Rooms", Counting)
     steps = EngineSteps(end_s=np.arange(n_steps, dtype=float), n_decode=np.full(n_steps, 300),
                         first=np.r_[np.zeros(n_steps - 1, dtype=int), n_req],
                         prefill_tokens=np.r_[np.zeros(n_steps - 1), 10.0 * n_req], busy=np.ones(n_steps, bool),
