@@ -11,7 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from costmodel.cli.main import main
 from costmodel.io.plain import WORD_JOINER
+from costmodel.serving.table import noise_line, setup_lines
 from dashboard import data, state
+from dashboard.tables import micro
 from tests.conftest import ROOT
 from tests.dashboard.test_parity import run_app
 
@@ -49,6 +51,12 @@ def test_the_tab_shows_the_clis_simulate_numbers(capsys):
                                                                    pytest.approx(change["high"], rel=1e-9))
         assert str(row["visible"]) == str(cli["detectable"]["strategies"][FOCUS][metric]["visible"])  # as text
     assert len(table) == len(cli["metrics"]) * len(cli["strategies"])
+    # the CLI's lines on what it read from the run (server, token budget, arrivals, step fit, front end, noise):
+    # the same sentences in the tab's captions (the unit spelled µs there)
+    shown = " ".join(c.value.replace("\\", "").replace(WORD_JOINER, "") for c in at.caption)
+    for line in [*setup_lines(cli), noise_line(cli)]:
+        assert micro(line) in shown, line
+    assert "inferred max_num_seqs 8" in shown and "engine steps" in shown
     assert any(b.label == "Download CSV" for b in at.get("download_button"))
     at.run()  # the chosen run is in the URL (the next rerun writes it, as the workload)
     assert at.query_params["tab"] == TAB and at.query_params["bench"] == EXAMPLE.name
