@@ -499,3 +499,31 @@ def test_tiles_tabs_charts_and_the_compare_table_fit_800_and_1440_px(server, bro
     for width in (800, 1440):
         check_layout(layout[width], width)
         check_compare(compare[width], width)
+
+
+def test_serving_tab_replays_the_example_run_as_the_cli_does(server, browser):
+    """The Serving A/B tab in a real browser: the bundled real vLLM run replayed for the URL's question, with the
+    CLI's lines on what it read from the run (server, step fit) in its captions and the A/B table drawn."""
+    from costmodel.serving.table import setup_lines
+    from dashboard.tables import micro
+
+    example = ROOT / "data" / "examples" / "vllm-cpu-spec-k3.json"
+    cli = subprocess.run([sys.executable, "-m", "costmodel", "simulate", "--bench", str(example), "--preset",
+                          "llama4-maverick", "--tp", "8", "--json"], cwd=ROOT, check=True, capture_output=True,
+                         text=True).stdout
+    import json
+
+    lines = setup_lines(json.loads(cli))
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    console_errors: list[str] = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(f"{server}/?tab=Serving%20A%2FB&preset=llama4-maverick&tp=8")
+    page.get_by_text("inferred max_num_seqs 8", exact=False).first.wait_for(timeout=90_000)
+    settle(page)
+    captions = " ".join(page.locator("body").inner_text().replace("\u2060", "").split())
+    for line in lines[1:4]:  # server and budget, arrivals, step fit
+        assert " ".join(micro(line).split()) in captions, line
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+    full_page_screenshot(page, ARTIFACTS / "dashboard-serving.png")
+    page.close()
+    assert console_errors == []
