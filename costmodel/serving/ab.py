@@ -20,20 +20,20 @@
    estimated steps <= MAX_WORK (steps ~ sum(output) / (L x slots) + sum(input) / token budget); a run that exceeds
    them with 2 seeds is refused.
 4. The baseline replay's error against the run (`baseline_reproduction_error_pct`), every metric the run reports.
-5. Detectability (`detectability`), for an A/B of two runs paired as vLLM's bench pairs them (the same
-   --seed and dataset send the same prompts in the same order at the same arrivals, and greedy decoding accepts
-   the same drafts, data/serving-runs/README.md): request sampling cancels, and what differs between the two
-   runs is the machine. Per metric one run's relative noise sigma = hypot(sigma_replay, sigma_speed,
-   sigma_accept): sigma_replay = the baseline replay's seed-to-seed relative SD (step jitter, acceptance draws,
-   the schedule they shift), sigma_speed = the machine's speed drift measured on the run (`StepFit.speed_sd_rel`)
-   - the floor every metric gets, with the ITL histogram's bin (HIST_FLOOR) for ITL percentiles -, sigma_accept
-   = `acceptance_drift` (default 0.7%) for the metrics proportional to 1 / acceptance length (throughputs, TPOT,
-   E2EL; across reruns of the bundled runs it is 0: greedy decoding). A one-run-each A/B resolves |change| > X =
-   1.96 * sqrt(2) * sigma; repeats needed = ceil((X / |Y|)^2) for a predicted change Y; requests needed in one run
-   = N * sigma_replay^2 / ((Y / (1.96 sqrt 2))^2 - sigma_speed^2 - sigma_accept^2) when positive (only the
-   replay's part shrinks with more requests). A metric the baseline replay misses by more than REPRODUCE_PCT
-   (issue 42's bounds: 10% for p99s, else 5%) gets no verdict (`visible` None): its change is not trusted at
-   the level the noise resolves. docs/accuracy.md checks sigma against the spread of repeated real runs.
+5. Detectability (`detectability`), for an A/B of two runs paired as vLLM's bench pairs them (the same --seed and
+   dataset send the same prompts in the same order at the same arrivals, and greedy decoding accepts the same drafts,
+   data/serving-runs/README.md): request sampling cancels, and what differs between the two runs is the machine. Per
+   metric one run's relative noise sigma = hypot(sigma_replay, sigma_speed, sigma_accept): sigma_replay = the
+   baseline replay's seed-to-seed relative SD (step jitter, acceptance draws, the schedule they shift), sigma_speed =
+   the machine's speed drift measured on the run (`StepFit.speed_sd_rel`; DEFAULT_SPEED_DRIFT for a run without
+   engine steps, e.g. one from flags) - the floor every metric gets, with the ITL histogram's bin (HIST_FLOOR) for
+   ITL percentiles -, sigma_accept = `acceptance_drift` (default 0.7%) for the metrics proportional to 1 / acceptance
+   length (throughputs, TPOT, E2EL; across reruns of the bundled runs it is 0: greedy decoding). A one-run-each A/B
+   resolves |change| > X = 1.96 * sqrt(2) * sigma; repeats needed = max(1, ceil((X / |Y|)^2)) for a predicted change
+   Y; requests needed in one run = N * sigma_replay^2 / ((Y / (1.96 sqrt 2))^2 - sigma_speed^2 - sigma_accept^2) when
+   positive (only the replay's part shrinks with more requests). A metric the baseline replay misses by more than
+   REPRODUCE_PCT (issue 42's bounds: 10% for p99s, else 5%) gets no verdict (`visible` None): its change is not
+   trusted at the level the noise resolves. docs/accuracy.md checks sigma against the spread of repeated real runs.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ Z = 1.96 * math.sqrt(2.0)
 HIST_FLOOR = 0.004  # an ITL percentile comes from a histogram bin: within 0.4% (replay.ITL_BINS)
 REPRODUCE_PCT = 5.0  # |baseline replay error| above it (P99_REPRODUCE_PCT for p99s): no verdict on the change
 P99_REPRODUCE_PCT = 10.0
+# the machine's run-to-run speed drift where a run shows no engine steps to measure it on: the median over the 23
+# bundled real vLLM runs of their own measured drift (StepFit.speed_sd_rel: 0.30-10.9%, median 1.64%; 2026-12-06)
+DEFAULT_SPEED_DRIFT = 0.0164
 MAX_CELLS = 4_000_000  # replicas x requests: seeds are lowered (to 2 at least) to stay under it
 MAX_WORK = 400_000_000  # replicas x slots x estimated engine steps (~30 s on 2 cores): seeds lowered, else refused
 ACCEPT_SCALED = ("output_throughput", "total_token_throughput", "request_throughput", "mean_tpot_ms",
@@ -194,16 +197,27 @@ def _pct(value: float, base: float) -> float:
 
 
 def _count(x: float) -> int | None:
-    """ceil(x) runs / requests, or None where no finite count resolves the change (a change ~0 or below the drift)."""
-    return math.ceil(x) if math.isfinite(x) else None
+    """ceil(x) runs / requests, at least 1, or None where no finite count resolves the change (a change ~0 or
+    below the drift)."""
+    return max(1, math.ceil(x)) if math.isfinite(x) else None
+
+
+def _speed_drift(fit: StepFit | None) -> tuple[float, str]:
+    """The machine's speed drift and where it comes from: measured on the run's engine steps, else DEFAULT_SPEED_DRIFT
+    (a run from flags, or a file without start_times, shows no steps to measure it on)."""
+    if fit is not None and fit.unit == "engine steps":
+        return fit.speed_sd_rel, "measured on the run"
+    return DEFAULT_SPEED_DRIFT, "assumed: the median of the bundled real vLLM runs' (data/serving-runs/)"
 
 
 def detectability(sigma_replay: dict[str, float], changes: dict[str, dict[str, float]], n: int, drift: float,
-                  speed: float = 0.0, reproduced_pct: dict[str, float] | None = None) -> dict[str, Any]:
+                  speed: float = 0.0, speed_source: str = "measured on the run",
+                  reproduced_pct: dict[str, float] | None = None) -> dict[str, Any]:
     """Per metric the resolvable change X% and, per strategy, visible / repeats / requests (module doc, step 5).
     sigma_replay: per metric, the replay's relative SD; speed: the machine's speed drift (relative SD);
     reproduced_pct: the baseline replay's error per metric (a miss above REPRODUCE_PCT: no verdict)."""
     out: dict[str, Any] = {"requests": n, "acceptance_drift_pct": 100 * drift, "speed_drift_pct": 100 * speed,
+                           "speed_drift_source": speed_source,
                            "noise": {}, "strategies": {}}
     floor = {m: math.hypot(speed, HIST_FLOOR if m.endswith("_itl_ms") and not m.startswith("mean") else 0.0)
              for m in sigma_replay}
@@ -398,6 +412,6 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "baseline": {x: meas[x] for x in shown if x in meas}, "baseline_reproduction_error_pct": repro,
             "strategies": strategies, "changes_pct": change_ci,
             "detectable": detectability(sig_replay, changes, run.n, cfg.acceptance_drift,
-                                        fit.speed_sd_rel if fit is not None else 0.0, repro),
+                                        *_speed_drift(fit), repro),
             "timeline_end_s": float(timeline(run)[1].max()) if run.has_timeline else None,
             "fabric": fabric_line(q.profile, int(q.scenario.nodes))}  # None on one node / the profile's own

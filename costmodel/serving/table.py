@@ -79,8 +79,8 @@ def noise_line(ab: dict[str, Any]) -> str:
     det = ab["detectable"]
     return (f"noise: one run of {det['requests']} requests paired with its A/B twin (the same prompts and arrivals: "
             f"vllm bench serve --seed), so the machine is what differs: the replay's seed-to-seed spread, the "
-            f"machine's speed drift {det['speed_drift_pct']:.2f}% measured on the run, acceptance-length drift "
-            f"{det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
+            f"machine's speed drift {det['speed_drift_pct']:.2f}% ({det['speed_drift_source']}), acceptance-length "
+            f"drift {det['acceptance_drift_pct']:.1f}%; a change is visible when above 1.96 x sqrt(2) x SD")
 
 
 def ab_rows(ab: dict[str, Any]) -> list[dict[str, Any]]:

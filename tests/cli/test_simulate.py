@@ -271,3 +271,18 @@ def test_each_requests_acceptance_is_its_tokens_per_chunk_scaled_to_the_runs():
     flat = parse_bench_run({"duration": 1.0, "input_lens": [5], "output_lens": [3], "ttfts": [0.1],
                             "itls": [[0.01, 0.01]]})
     assert request_acceptance(flat, 1.0, 3) == 1.0  # one token per chunk: nothing to spread
+
+
+def test_a_run_without_steps_gets_the_default_speed_drift_as_its_floor(capsys):
+    """issue 42: a replay with no noise of its own (constant step, no speculation) said "visible (resolves >
+    0.00%)"; without engine steps to measure the machine's drift on, the bundled runs' median drift is the floor."""
+    code, out, err = cli(capsys, "simulate", "--num-prompts", "48", "--input-len", "100", "--output-len", "50",
+                         "--max-concurrency", "16", "--itl-ms", "26", "--acceptance-length", "1", *SCENARIO,
+                         "--json", "--seeds", "4")
+    assert code == 0, err
+    det = json.loads(out)["detectable"]
+    assert det["speed_drift_source"].startswith("assumed") and det["speed_drift_pct"] == pytest.approx(1.64)
+    floor = 1.96 * np.sqrt(2) * 1.64
+    assert all(v["resolves_above_pct"] >= floor - 1e-9 for v in det["noise"].values())
+    rows = [r for per in det["strategies"].values() for r in per.values()]
+    assert rows and all(r["repeats_needed"] is None or r["repeats_needed"] >= 1 for r in rows)
