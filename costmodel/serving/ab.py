@@ -299,9 +299,30 @@ def request_acceptance(run: BenchRun, length: float, k: int) -> float | np.ndarr
     return np.clip(1.0 + (own - 1.0) * (length - 1.0) / (pooled - 1.0), 1.0, k + 1.0)
 
 
-def _reorder(value: float | np.ndarray, order: np.ndarray) -> float | np.ndarray:
-    """A per-request array in the replay's order (a single value as it is)."""
-    return value[order] if np.ndim(value) else value
+@dataclass(frozen=True, eq=False)  # arrays inside
+class ReplayInputs:
+    """The run's requests as the replay takes them (`send_times`, then `engine_order`): lengths, sends (seeds, N),
+    seen times and lags in the replay's order, that order, and how the arrivals were found."""
+
+    input_lens: np.ndarray
+    output_lens: np.ndarray
+    send_s: np.ndarray
+    seen_s: np.ndarray | None
+    lag_s: float | np.ndarray
+    order: np.ndarray
+    arrivals: str
+
+    def per_request(self, value: float | np.ndarray) -> float | np.ndarray:
+        """A per-request array of the run in the replay's order (a single value as it is)."""
+        return value[self.order] if np.ndim(value) else value
+
+
+def replay_inputs(run: BenchRun, fit: StepFit | None, seeds: int, rng: np.random.Generator) -> ReplayInputs:
+    """The run's arrivals per seed and its requests in the order the replay admits them."""
+    send, how = send_times(run, seeds, rng)
+    order, seen, lag, how_seen = engine_order(run, fit, send)
+    return ReplayInputs(run.input_lens[order], run.output_lens[order], send[:, order], seen, lag, order,
+                        how + how_seen)
 
 
 def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int,
@@ -309,14 +330,12 @@ def replay_means(run: BenchRun, fit: StepFit, step: StepModel, *, k: int,
                  budget: int, seeds: int = 8, rng_seed: int = 0) -> dict[str, float]:
     """vllm bench serve's metrics of `run` replayed with `step` (K, acceptance length, server slots and token
     budget given), the mean over `seeds` seeds: the run's arrivals and front end (`fit`), no draft difference."""
-    send, _ = send_times(run, seeds, np.random.default_rng(rng_seed))
-    order, seen, lag, _ = engine_order(run, fit, send)
-    inp, out, acc = run.input_lens[order], run.output_lens[order], _reorder(acceptance_length, order)
-    res = simulate_runs(inp, out, send[:, order], np.arange(seeds), step, np.zeros((seeds, slots + 1)), k=k,
-                        acceptance_length=acc, slots=slots, client_cap=run.max_concurrency,
-                        max_batched_tokens=budget, front_end_s=lag,
-                        seen_s=seen, rng_seed=rng_seed, itl_hist=True)
-    return {key: float(v.mean()) for key, v in metrics(res, inp, out).items()}
+    r = replay_inputs(run, fit, seeds, np.random.default_rng(rng_seed))
+    res = simulate_runs(r.input_lens, r.output_lens, r.send_s, np.arange(seeds), step, np.zeros((seeds, slots + 1)),
+                        k=k, acceptance_length=r.per_request(acceptance_length), slots=slots,
+                        client_cap=run.max_concurrency, max_batched_tokens=budget, front_end_s=r.lag_s,
+                        seen_s=r.seen_s, rng_seed=rng_seed, itl_hist=True)
+    return {key: float(v.mean()) for key, v in metrics(res, r.input_lens, r.output_lens).items()}
 
 
 def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dict[str, Any]:
@@ -368,20 +387,18 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
                          "the replay's bound (docs/limits.md): fewer requests or shorter outputs")
     cfg = replace(cfg, seeds=seeds)
     rng = np.random.default_rng(cfg.rng_seed)
-    send, sends = send_times(run, cfg.seeds, rng)
+    r = replay_inputs(run, fit, cfg.seeds, rng)
+    inp, out = r.input_lens, r.output_lens
     seed_ids = np.arange(cfg.seeds)
-    order, seen, lag, how_seen = engine_order(run, fit, send)
-    inp, out, send = run.input_lens[order], run.output_lens[order], send[:, order]
-    sends += how_seen
-    kw = dict(k=k, acceptance_length=_reorder(request_acceptance(run, acc, k), order), slots=slots,
-              client_cap=run.max_concurrency, max_batched_tokens=cfg.max_batched_tokens, rng_seed=cfg.rng_seed)
     pick = rng.integers(0, next(iter(members.values())).shape[0], size=cfg.seeds)
     ps, ms, n_s = max(2, cfg.seeds // 2), cfg.seeds, len(names)  # point seeds (a mean) and member seeds (the interval)
     deltas = [np.broadcast_to(point[s], (ps, slots + 1)) for s in names] + [members[s][pick] for s in names]
     seed_of = np.concatenate([np.arange(ps)] * n_s + [seed_ids] * n_s)
     want_itl = any(x in run.reported for x in ("median_itl_ms", "p99_itl_ms"))
-    res = simulate_runs(inp, out, send, seed_of, step, np.concatenate(deltas), front_end_s=lag, seen_s=seen,
-                        itl_hist=want_itl, **kw)
+    res = simulate_runs(inp, out, r.send_s, seed_of, step, np.concatenate(deltas), k=k,
+                        acceptance_length=r.per_request(request_acceptance(run, acc, k)), slots=slots,
+                        client_cap=run.max_concurrency, max_batched_tokens=cfg.max_batched_tokens,
+                        front_end_s=r.lag_s, seen_s=r.seen_s, rng_seed=cfg.rng_seed, itl_hist=want_itl)
     m = metrics(res, inp, out)
     shown = [x for x in METRICS] + [x for x in m if x not in METRICS and x in run.reported]
     pt = {s: slice(i * ps, (i + 1) * ps) for i, s in enumerate(names)}
@@ -404,7 +421,7 @@ def simulate_ab(run: BenchRun, q: Question, cfg: SimConfig = SimConfig()) -> dic
             "acceptance_source": source,
             "num_spec_tokens": k,
             "step_fit": fit.describe() if fit else f"constant step {step.alpha_us:.1f} us (--itl-ms)",
-            "token_budget": budget, "arrivals": sends,
+            "token_budget": budget, "arrivals": r.arrivals,
             "front_end_ms": 1e3 * (fit.front_end_s if fit is not None else 0.0), "draft_per_decode_step": how,
             "reference": ref, "seeds": cfg.seeds,
             "point_seeds": ps,

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .prefill import prefill_per_step
 from .replay import StepModel
 from .run import BenchRun
 from .server import infer_server
 from .steps import EngineSteps, sends_on_run_clock
 
 
-def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, budget: int | None, spec_tokens: int
+def front_end(steps: EngineSteps, run: BenchRun, step: StepModel, chunks: tuple[np.ndarray, np.ndarray]
               ) -> tuple[np.ndarray, np.ndarray]:
     """(lag_s, seen_s) per request (module doc): the front end's lag from send to the engine, >= 0, and when the
-    engine saw it, in the order it admitted them."""
+    engine saw it, in the order it admitted them. chunks: `prefill.prefill_per_step`'s (prompt tokens per step,
+    each request's first prefill step) under the run's budget."""
     dur = np.nan_to_num(steps.duration_s)
     sent = sends_on_run_clock(run)
-    prefill, k = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sent)  # k: each one's first prefill
+    prefill, k = chunks
     modelled = (step.alpha_us + step.beta_us * steps.n_decode + step.gamma_us * prefill) * 1e-6
     start = np.where(steps.busy, steps.end_s - dur, steps.end_s - modelled)
     # seen by the engine inside (start of the step before, start of its first prefill step]; at the start where the

@@ -157,10 +157,10 @@ def _nnls(cols: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def _fit_steps(steps: EngineSteps, run: BenchRun, budget: int | None, spec_tokens: int, part: str
-               ) -> tuple[tuple[float, float, float], float, float, np.ndarray, float]:
-    """(coef, R^2, RMS, the busy steps used, SSE) of the step regression under a budget."""
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sends_on_run_clock(run))[0]
+def _fit_steps(steps: EngineSteps, run: BenchRun, prefill: np.ndarray, part: str
+               ) -> tuple[tuple[float, float, float], float, float, np.ndarray, np.ndarray, np.ndarray]:
+    """(coef, R^2, RMS, the busy steps used, their times y_us, the fit there) of the step regression, the prompt
+    tokens of each step given (`prefill_per_step` under a budget)."""
     use = steps.busy.copy()
     if part == "first-half":
         t = steps.end_s
@@ -170,20 +170,26 @@ def _fit_steps(steps: EngineSteps, run: BenchRun, budget: int | None, spec_token
         raise InputError(f"bench {run.name}: fewer than 3 engine steps to fit the step time on")
     y = steps.duration_s[use] * 1e6
     coef, r2, rms = _regress(y, steps.n_decode[use].astype(float), prefill[use])
-    fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill[use]
-    return coef, r2, rms, use, float(((y - fit) ** 2).sum())
+    return coef, r2, rms, use, y, coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill[use]
 
 
 def infer_budget(steps: EngineSteps, run: BenchRun, spec_tokens: int) -> tuple[int | None, str]:
     """max_num_batched_tokens as the run shows it (module doc), and how it was found."""
-    base = _fit_steps(steps, run, None, spec_tokens, "all")[4]
+    sent = sends_on_run_clock(run)
+
+    def sse(budget: int | None) -> float:
+        prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sent)[0]
+        _, _, _, _, y, fit = _fit_steps(steps, run, prefill, "all")
+        return float(((y - fit) ** 2).sum())
+
+    base = sse(None)
     most = float(steps.prefill_tokens.max() + (steps.n_decode * (1 + spec_tokens)).max())
-    tried = [(b, _fit_steps(steps, run, b, spec_tokens, "all")[4]) for b in BUDGETS if b < most]
+    tried = [(b, sse(b)) for b in BUDGETS if b < most]
     if tried:
-        b, sse = min(tried, key=lambda x: x[1])
-        if sse < BUDGET_GAIN * base:
+        b, best = min(tried, key=lambda x: x[1])
+        if best < BUDGET_GAIN * base:
             return b, (f"inferred max_num_batched_tokens {b}: prompts chunked at {b} tokens per step explain the "
-                       f"step times {base / max(sse, 1e-9):.1f}x better than whole prompts")
+                       f"step times {base / max(best, 1e-9):.1f}x better than whole prompts")
     return None, (f"max_num_batched_tokens not seen (>= {most:.0f}): every prompt fit in one step's budget")
 
 
@@ -209,15 +215,14 @@ def fit_step(run: BenchRun, *, budget: int | None = None, spec_tokens: int = 0, 
     source = f"max_num_batched_tokens {budget} (given)"
     if budget is None:
         budget, source = infer_budget(steps, run, spec_tokens)
-    coef, r2, rms, use, _ = _fit_steps(steps, run, budget, spec_tokens, part)
-    prefill = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sends_on_run_clock(run))[0][use]
-    fit = coef[0] + coef[1] * steps.n_decode[use] + coef[2] * prefill
-    y = steps.duration_s[use] * 1e6
+    chunks = prefill_per_step(steps, run.input_lens, budget, spec_tokens, sends_on_run_clock(run))
+    coef, r2, rms, use, y, fit = _fit_steps(steps, run, chunks[0], part)
     rel = y / np.maximum(fit, 1e-9) - 1.0
-    step = StepModel(*coef, noise_rel=_jitter(rel[prefill == 0]), noise_prefill_rel=_jitter(rel[prefill > 0]))
+    with_prefill = chunks[0][use] > 0
+    step = StepModel(*coef, noise_rel=_jitter(rel[~with_prefill]), noise_prefill_rel=_jitter(rel[with_prefill]))
     quarters = np.array_split(np.arange(y.size), SPEED_BLOCKS)  # the machine's speed, quarter by quarter
     speed = np.array([(y[b] - fit[b]).sum() / max(fit[b].sum(), 1e-9) for b in quarters if b.size])
     speed_sd = float(np.std(speed, ddof=1)) if speed.size > 1 else 0.0
-    lag, seen = front_end(steps, run, step, budget, spec_tokens)
+    lag, seen = front_end(steps, run, step, chunks)
     return StepFit(step, r2, rms, int(use.sum()), float(steps.n_decode[use].mean()), float(np.median(lag)),
                    budget, source, "engine steps", part, lag, seen, speed_sd)

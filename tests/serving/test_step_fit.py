@@ -342,7 +342,7 @@ def test_front_end_by_hand():
     assert steps.busy.tolist() == [False, True, True, True, False, True]
     assert steps.first_step.tolist() == [0, 2, 4]
     assert not infer_server(run).binds
-    lag, seen = front_end(steps, run, StepModel(5000.0, 0.0, 10.0), None, 0)
+    lag, seen = front_end(steps, run, StepModel(5000.0, 0.0, 10.0), prefill_per_step(steps, run.input_lens, None, 0))
     assert lag == pytest.approx([0.005, 0.002, 0.007], abs=1e-9)
     assert seen == pytest.approx([0.005, 0.017, 0.107], abs=1e-9)
 
@@ -399,7 +399,7 @@ def test_front_end_middle_of_a_step_that_followed_an_idle_engine():
     steps = engine_steps(run)
     assert steps.busy.tolist() == [False, True, False, True, True] and steps.first_step.tolist() == [0, 2, 3]
     assert not infer_server(run).binds
-    lag, seen = front_end(steps, run, StepModel(5000.0, 0.0, 10.0), None, 0)
+    lag, seen = front_end(steps, run, StepModel(5000.0, 0.0, 10.0), prefill_per_step(steps, run.input_lens, None, 0))
     assert lag[:2] == pytest.approx([0.005, 0.007], abs=1e-9)  # r0, r1: to an idle engine, start of their step
     assert lag[2] == pytest.approx(0.002, abs=1e-9)
     assert seen[2] == pytest.approx(0.111, abs=1e-9)
