@@ -36,7 +36,8 @@ import numpy as np
 from ..answers.question import Question
 from ..answers.workload import DATA_DIR
 from ..io.safe_io import loads_json, read_text
-from .ab import SimConfig, replay_means, request_acceptance, simulate_ab
+from .ab import SimConfig, replay_means, simulate_ab
+from .inputs import request_acceptance
 from .replay import StepModel
 from .run import BenchRun, load_bench_run
 from .server import infer_server

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from costmodel.cli.main import build_parser, main
 from costmodel.cli.question_args import question_from_args
 from costmodel.io.errors import InputError
-from costmodel.serving.ab import SimConfig, detectability, draft_deltas, request_acceptance, simulate_ab
+from costmodel.serving.ab import SimConfig, detectability, draft_deltas, simulate_ab
+from costmodel.serving.inputs import request_acceptance
 from costmodel.serving.run import parse_bench_run
 from costmodel.serving.step_fit import fit_step, timeline
 from costmodel.serving.table import ab_rows, simulate_bench
