@@ -246,15 +246,17 @@ TREE_CORRECTION = {
     "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 }
-# one all_reduce curve per (p, n) for n = 2, 4, 8 nodes of k = 1, 2, 4, 8 GPUs (p = n k; other placements, e.g. 3 nodes
-# or 6 GPUs per node, keep the generic ring curve: its NICs-capped busbw and per-node hop latency)
-MULTI_NODE_COUNTS, MULTI_NODE_GPUS = (2, 4, 8), (1, 2, 4, 8)
+# one all_reduce curve per (p, n) for n = 2, 4, 8, 16 nodes of k = 1, 2, 4, 8 GPUs (p = n k; other placements, e.g. 3
+# nodes or 6 GPUs per node, keep the generic ring curve: its NICs-capped busbw and per-node hop latency). 16 nodes: the
+# published p5en 16 x 8 table (its 16 B floor, 167 us, is a Tree's 2 log2(16) network hops, not a ring's 30)
+MULTI_NODE_COUNTS, MULTI_NODE_GPUS = (2, 4, 8, 16), (1, 2, 4, 8)
 # LL128 across nodes: NCCL enables it only where the NIC path is PXB, or PXN on sm_90+ (tuning.cc
 # ncclTopoTuneModel, "Enable LL128 by default only on ..."); the published 2-node tables (2 x 8 B200 Lambda IB and
 # GCP A4 RoCE, 2 x 8 H100 Nebius IB) all step from ~45-67 us at 256 KiB to ~100-115 us at 1 MiB per rank - the
 # LL -> Simple switch, with no LL128 middle - so the cross-node candidates leave LL128 out (an assumption from
 # those tables' shape, not fitted to any of their values).
 INTER_NODE_LL128 = False
+TREE_NET_PROTO = {"LL": 1 / 3.8, "LL128": 120 / 128, "Simple": 1.0}  # Tree busBw per protocol over Simple's (tuning.cc)
 CHOICE_GRID_PER_OCTAVE = 32  # sizes per octave where the NCCL choice is evaluated (breakpoints to ~2%)
 # NVLS-Tree across nodes, the network pipeline (issue 19 item 2). NCCL src/enqueue.cc (calcCollChunking, the
 # NCCL_ALGO_NVLS_TREE branch): chunkSize = comm->nvlsChunkSize (NCCL_NVLS_CHUNKSIZE, 128 KiB: src/transport/nvls.cc),
@@ -324,8 +326,8 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
         out.append({"name": proto, "alpha_base_us": round(scale * (RING_BASE_US[proto]
                                                                    + (2 * (p - 1) - n_inter) * intra), 4),
                     "alpha_per_peer_us": 0.0, "alpha_per_node_us": round(scale * n_inter * inter / (n - 1), 4),
-                    "busbw_gbps": round(bw, 2), "s_half_bytes": int(single[proto]["s_half_bytes"] * bw
-                                                                     / single[proto]["busbw_gbps"])})
+                    "busbw_gbps": round(bw, 2), "net_busbw_gbps": round(net_gbps, 2),
+                    "s_half_bytes": int(single[proto]["s_half_bytes"] * bw / single[proto]["busbw_gbps"])})
     tree_bw = model_busbw if n <= 2 else net_gbps
     # (at most the fabric's achieved ring Simple busbw, as every one-node protocol: on PCIe the host, not NCCL's
     # 24 / 48 GB/s link figure, bounds it)
@@ -334,11 +336,14 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
         bus = {"LL": min(base_bw / 3.8, ll_net),
                "LL128": min(base_bw * 120 / 128, 16 * PER_CH_TREE_LL128_GBPS[arch][wide]), "Simple": base_bw}[proto]
         alg = min(bus / 2, net_gbps)
+        # the NICs' bound on this algBw: net_gbps itself at <= 2 nodes (each node sends and receives S once); beyond,
+        # bwInter = the NICs enters busBw (0.92, / 3.8 for LL, 120/128 for LL128) and algBw = busBw / 2
+        net_alg = net_gbps if n <= 2 else min(net_gbps, 0.92 * net_gbps * TREE_NET_PROTO[proto] / 2)
         hop = tree["tree_hop_us"][fabric][proto]
         out.append({"name": "Tree-" + proto, "alpha_per_peer_us": 0.0,
                     "alpha_base_us": round(tree["tree_base_us"][proto] + 2 * (k - 1) * hop, 4),
                     "alpha_per_node_us": round(float(2 * np.log2(n) * tree["tree_net_us"][proto] / (n - 1)), 4),
-                    "busbw_gbps": round(f * alg, 2),
+                    "busbw_gbps": round(f * alg, 2), "net_busbw_gbps": round(f * net_alg, 2),
                     "s_half_bytes": int(single[proto]["s_half_bytes"] * f * alg / single[proto]["busbw_gbps"])})
     if nvls is not None and k >= 2:  # NVLS-Tree
         nvls_bw, nvls_half = nvls
@@ -346,7 +351,8 @@ def multi_node_all_reduce_regimes(arch: str, fabric: str, model_busbw: float, si
         alg = min(nvls_alg, net_gbps / (1 if n <= 2 else 2))
         out.append({"name": "NVLSTree", "alpha_base_us": tree["nvls_tree_us"], "alpha_per_peer_us": 0.0,
                     "alpha_per_node_us": round(float(2 * np.log2(n) * tree["nvls_tree_net_us"] / (n - 1)), 4),
-                    "busbw_gbps": round(f * alg, 2), "s_half_bytes": int(nvls_half * alg / nvls_alg),
+                    "busbw_gbps": round(f * alg, 2), "net_busbw_gbps": round(f * net_gbps / (1 if n <= 2 else 2), 2),
+                    "s_half_bytes": int(nvls_half * alg / nvls_alg),
                     **({"_net_ops": NVLS_TREE_CHANNELS.get(arch, 16) * heads} if heads else {})})
     return out
 
@@ -385,7 +391,8 @@ def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps:
     # each bracket ends just below the next grid size (exact at treeCorrectionFactor's and chunkSize's steps, powers
     # of two); a regime appears once per treeCorrectionFactor / NVLS-Tree chunkSize step
     chosen = [{**{k: v for k, v in regimes[idx].items() if not k.startswith("_")},
-               "busbw_gbps": round(regimes[idx]["busbw_gbps"] * c, 2), "s_half_bytes": int(h),
+               "busbw_gbps": round(regimes[idx]["busbw_gbps"] * c, 2),
+               "net_busbw_gbps": round(regimes[idx]["net_busbw_gbps"] * c, 2), "s_half_bytes": int(h),
                "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, h, last in runs]
     chosen[-1]["max_bytes"] = None
     return {"op": "all_reduce", "world_size": p, "mode": None, "nodes": n, "select": "breakpoints",

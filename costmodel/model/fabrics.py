@@ -15,6 +15,14 @@ a tree across nodes) as NCCL's tuner prices them (src/graph/tuning.cc `ncclTopoT
                                                               the generic all_reduce curve - ring regimes only -
                                                               F.net_busbw_gbps: a ring's busbw across nodes)
     inter_node_max_gbps   *= min(1, ratio)                   (NCCL's LL ceiling across nodes)
+    busbw_gbps            = min(busbw_gbps, net_busbw_gbps * ratio_k) (a per-(p, n) regime that records its NICs'
+                                                              bound: the network side of NCCL's busBw / algBw for
+                                                              its algorithm at n nodes - ring: the NICs; Tree: the
+                                                              NICs x f(p) at <= 2 nodes, 0.92 x NICs x f(p) / 2
+                                                              beyond; NVLS-Tree: NICs x f(p), / 2 beyond 2 nodes -
+                                                              scaled by ratio_k, the ratio of the NICs k = p / n
+                                                              ranks drive, `fabric_ratio_at`; a faster fabric
+                                                              keeps the GPUs' side)
     s_half_bytes          *= busbw across nodes after / before (the mid-size ramp keeps its microseconds)
     per ring step        += max(0, o - 1 us) * m_P            (ring only: NCCL's intraLat = max(intraLat,
                                                               netOverhead) for every step of a ring that spans
@@ -92,6 +100,24 @@ def fabric_ratio(profile: Profile, choice: FabricChoice) -> float:
     return choice.net_busbw_gbps(prov.nics_per_node, prov.nic_gbps) / base_net_busbw_gbps(profile)
 
 
+def usable_nics(nics: int, ranks_per_node: int, gpus_per_node: int | None) -> float:
+    """NICs that k ranks of a node drive: one per rank up to the node's (the bundled rule, min(nics, k):
+    scripts/derive_profiles.py multi_node_curves), or the node's NICs per GPU x k where it has more NICs than GPUs
+    (p5: 32 NICs for 8 GPUs, NCCL spreads each GPU's channels over its 4): min(nics, k max(1, nics / G))."""
+    per_gpu = max(1.0, nics / gpus_per_node) if gpus_per_node else 1.0
+    return min(float(nics), ranks_per_node * per_gpu)
+
+
+def fabric_ratio_at(profile: Profile, choice: FabricChoice, ranks_per_node: int) -> float:
+    """`fabric_ratio` for k ranks per node: the NICs they drive (`usable_nics`) x line rate x efficiency, over the
+    profile's own at k (what a per-(p, n) regime's net_busbw_gbps was derived with)."""
+    prov = profile.provenance
+    mine = choice.nics(prov.nics_per_node), choice.gbit(prov.nic_gbps) / 8.0 * choice.transport.net_eff
+    base = prov.nics_per_node, prov.nic_gbps * BASE_NET_EFF
+    k, g = ranks_per_node, prov.gpus_per_node
+    return usable_nics(mine[0], k, g) * mine[1] / (usable_nics(base[0], k, g) * base[1])
+
+
 def _across_nodes_gbps(curve: CollectiveCurve, busbw: float, ll_max: float | None, cap: float | None) -> float:
     """A regime's busbw across nodes as `costmodel.model.collectives` applies the cap (select "min": scaled by
     cap / the fastest regime's busbw; else capped), then its own LL ceiling."""
@@ -152,9 +178,13 @@ def rechoose(curve: CollectiveCurve) -> CollectiveCurve:
     return dataclasses.replace(curve, regimes=tuple(regimes))
 
 
-def _curve(curve: CollectiveCurve, ratio: float, transport: Transport, net_gbps: float) -> CollectiveCurve:
+def _curve(curve: CollectiveCurve, profile: Profile, choice: FabricChoice) -> CollectiveCurve:
     if curve.provenance == "measured" or curve.nodes == 1:
         return curve
+    ratio, transport = fabric_ratio(profile, choice), choice.transport
+    net_gbps = choice.net_busbw_gbps(profile.provenance.nics_per_node, profile.provenance.nic_gbps)
+    placed = curve.world_size is not None and (curve.nodes or 1) > 1
+    ratio_k = fabric_ratio_at(profile, choice, curve.world_size // curve.nodes) if placed else ratio
     slower = min(1.0, ratio)
     own = curve.inter_node_busbw_gbps  # None (a curve fitted to one fabric's table): its fastest regime's busbw
     cap = (max(r.busbw_gbps for r in curve.regimes) if own is None else own) * ratio
@@ -166,17 +196,19 @@ def _curve(curve: CollectiveCurve, ratio: float, transport: Transport, net_gbps:
     regimes = []
     for r in curve.regimes:
         ll_max = None if r.inter_node_max_gbps is None else r.inter_node_max_gbps * slower
+        net_bw = None if r.net_busbw_gbps is None or not placed else r.net_busbw_gbps * ratio_k
+        busbw = r.busbw_gbps if net_bw is None else min(r.busbw_gbps, net_bw)  # a faster fabric: the GPUs' side
         kept = 1.0 if curve.nodes is None else (  # a generic curve's ramp also prices one node: kept as it is
-            _across_nodes_gbps(curve, r.busbw_gbps, ll_max, cap)
+            _across_nodes_gbps(curve, busbw, ll_max, cap)
             / _across_nodes_gbps(curve, r.busbw_gbps, r.inter_node_max_gbps, own))
         add = _latency(curve, r, transport)
         regimes.append(dataclasses.replace(
             r, alpha_per_node_us=r.alpha_per_node_us + add["alpha_per_node_us"],
             alpha_per_peer_across_nodes_us=r.alpha_per_peer_across_nodes_us + add["alpha_per_peer_across_nodes_us"],
-            s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max))
+            s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max, busbw_gbps=busbw,
+            net_busbw_gbps=r.net_busbw_gbps if net_bw is None else net_bw))
     priced = dataclasses.replace(curve, regimes=tuple(regimes), inter_node_busbw_gbps=cap)
-    placed = curve.select == "breakpoints" and curve.world_size is not None and (curve.nodes or 1) > 1
-    return rechoose(priced) if placed else priced
+    return rechoose(priced) if placed and curve.select == "breakpoints" else priced
 
 
 def apply_fabric(profile: Profile, choice: FabricChoice | None) -> Profile:
@@ -192,9 +224,7 @@ def apply_fabric(profile: Profile, choice: FabricChoice | None) -> Profile:
     raw = {**profile.raw, "fabric": {"name": choice.name, "transport": choice.transport.name,
                                      "kind": choice.fabric.kind, "text": text, "ratio": ratio}}
     raw.pop("ensemble", None)
-    net = choice.net_busbw_gbps(prov.nics_per_node, prov.nic_gbps)
-    return dataclasses.replace(profile, collectives=tuple(_curve(c, ratio, choice.transport, net)
-                                                          for c in profile.collectives),
+    return dataclasses.replace(profile, collectives=tuple(_curve(c, profile, choice) for c in profile.collectives),
                                provenance=new_prov, bootstrap=(), raw=raw)
 
 

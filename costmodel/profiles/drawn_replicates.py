@@ -225,7 +225,8 @@ def _curve_columns(plan: list[tuple], d: dict[str, list[float]], launch: list[fl
                     return None
                 reg_docs[j] = [{**r, "busbw_gbps": bw, "alpha_per_peer_us": x} for bw, x in zip(bws, peers)]
             reg_parsed[j] = [Regime(pr.name, pr.max_bytes, pr.alpha_base_us, x, pr.alpha_per_node_us, bw, {},
-                                    pr.s_half_bytes, pr.inter_node_max_gbps) for bw, x in zip(bws, peers)]
+                                    pr.s_half_bytes, pr.inter_node_max_gbps, net_busbw_gbps=pr.net_busbw_gbps)
+                            for bw, x in zip(bws, peers)]
         for (docs, curves), lu, eo, member_docs, member_regimes in zip(out, launch, overhead, zip(*reg_docs),
                                                                         zip(*reg_parsed), strict=True):
             docs.append({**c, "launch_us": lu, "eager_overhead_us": eo, "regimes": list(member_docs)})

@@ -51,14 +51,17 @@ def _plain_regime(obj: Any) -> Regime | None:
         if not ((low < v < _INF) if strict else (low <= v < _INF)):
             return None
         values.append(v)
-    inter = get("inter_node_max_gbps")
-    inter_v = None if inter is None else plain_float(inter)
-    if inter is not None and inter_v is None:
-        return None
+    optional = []
+    for key in ("inter_node_max_gbps", "net_busbw_gbps"):
+        raw = get(key)
+        v = None if raw is None else plain_float(raw)
+        if raw is not None and v is None:
+            return None
+        optional.append(v)
     max_bytes, base, peer, node, bw, s_half = values
     return Regime(name="regime" if name is None else name, max_bytes=max_bytes, alpha_base_us=base,
                   alpha_per_peer_us=peer, alpha_per_node_us=node, busbw_gbps=bw, ci90={}, s_half_bytes=s_half,
-                  inter_node_max_gbps=inter_v)
+                  inter_node_max_gbps=optional[0], net_busbw_gbps=optional[1])
 
 
 _INF = math.inf
@@ -96,6 +99,7 @@ def _checked_regime(obj: Any, where: str) -> Regime:
         ci90=parsed_ci,
         s_half_bytes=nonneg(get_field(obj, "s_half_bytes", where, float, default=0.0), f"{where}.s_half_bytes"),
         inter_node_max_gbps=get_field(obj, "inter_node_max_gbps", where, float, default=None),
+        net_busbw_gbps=get_field(obj, "net_busbw_gbps", where, float, default=None),
     )
 
 

@@ -75,6 +75,7 @@ REGIME_FIELDS: dict[str, dict] = {
     "ci90": _CI,
     "s_half_bytes": _num(0, 2.0**63),
     "inter_node_max_gbps": _num(0, 1e6, exclusive_low=True, nullable=True),
+    "net_busbw_gbps": _num(0, 1e6, exclusive_low=True, nullable=True),
 }
 MAX_SAMPLE_SIZES = 192  # sizes per curve's stored samples (calibration.fit MAX_GROUP_SIZES)
 MAX_RAW_SAMPLES = 16  # raw times stored per size (calibration.fit MAX_REPEATS_PER_POINT)

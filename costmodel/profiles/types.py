@@ -19,6 +19,7 @@ it is ever executed. Layout::
          "regimes": [{"name": "LL", "max_bytes": int|null, "alpha_base_us": float,
                       "alpha_per_peer_us": float, "alpha_per_node_us": float,
                       "busbw_gbps": float, "s_half_bytes": float?, "inter_node_max_gbps": float?,
+                      "net_busbw_gbps": float?,
                       "ci90": {param: [lo, hi]}?}],
          "samples": {"bytes_per_rank": [..], "n": [..], "median_us": [..], "p10_us": [..], "p90_us": [..],
                      "raw_us": [[..], ..]}?}],      # fitted curves: the measurements per size (CurveSamples)
@@ -75,6 +76,9 @@ class Regime:
     # per peer, only when the collective spans nodes: a ring's per-step network overhead (NCCL tuning.cc: "Inter-node
     # rings still have to launch nsteps * net overhead"); set by costmodel.model.fabrics for a chosen transport
     alpha_per_peer_across_nodes_us: float = 0.0
+    # the NICs' bound on busbw_gbps across nodes (busbw_gbps = min(this, the GPUs' side)): NICs x NIC x 0.9 put
+    # through the regime's algorithm (scripts/derive_profiles.py multi_node_all_reduce_regimes); None: not recorded
+    net_busbw_gbps: float | None = None
 
 
 @dataclass(frozen=True)

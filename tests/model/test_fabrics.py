@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from costmodel.io.errors import InputError
 from costmodel.model.collectives import collective_time_us
-from costmodel.model.fabrics import apply_fabric, fabric_line, fabric_ratio, profile_on_fabric, regime_algorithm
+from costmodel.model.fabrics import (
+    apply_fabric,
+    fabric_line,
+    fabric_ratio,
+    fabric_ratio_at,
+    profile_on_fabric,
+    regime_algorithm,
+    usable_nics,
+)
 from costmodel.profiles.fabrics import (
     Fabric,
     FabricChoice,
@@ -114,6 +122,48 @@ def test_hand_computed_per_placement_tree_and_ring_all_reduce():
     assert float(collective_time_us(priced, "all_reduce", 2e6, 32, 4)) == pytest.approx(tree_us + 2e6 * wire / 50)
     assert tree_us + 2e6 * wire / 50 < ring_us + 2e6 * wire / 39
     assert float(collective_time_us(priced, "all_reduce", 2e9, 32, 4)) == pytest.approx(tree_us + 2e9 * wire / 50)
+
+
+def test_usable_nics_by_ranks_per_node():
+    """One NIC per rank up to the node's (the bundled rule), the node's NICs per GPU x k beyond one per GPU."""
+    assert [usable_nics(8, k, 8) for k in (1, 2, 4, 8)] == [1, 2, 4, 8]
+    assert [usable_nics(32, k, 8) for k in (1, 2, 8)] == [4, 8, 32]  # p5: 4 NICs per GPU
+    assert [usable_nics(2, k, 8) for k in (1, 2, 8)] == [1, 2, 2]  # l40s-pcie: 2 NICs for 8 GPUs
+    assert usable_nics(1, 1, 8) == 1 and usable_nics(4, 1, None) == 1
+
+
+def test_network_bound_regime_scales_with_the_nics_its_ranks_drive():
+    """A per-(p, n) regime that records its NICs' bound (net_busbw_gbps): busbw = min(busbw, net x ratio_k).
+    Toy: 8 NICs x 50 GB/s (base 360 GB/s per node), p = 8 over 4 nodes (k = 2: base 2 x 50 x 0.9 = 90 GB/s).
+    Over 8 NICs x 100 Gb/s at 0.5: k = 2 drive 2 x 12.5 x 0.5 = 12.5 GB/s, ratio_k = 12.5 / 90. The network-bound
+    ring (busbw 90 = its bound) drops to 12.5; the Tree (busbw 60, bound 90 x f(8) / 2 x 0.92 = 72.45) to
+    72.45 x ratio_k = 10.06; a faster fabric keeps both."""
+    ring = Regime("Simple", float("inf"), 100.0, 0.0, 0.0, 90.0, net_busbw_gbps=90.0)
+    tree = Regime("Tree-Simple", 1e3, 1.0, 0.0, 0.0, 60.0, net_busbw_gbps=72.45)  # each the pick at some size
+    curve = CollectiveCurve("all_reduce", 8, None, (tree, ring), inter_node_busbw_gbps=675.0, nodes=4)
+    prov = Provenance("derived", "test", "toy", gpus_per_node=8, nics_per_node=8, nic_gbps=50.0)
+    prof = Profile("toy", "toy", prov, (curve,), 1.0, 5.0, {"argmax": KernelOp(1, 1.0, 100.0)})
+    slow = toy_choice(0.5, 1.0, 0.0, nics=8, gbit=100.0)
+    assert fabric_ratio_at(prof, slow, 2) == pytest.approx(12.5 / 90)
+    assert fabric_ratio(prof, slow) == pytest.approx(50 / 360)
+    by_name = {r.name: r for r in apply_fabric(prof, slow).collectives[0].regimes}
+    assert by_name["Simple"].busbw_gbps == pytest.approx(12.5)
+    assert by_name["Tree-Simple"].busbw_gbps == pytest.approx(72.45 * 12.5 / 90)
+    fast = {r.name: r.busbw_gbps for r in apply_fabric(prof, toy_choice(1.0, 1.0, 0.0, nics=8, gbit=800.0))
+            .collectives[0].regimes}
+    assert fast == {"Tree-Simple": 60.0, "Simple": 90.0}
+
+
+def test_bundled_regimes_record_their_nics_bound_and_sixteen_nodes_take_a_tree():
+    """Every derived per-(p, n) all_reduce regime records net_busbw_gbps >= its busbw; HGX profiles carry 16-node
+    curves, whose 1-byte floor grows from 8 nodes by two Tree network hops, not by a 128-rank ring's steps."""
+    prof = load_profile("h200-sxm-nvlink")
+    placed = [c for c in prof.collectives if c.op == "all_reduce" and (c.nodes or 1) > 1]
+    assert {c.nodes for c in placed} == {2, 4, 8, 16}
+    assert all(r.net_busbw_gbps is not None and r.busbw_gbps <= r.net_busbw_gbps * (1 + 1e-9)
+               for c in placed for r in c.regimes)
+    t8, t16 = (float(collective_time_us(prof, "all_reduce", 1.0, 8 * n, n)) for n in (8, 16))
+    assert 0 < t16 - t8 < 40.0
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -220,7 +270,7 @@ def test_nvl72_default_is_mnnvl_and_hgx_default_is_ib():
 def test_fitted_rows_are_what_the_fit_script_finds():
     """data/presets/transports.csv's fitted rows name scripts/fit_fabrics.py's tables and sit at the minimum of its
     loss: no step of the rounding grain (net_eff 0.002, latencies 0.2 us) away from a written row lowers the loss
-    on its tables beyond rounding (re-running the whole fit takes ~1 min: `scripts/fit_fabrics.py --write`)."""
+    on its tables beyond rounding (re-running the whole fit takes ~5 min: `scripts/fit_fabrics.py --write`)."""
     import importlib.util
 
     from tests.conftest import ROOT
