@@ -373,11 +373,11 @@ def fastest(regimes: list[dict], p: int, n: int, sizes: np.ndarray) -> tuple[np.
     return pick, np.stack(factors)[pick, np.arange(len(sizes))]
 
 
-def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps: float) -> dict:
-    """A select "breakpoints" curve at (p, n): the fastest regime (`fastest`) per size bracket as S grows, a Tree
-    regime once per treeCorrectionFactor step with its busbw x that factor (so a regime can appear more than once),
-    each up to just below the first grid size where another is the pick (CHOICE_GRID_PER_OCTAVE sizes per octave,
-    1 B to 2^40 B; breakpoints pricing keeps the time monotone where a factor step makes a bracket faster)."""
+def chosen_brackets(regimes: list[dict], p: int, n: int) -> list[dict]:
+    """The fastest regime (`fastest`) per size bracket as S grows, a Tree regime once per treeCorrectionFactor step
+    with its busbw x that factor (so a regime can appear more than once), each up to just below the first grid size
+    where another is the pick (CHOICE_GRID_PER_OCTAVE sizes per octave, 1 B to 2^40 B; breakpoints pricing keeps the
+    time monotone where a factor step makes a bracket faster); the last bracket open (max_bytes None)."""
     sizes = np.unique(np.round(np.logspace(0, 40, 40 * CHOICE_GRID_PER_OCTAVE + 1, base=2.0)))
     pick, corr = fastest(regimes, p, n, sizes)
     half = np.array([regimes[i]["s_half_bytes"] + float(net_pipeline_bytes(regimes[i], s, n))
@@ -395,9 +395,32 @@ def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps:
                "net_busbw_gbps": round(regimes[idx]["net_busbw_gbps"] * c, 2), "s_half_bytes": int(h),
                "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, h, last in runs]
     chosen[-1]["max_bytes"] = None
+    return chosen
+
+
+CANDIDATE_COLUMNS = ("max_bytes", "busbw_gbps", "net_busbw_gbps", "s_half_bytes")  # per bracket; the rest per family
+
+
+def candidate_families(regimes: list[dict], p: int, n: int) -> list[dict]:
+    """Every algorithm-protocol family of `regimes` alone over all sizes (`chosen_brackets` of that regime: its
+    treeCorrectionFactor / chunkSize steps), one entry per family with its per-bracket CANDIDATE_COLUMNS as lists:
+    what `--fabric` chooses from again (costmodel.model.fabrics.rechoose), including the families NCCL's choice
+    over InfiniBand never picked at this placement."""
+    out = []
+    for r in regimes:
+        brackets = chosen_brackets([r], p, n)
+        fixed = {k: v for k, v in brackets[0].items() if k not in CANDIDATE_COLUMNS}
+        out.append({**fixed, **{k: [b[k] for b in brackets] for k in CANDIDATE_COLUMNS}})
+    return out
+
+
+def multi_node_all_reduce_curve(regimes: list[dict], p: int, n: int, inter_gbps: float) -> dict:
+    """A select "breakpoints" curve at (p, n): NCCL's choice among `regimes` per size bracket (`chosen_brackets`),
+    with every family's own brackets as its "candidates" (`candidate_families`)."""
     return {"op": "all_reduce", "world_size": p, "mode": None, "nodes": n, "select": "breakpoints",
             "launch_us": LAUNCH_US, "eager_overhead_us": EAGER_OVERHEAD_US, "inter_node_busbw_gbps": inter_gbps,
-            "provenance": "derived", "regimes": chosen}
+            "provenance": "derived", "regimes": chosen_brackets(regimes, p, n),
+            "candidates": candidate_families(regimes, p, n)}
 
 
 def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: float, single: list[dict],

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import sys
 from dataclasses import dataclass
@@ -156,9 +157,18 @@ def choice(params, table: Table) -> FabricChoice:
     return FabricChoice(Fabric(table.transport, transport, table.nics, table.gbit, ""), table.nics, table.gbit)
 
 
+@cache
+def _placement(profile: str, op: str, world_size: int):
+    """The bundled profile with only the curves that can price `op` at `world_size` (its own per-p curves and the
+    op's generic one): the same times, and `apply_fabric` re-prices (re-chooses) one placement, not all of them."""
+    prof = load_profile(profile)
+    return dataclasses.replace(prof, collectives=tuple(c for c in prof.collectives if c.op == op
+                                                       and c.world_size in (None, world_size)))
+
+
 def predict(table: Table, params) -> np.ndarray:
     sizes, _t = read_table(table)
-    prof = load_profile(table.profile)
+    prof = _placement(table.profile, table.op, table.world_size)
     if table.nccl_algo != "default":
         prof = without_regimes(prof, FORCED_DROPS[table.nccl_algo])
     priced = apply_fabric(prof, choice(params, table))

@@ -263,7 +263,7 @@ def without_regimes(profile: Profile, names: set[str] | frozenset[str]) -> Profi
     Prices runs that forced an algorithm (NCCL_ALGO=RING, NCCL_NVLS_ENABLE=0). A removed regime's range
     goes to the next kept one (select "breakpoints"); the last kept regime stays open. A per-p curve left with
     no regime (e.g. a 2-node all_reduce that NCCL runs as Tree at every size) is removed, so its points fall to
-    the op's any-p curve, when the profile has one.
+    the op's any-p curve, when the profile has one. A per-(p, n) curve's candidates lose the named families too.
     """
     generic = {c.op for c in profile.collectives if c.world_size is None}
     curves = []
@@ -271,6 +271,8 @@ def without_regimes(profile: Profile, names: set[str] | frozenset[str]) -> Profi
         kept = [r for r in c.regimes if r.name not in names]
         if not kept and c.world_size is not None and c.op in generic:
             continue
+        # a per-(p, n) curve's candidate families lose the forced-off ones too (what --fabric re-chooses from)
+        c = dataclasses.replace(c, candidates=tuple(r for r in c.candidates if r.name not in names))
         if not kept or len(kept) == len(c.regimes):
             curves.append(c)
             continue

@@ -145,35 +145,38 @@ def _latency(curve: CollectiveCurve, r: Regime, t: Transport) -> dict[str, float
 CHOICE_SIZES = np.geomspace(1.0, 2.0**37, 37 * 16 + 1)  # 16 sizes per octave: the re-chosen brackets to ~4% in S
 
 
-def _family_index(curve: CollectiveCurve, size: np.ndarray) -> dict[str, np.ndarray]:
-    """Per regime name (an algorithm-protocol family), the index of the family's regime that prices each size: the
-    first of the family whose bracket holds the size, else the family's last (the regimes of one family differ
-    only by NCCL's per-size corrections: treeCorrectionFactor, the NVLS-Tree chunk)."""
+def _family_index(pool: tuple[Regime, ...], size: np.ndarray) -> dict[str, np.ndarray]:
+    """Per regime name (an algorithm-protocol family), the index in `pool` of the family's regime that prices each
+    size: the first of the family whose bracket holds the size, else the family's last (the regimes of one family
+    differ only by NCCL's per-size corrections: treeCorrectionFactor, the NVLS-Tree chunk). A curve's candidates
+    bracket every family over all sizes, so there the bracket always holds the size."""
     out: dict[str, np.ndarray] = {}
-    for name in dict.fromkeys(r.name for r in curve.regimes):
-        mine = [i for i, r in enumerate(curve.regimes) if r.name == name]
-        edges = np.array([curve.regimes[i].max_bytes for i in mine])
+    for name in dict.fromkeys(r.name for r in pool):
+        mine = [i for i, r in enumerate(pool) if r.name == name]
+        edges = np.array([pool[i].max_bytes for i in mine])
         out[name] = np.array(mine)[np.minimum(np.searchsorted(edges, size, side="left"), len(mine) - 1)]
     return out
 
 
 def rechoose(curve: CollectiveCurve) -> CollectiveCurve:
     """A per-(p, n) "breakpoints" curve whose regimes were re-priced for another transport, with NCCL's choice made
-    again: at each size the fastest algorithm-protocol family (`_family_index`'s regime of each family) as NCCL's
+    again: at each size the fastest algorithm-protocol family (`_family_index`'s regime of each family, from the
+    curve's candidates - every family NCCL has at this placement - or, without them, its chosen regimes) as NCCL's
     tuner picks the least predicted time (tuning.cc ncclTopoGetAlgoTime + enqueue.cc topoGetAlgoInfo), written back
     as size brackets on CHOICE_SIZES (the monotone envelope of "breakpoints" applies as before)."""
     p, n = curve.world_size, curve.nodes
+    pool = curve.candidates or curve.regimes
     total = total_bytes(curve.op, CHOICE_SIZES, p)  # S, the brackets' unit (CHOICE_SIZES are bytes per rank)
     times = np.stack([curve_time_us(dataclasses.replace(curve, regimes=(dataclasses.replace(r, max_bytes=np.inf),)),
-                                    CHOICE_SIZES, p, n) for r in curve.regimes])
-    family = _family_index(curve, total)
+                                    CHOICE_SIZES, p, n) for r in pool])
+    family = _family_index(pool, total)
     candidates = np.stack(list(family.values()))  # (families, sizes): regime index per family
     chosen = candidates[np.argmin(np.take_along_axis(times, candidates, axis=0), axis=0), np.arange(total.size)]
     regimes, start = [], 0
     for j in range(1, total.size + 1):
         if j == total.size or chosen[j] != chosen[start]:
             edge = np.inf if j == total.size else float(np.floor(np.sqrt(total[j - 1] * total[j])))
-            regimes.append(dataclasses.replace(curve.regimes[int(chosen[start])], max_bytes=edge))
+            regimes.append(dataclasses.replace(pool[int(chosen[start])], max_bytes=edge))
             start = j
     return dataclasses.replace(curve, regimes=tuple(regimes))
 
@@ -193,8 +196,7 @@ def _curve(curve: CollectiveCurve, profile: Profile, choice: FabricChoice) -> Co
         # node's network (every ring's inter-node edge carries the whole busbw); the bundled cap, f(16) x network,
         # is a 2-node tree's (scripts/derive_profiles.py inter_node_busbw)
         cap = net_gbps
-    regimes = []
-    for r in curve.regimes:
+    def reprice(r: Regime) -> Regime:
         ll_max = None if r.inter_node_max_gbps is None else r.inter_node_max_gbps * slower
         net_bw = None if r.net_busbw_gbps is None or not placed else r.net_busbw_gbps * ratio_k
         busbw = r.busbw_gbps if net_bw is None else min(r.busbw_gbps, net_bw)  # a faster fabric: the GPUs' side
@@ -202,12 +204,14 @@ def _curve(curve: CollectiveCurve, profile: Profile, choice: FabricChoice) -> Co
             _across_nodes_gbps(curve, busbw, ll_max, cap)
             / _across_nodes_gbps(curve, r.busbw_gbps, r.inter_node_max_gbps, own))
         add = _latency(curve, r, transport)
-        regimes.append(dataclasses.replace(
+        return dataclasses.replace(
             r, alpha_per_node_us=r.alpha_per_node_us + add["alpha_per_node_us"],
             alpha_per_peer_across_nodes_us=r.alpha_per_peer_across_nodes_us + add["alpha_per_peer_across_nodes_us"],
             s_half_bytes=r.s_half_bytes * min(1.0, kept), inter_node_max_gbps=ll_max, busbw_gbps=busbw,
-            net_busbw_gbps=r.net_busbw_gbps if net_bw is None else net_bw))
-    priced = dataclasses.replace(curve, regimes=tuple(regimes), inter_node_busbw_gbps=cap)
+            net_busbw_gbps=r.net_busbw_gbps if net_bw is None else net_bw)
+
+    priced = dataclasses.replace(curve, regimes=tuple(map(reprice, curve.regimes)), inter_node_busbw_gbps=cap,
+                                 candidates=tuple(map(reprice, curve.candidates)))
     return rechoose(priced) if placed and curve.select == "breakpoints" else priced
 
 

@@ -234,7 +234,7 @@ def _curve_columns(plan: list[tuple], d: dict[str, list[float]], launch: list[fl
                                           launch_us=lu, eager_overhead_us=eo,
                                           inter_node_busbw_gbps=p.inter_node_busbw_gbps, provenance=p.provenance,
                                           nodes=p.nodes, select=p.select, impl=p.impl, samples=None,
-                                          from_base=p.from_base))
+                                          from_base=p.from_base, candidates=p.candidates))
     return out
 
 

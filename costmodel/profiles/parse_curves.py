@@ -103,6 +103,37 @@ def _checked_regime(obj: Any, where: str) -> Regime:
     )
 
 
+CANDIDATE_COLUMNS = ("max_bytes", "busbw_gbps", "net_busbw_gbps", "s_half_bytes")
+
+
+def _candidates(obj: Any, where: str) -> tuple[Regime, ...]:
+    """A per-(p, n) curve's `candidates` (CollectiveCurve.candidates): per family, its fixed fields plus
+    CANDIDATE_COLUMNS lists of one length, one regime per bracket, max_bytes increasing and the last open."""
+    if obj is None:
+        return ()
+    if not isinstance(obj, list):
+        raise InputError(f"{where}: expected a list of families")
+    out: list[Regime] = []
+    for i, family in enumerate(obj):
+        at = f"{where}[{i}]"
+        if not isinstance(family, dict):
+            raise InputError(f"{at}: expected an object")
+        columns = {k: family[k] for k in CANDIDATE_COLUMNS if k in family}
+        if not all(isinstance(v, list) and v for v in columns.values()) or "busbw_gbps" not in columns:
+            raise InputError(f"{at}: max_bytes, busbw_gbps (and net_busbw_gbps, s_half_bytes) are non-empty lists")
+        k = len(columns["busbw_gbps"])
+        if any(len(v) != k for v in columns.values()):
+            raise InputError(f"{at}: {', '.join(columns)} need one entry per bracket ({k})")
+        fixed = {key: v for key, v in family.items() if key not in CANDIDATE_COLUMNS}
+        brackets = tuple(_regime({**fixed, **{key: v[j] for key, v in columns.items()}}, f"{at}[{j}]")
+                         for j in range(k))
+        if any(b.max_bytes <= a.max_bytes for a, b in zip(brackets, brackets[1:])) or not math.isinf(
+                brackets[-1].max_bytes):
+            raise InputError(f"{at}.max_bytes: brackets must increase and the last be open (null)")
+        out += brackets
+    return tuple(out)
+
+
 def _samples(obj: Any, where: str) -> CurveSamples | None:
     """A curve's `samples` (CurveSamples) after the checks JSON Schema cannot make; None when absent."""
     if obj is None:
@@ -183,10 +214,14 @@ def _plain_curve(obj: Any) -> CollectiveCurve | None:
                 return None
         floats.append(default if v is None else v)
     launch, overhead, inter = floats
+    try:
+        candidates = _candidates(get("candidates"), "candidates")
+    except InputError:
+        return None
     return CollectiveCurve(nodes=nodes, select=select, impl=impl, op=op, world_size=world_size, mode=mode,
                            regimes=tuple(regimes), launch_us=launch, eager_overhead_us=overhead,
                            inter_node_busbw_gbps=inter, provenance=provenance, samples=None,
-                           from_base="" if from_base is None else from_base)
+                           from_base="" if from_base is None else from_base, candidates=candidates)
 
 
 def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
@@ -236,4 +271,5 @@ def curve_from_dict(obj: Any, where: str = "curve") -> CollectiveCurve:
         provenance=provenance_kind(get_field(obj, "provenance", where, str, default="derived"), f"{where}.provenance"),
         samples=_samples(obj.get("samples"), f"{where}.samples"),
         from_base=get_field(obj, "from_base", where, str, default=""),
+        candidates=_candidates(obj.get("candidates"), f"{where}.candidates"),
     )

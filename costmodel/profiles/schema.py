@@ -87,6 +87,13 @@ SAMPLES_FIELDS: dict[str, dict] = {  # costmodel.profiles.types.CurveSamples: th
     "raw_us": _arr(_arr(_num(*TABLE_TIME_US, exclusive_low=True), minItems=1, maxItems=MAX_RAW_SAMPLES),
                    minItems=1, maxItems=MAX_SAMPLE_SIZES),
 }
+_COLUMN = {"max_bytes": REGIME_FIELDS["max_bytes"], "busbw_gbps": _BW, "net_busbw_gbps": _BW,
+           "s_half_bytes": REGIME_FIELDS["s_half_bytes"]}  # a candidate family's per-bracket columns
+CANDIDATE_FIELDS: dict[str, dict] = {  # costmodel.profiles.types.CollectiveCurve.candidates, one family
+    **{k: REGIME_FIELDS[k] for k in ("name", "alpha_base_us", "alpha_per_peer_us", "alpha_per_node_us",
+                                     "inter_node_max_gbps")},
+    **{k: _arr(v, minItems=1, maxItems=64) for k, v in _COLUMN.items()},
+}
 CURVE_FIELDS: dict[str, dict] = {
     "op": _str(enum=COLLECTIVE_OPS),
     "world_size": _int(1, MAX_WORLD_SIZE, nullable=True),
@@ -101,6 +108,7 @@ CURVE_FIELDS: dict[str, dict] = {
     "regimes": _arr(_obj(REGIME_FIELDS, ("alpha_base_us", "busbw_gbps")), minItems=1, maxItems=64),
     "samples": _obj(SAMPLES_FIELDS, tuple(SAMPLES_FIELDS)),
     "from_base": _str(max_length=200),  # calibration.fit: the base profile this curve was kept from
+    "candidates": _arr(_obj(CANDIDATE_FIELDS, ("name", "alpha_base_us", "max_bytes", "busbw_gbps")), maxItems=16),
 }
 KERNEL_OP_FIELDS: dict[str, dict] = {
     "launches": _num(0, 1e4),

@@ -21,6 +21,9 @@ it is ever executed. Layout::
                       "busbw_gbps": float, "s_half_bytes": float?, "inter_node_max_gbps": float?,
                       "net_busbw_gbps": float?,
                       "ci90": {param: [lo, hi]}?}],
+         "candidates": [{"name": "Tree-LL", "alpha_base_us": float, "alpha_per_node_us": float, ...,
+                         "max_bytes": [int|null], "busbw_gbps": [..], "net_busbw_gbps": [..],
+                         "s_half_bytes": [..]}]?,   # per-(p, n) curves: every family, bracketed (CollectiveCurve)
          "samples": {"bytes_per_rank": [..], "n": [..], "median_us": [..], "p10_us": [..], "p90_us": [..],
                      "raw_us": [[..], ..]}?}],      # fitted curves: the measurements per size (CurveSamples)
       "kernels": {
@@ -112,6 +115,10 @@ class CollectiveCurve:
     impl: str = "nccl"  # CURVE_IMPLS: "oneshot" / "multimem" curves are measured by calibration.collectives --impl
     samples: CurveSamples | None = field(default=None, compare=False, repr=False)  # fitted curves' measurements
     from_base: str = ""  # calibration.fit kept this curve from that base profile (module doc, "Fitted profiles")
+    # a per-(p, n) curve's every algorithm-protocol family over all sizes, each bracketed by its own steps (Tree's
+    # treeCorrectionFactor, NVLS-Tree's chunkSize), families in order: what `--fabric` chooses from again
+    # (costmodel.model.fabrics.rechoose); (): the chosen regimes are all there is
+    candidates: tuple[Regime, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ def test_every_bundled_curve_gives_the_checked_result(name):
 
 
 REGIME = {"name": "Simple", "alpha_base_us": 10.0, "busbw_gbps": 100.0}
+FAMILY = {"name": "Simple", "alpha_base_us": 10.0, "max_bytes": [1000, None], "busbw_gbps": [50.0, 100.0],
+          "net_busbw_gbps": [90.0, 180.0], "s_half_bytes": [0, 5]}  # a candidate family: two brackets
 VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=True, allow_infinity=True),
                    st.sampled_from([0.0, -0.0, math.inf, "all_gather", "graph", "eager", "min", "breakpoints",
                                     "nccl", "multimem", "measured", "derived", "x"]),
@@ -55,9 +57,13 @@ VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow
                    st.just([{**REGIME, "max_bytes": 1000.0}, {**REGIME, "max_bytes": 10.0}, REGIME]),
                    st.just([{**REGIME, "ci90": {"busbw_gbps": [90, 110]}}]),
                    st.just({"bytes_per_rank": [1], "n": [1], "median_us": [1.0], "p10_us": [1.0], "p90_us": [1.0],
-                            "raw_us": [[1.0]]}))
+                            "raw_us": [[1.0]]}),
+                   st.just([FAMILY]), st.just([FAMILY, {**FAMILY, "name": "Tree-LL"}]),
+                   st.just([{**FAMILY, "busbw_gbps": [50.0]}]), st.just([{**FAMILY, "max_bytes": [None, 10]}]),
+                   st.just([{**FAMILY, "max_bytes": [10, 10, None], "busbw_gbps": [1.0, 2.0, 3.0]}]),
+                   st.just([{**FAMILY, "busbw_gbps": [50.0, float("nan")]}]), st.just([REGIME]))
 KEYS = ("op", "world_size", "mode", "regimes", "select", "nodes", "impl", "provenance", "from_base", "launch_us",
-        "eager_overhead_us", "inter_node_busbw_gbps", "samples")
+        "eager_overhead_us", "inter_node_busbw_gbps", "samples", "candidates")
 
 
 @settings(max_examples=800, deadline=None)
@@ -70,3 +76,16 @@ def test_plain_curve_equals_the_checked_path_or_defers(obj, base):
     if plain is not None:
         assert same(plain, checked(obj))
         assert type(plain.launch_us) is float and type(plain.eager_overhead_us) is float
+
+
+def test_candidates_parse_to_one_regime_per_bracket_and_refuse_bad_families_in_one_line():
+    curve = parse_curves.curve_from_dict({"op": "all_reduce", "world_size": 16, "nodes": 2, "regimes": [REGIME],
+                                          "candidates": [FAMILY]}, "c")
+    assert [(r.max_bytes, r.busbw_gbps, r.net_busbw_gbps, r.s_half_bytes) for r in curve.candidates] == [
+        (1000.0, 50.0, 90.0, 0.0), (math.inf, 100.0, 180.0, 5.0)]
+    assert {r.alpha_base_us for r in curve.candidates} == {10.0}
+    for bad, says in (([{**FAMILY, "busbw_gbps": [50.0]}], "one entry per bracket"),
+                      ([{**FAMILY, "max_bytes": [None, 10]}], "must increase"),
+                      ([{**FAMILY, "busbw_gbps": []}], "non-empty lists"), ("x", "list of families")):
+        err = checked({"op": "all_reduce", "regimes": [REGIME], "candidates": bad})
+        assert isinstance(err, InputError) and says in str(err) and "\n" not in str(err), bad
