@@ -289,7 +289,7 @@ def test_nvl72_default_is_mnnvl_and_hgx_default_is_ib():
 def test_fitted_rows_are_what_the_fit_script_finds():
     """data/presets/transports.csv's fitted rows name scripts/fit_fabrics.py's tables and sit at the minimum of its
     loss: no step of the rounding grain (net_eff 0.002, latencies 0.2 us) away from a written row lowers the loss
-    on its tables beyond rounding (re-running the whole fit takes ~5 min: `scripts/fit_fabrics.py --write`)."""
+    on its tables beyond rounding (re-running the whole fit takes ~4 min: `scripts/fit_fabrics.py --write`)."""
     import importlib.util
 
     from tests.conftest import ROOT
