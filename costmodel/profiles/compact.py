@@ -220,7 +220,8 @@ def uniform_ranges_v1_members(point: dict[str, Any], ranges: dict[str, Sequence[
                 if "alpha_per_peer_us" in r:  # (every derived regime states it; the schema does not require it)
                     r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * d["hop_scale"], 4)
                 regimes.append(r)
-            curves.append({**c, "launch_us": round(d["launch_us"], 3),
+            # a member prices the profile's own network (--fabric drops the members), so no candidate families
+            curves.append({**{k: v for k, v in c.items() if k != "candidates"}, "launch_us": round(d["launch_us"], 3),
                            "eager_overhead_us": round(d["eager_overhead_us"], 3), "regimes": regimes})
         ops = {}
         for op, spec in kern0["ops"].items():

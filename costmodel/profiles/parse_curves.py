@@ -106,6 +106,28 @@ def _checked_regime(obj: Any, where: str) -> Regime:
 CANDIDATE_COLUMNS = ("max_bytes", "busbw_gbps", "net_busbw_gbps", "s_half_bytes")
 
 
+_COLUMN_RULES = {"max_bytes": (math.inf, True), "busbw_gbps": (None, True), "net_busbw_gbps": (None, True),
+                 "s_half_bytes": (0.0, False)}  # (value when missing / null, > 0 rather than >= 0), as `_regime`
+
+
+def _column(values: list | None, key: str, at: str, k: int) -> list:
+    """One candidate column checked as `_regime` checks the field: a plain finite number above its bound, or the
+    field's default where null (max_bytes: open; net_busbw_gbps: not recorded); a missing column is all default."""
+    default, strict = _COLUMN_RULES[key]
+    if values is None:
+        return [default] * k
+    out = []
+    for v in values:
+        if v is None and (default is not None or key == "net_busbw_gbps"):
+            out.append(default)
+            continue
+        x = None if isinstance(v, bool) else plain_float(v) if isinstance(v, (int, float)) else None
+        if x is None or not (x > 0 if strict else x >= 0):
+            raise InputError(f"{at}.{key}: expected finite numbers {'> 0' if strict else '>= 0'}, got {v!r}")
+        out.append(x)
+    return out
+
+
 def _candidates(obj: Any, where: str) -> tuple[Regime, ...]:
     """A per-(p, n) curve's `candidates` (CollectiveCurve.candidates): per family, its fixed fields plus
     CANDIDATE_COLUMNS lists of one length, one regime per bracket, max_bytes increasing and the last open."""
@@ -125,8 +147,11 @@ def _candidates(obj: Any, where: str) -> tuple[Regime, ...]:
         if any(len(v) != k for v in columns.values()):
             raise InputError(f"{at}: {', '.join(columns)} need one entry per bracket ({k})")
         fixed = {key: v for key, v in family.items() if key not in CANDIDATE_COLUMNS}
-        brackets = tuple(_regime({**fixed, **{key: v[j] for key, v in columns.items()}}, f"{at}[{j}]")
-                         for j in range(k))
+        first = _regime({**fixed, **{key: v[0] for key, v in columns.items()}}, f"{at}[0]")  # the fixed fields
+        cols = [_column(columns.get(key), key, at, k) for key in CANDIDATE_COLUMNS]
+        brackets = tuple(Regime(first.name, mb, first.alpha_base_us, first.alpha_per_peer_us, first.alpha_per_node_us,
+                                bw, {}, half, first.inter_node_max_gbps, net_busbw_gbps=net)
+                         for mb, bw, net, half in zip(*cols))
         if any(b.max_bytes <= a.max_bytes for a, b in zip(brackets, brackets[1:])) or not math.isinf(
                 brackets[-1].max_bytes):
             raise InputError(f"{at}.max_bytes: brackets must increase and the last be open (null)")
