@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
 from costmodel.model.collectives import bus_factor  # noqa: E402
 from costmodel.profiles.compact import compact_members  # noqa: E402
+from costmodel.profiles.parse_curves import CANDIDATE_COLUMNS  # noqa: E402  (per bracket; the rest per family)
 from costmodel.profiles.store import save_profile  # noqa: E402
 
 DATE = "2026-11-30"
@@ -396,9 +397,6 @@ def chosen_brackets(regimes: list[dict], p: int, n: int) -> list[dict]:
                "max_bytes": int(sizes[min(last + 1, len(sizes) - 1)]) - 1} for idx, c, h, last in runs]
     chosen[-1]["max_bytes"] = None
     return chosen
-
-
-CANDIDATE_COLUMNS = ("max_bytes", "busbw_gbps", "net_busbw_gbps", "s_half_bytes")  # per bracket; the rest per family
 
 
 def candidate_families(regimes: list[dict], p: int, n: int) -> list[dict]:

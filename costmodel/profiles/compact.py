@@ -220,8 +220,7 @@ def uniform_ranges_v1_members(point: dict[str, Any], ranges: dict[str, Sequence[
                 if "alpha_per_peer_us" in r:  # (every derived regime states it; the schema does not require it)
                     r["alpha_per_peer_us"] = round(r["alpha_per_peer_us"] * d["hop_scale"], 4)
                 regimes.append(r)
-            # a member prices the profile's own network (--fabric drops the members), so no candidate families
-            curves.append({**{k: v for k, v in c.items() if k != "candidates"}, "launch_us": round(d["launch_us"], 3),
+            curves.append({**member_curve(c), "launch_us": round(d["launch_us"], 3),
                            "eager_overhead_us": round(d["eager_overhead_us"], 3), "regimes": regimes})
         ops = {}
         for op, spec in kern0["ops"].items():
@@ -272,6 +271,12 @@ def drawn_extremes(point: dict[str, Any], ranges: dict[str, Sequence[float]], se
 # -- the document's ensemble --------------------------------------------------------------------------------------
 def has_ensemble(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("ensemble"), dict)
+
+
+def member_curve(curve: dict[str, Any]) -> dict[str, Any]:
+    """A curve document as a member carries it: without `candidates` (a member prices the profile's own network;
+    --fabric drops the members, costmodel.model.fabrics), so they are neither stored nor parsed per member."""
+    return {k: v for k, v in curve.items() if k != "candidates"} if "candidates" in curve else curve
 
 
 def members(data: dict[str, Any]) -> list[dict[str, Any]]:

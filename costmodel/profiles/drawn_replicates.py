@@ -50,6 +50,7 @@ from .compact import (
     _mid,
     _op_range,
     expand_columns,
+    member_curve,
     merge_member,
 )
 from .fields import EXACT_INT
@@ -229,13 +230,12 @@ def _curve_columns(plan: list[tuple], d: dict[str, list[float]], launch: list[fl
                             for bw, x in zip(bws, peers)]
         for (docs, curves), lu, eo, member_docs, member_regimes in zip(out, launch, overhead, zip(*reg_docs),
                                                                         zip(*reg_parsed), strict=True):
-            docs.append({**{k: v for k, v in c.items() if k != "candidates"}, "launch_us": lu,
-                         "eager_overhead_us": eo, "regimes": list(member_docs)})
+            docs.append({**member_curve(c), "launch_us": lu, "eager_overhead_us": eo, "regimes": list(member_docs)})
             curves.append(CollectiveCurve(op=p.op, world_size=p.world_size, mode=p.mode, regimes=member_regimes,
                                           launch_us=lu, eager_overhead_us=eo,
                                           inter_node_busbw_gbps=p.inter_node_busbw_gbps, provenance=p.provenance,
                                           nodes=p.nodes, select=p.select, impl=p.impl, samples=None,
-                                          from_base=p.from_base))  # no candidates: parsed_replicates
+                                          from_base=p.from_base))  # no candidates: compact.member_curve
     return out
 
 

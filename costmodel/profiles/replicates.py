@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..io.errors import InputError
+from .compact import member_curve
 from .consistency import _curve_key
 from .drawn_replicates import drawn_replicates
 from .parse import profile_from_dict
@@ -115,10 +116,7 @@ def parsed_replicates(profile: Profile, indices: Sequence[int]) -> tuple[Profile
                                    *(c for c in data.get("collectives", []) if _curve_key(c) not in theirs)]
         if "kernels" in rep:
             data["kernels"] = {**data["kernels"], **rep["kernels"]}
-        # a replicate prices the profile's own network (--fabric drops the replicates: costmodel.model.fabrics), so
-        # its curves carry no candidate families to re-choose from: not parsed again for every member
-        data["collectives"] = [{k: v for k, v in c.items() if k != "candidates"} if "candidates" in c else c
-                               for c in data.get("collectives", [])]
+        data["collectives"] = [member_curve(c) for c in data.get("collectives", [])]  # no candidates per member
         # the parent document passed check_document with its replicates; constrain only moves values inward
         out.append(profile_from_dict(constrain(data), source=f"{profile.name}.bootstrap[{i}]",
                                      document_checked=True, parent=profile))
