@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from costmodel.evidence.gpu_kernel_fit import GPU_SPECS, kernel_sections  # noqa: E402
 from costmodel.model.collectives import bus_factor  # noqa: E402
+from costmodel.model.fabrics import usable_nics  # noqa: E402
 from costmodel.profiles.compact import compact_members  # noqa: E402
 from costmodel.profiles.parse_curves import CANDIDATE_COLUMNS  # noqa: E402  (per bracket; the rest per family)
 from costmodel.profiles.store import save_profile  # noqa: E402
@@ -437,7 +438,7 @@ def multi_node_curves(arch: str, fabric: str, model_busbw: float, simple_busbw: 
     out, seen = [], {}
     for n in counts:
         for k in (k for k in gpus if k <= gpus_per_node):
-            net = min(nics, k) * nic_gbps * NET_EFF
+            net = usable_nics(nics, k, gpus_per_node) * nic_gbps * NET_EFF  # min(nics, k) where nics <= GPUs
             regimes = multi_node_all_reduce_regimes(arch, fabric, model_busbw, simple_busbw, by_name,
                                                     None if nvls is None or k < 2 else nvls[k], k, n, net,
                                                     protocols, version,

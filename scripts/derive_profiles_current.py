@@ -226,7 +226,7 @@ def multi_node_ring_curves(op: str, single: list[dict], counts: tuple[int, ...],
     out = []
     for n in counts:
         for k in (k for k in gpus if k <= gpus_per_node):
-            net = min(nics, k) * nic_gbps * NET_EFF
+            net = dp.usable_nics(nics, k, gpus_per_node) * nic_gbps * NET_EFF
             regimes = [multi_node_ring_regime(r, n * k, n, net, k == 1) for r in kept]
             out.append({**curve(op, regimes, n * k, inter_gbps, n)})
     return out

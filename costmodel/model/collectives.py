@@ -272,7 +272,8 @@ def without_regimes(profile: Profile, names: set[str] | frozenset[str]) -> Profi
         if not kept and c.world_size is not None and c.op in generic:
             continue
         # a per-(p, n) curve's candidate families lose the forced-off ones too (what --fabric re-chooses from)
-        c = dataclasses.replace(c, candidates=tuple(r for r in c.candidates if r.name not in names))
+        if c.candidates:
+            c = dataclasses.replace(c, candidates=tuple(r for r in c.candidates if r.name not in names))
         if not kept or len(kept) == len(c.regimes):
             curves.append(c)
             continue

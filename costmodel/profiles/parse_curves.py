@@ -106,26 +106,17 @@ def _checked_regime(obj: Any, where: str) -> Regime:
 CANDIDATE_COLUMNS = ("max_bytes", "busbw_gbps", "net_busbw_gbps", "s_half_bytes")
 
 
-_COLUMN_RULES = {"max_bytes": (math.inf, True), "busbw_gbps": (None, True), "net_busbw_gbps": (None, True),
-                 "s_half_bytes": (0.0, False)}  # (value when missing / null, > 0 rather than >= 0), as `_regime`
+_COLUMN_NULL = {"max_bytes": math.inf, "net_busbw_gbps": None, "s_half_bytes": 0.0}  # a null entry: open / unset / 0
 
 
 def _column(values: list | None, key: str, at: str, k: int) -> list:
-    """One candidate column checked as `_regime` checks the field: a plain finite number above its bound, or the
-    field's default where null (max_bytes: open; net_busbw_gbps: not recorded); a missing column is all default."""
-    default, strict = _COLUMN_RULES[key]
+    """One candidate column checked as `_checked_regime` checks the field (`as_float`, then `positive` or, for
+    s_half_bytes, `nonneg`); a null entry or a missing column takes _COLUMN_NULL (busbw_gbps has none: required)."""
     if values is None:
-        return [default] * k
-    out = []
-    for v in values:
-        if v is None and (default is not None or key == "net_busbw_gbps"):
-            out.append(default)
-            continue
-        x = None if isinstance(v, bool) else plain_float(v) if isinstance(v, (int, float)) else None
-        if x is None or not (x > 0 if strict else x >= 0):
-            raise InputError(f"{at}.{key}: expected finite numbers {'> 0' if strict else '>= 0'}, got {v!r}")
-        out.append(x)
-    return out
+        return [_COLUMN_NULL.get(key)] * k
+    check = nonneg if key == "s_half_bytes" else positive
+    return [_COLUMN_NULL[key] if v is None and key in _COLUMN_NULL else check(as_float(v, f"{at}.{key}"), f"{at}.{key}")
+            for v in values]
 
 
 def _candidates(obj: Any, where: str) -> tuple[Regime, ...]:
