@@ -102,8 +102,9 @@ def fabric_ratio(profile: Profile, choice: FabricChoice) -> float:
 
 def usable_nics(nics: int, ranks_per_node: int, gpus_per_node: int | None) -> float:
     """NICs that k ranks of a node drive - the rule the bundled multi-node curves were derived with too
-    (scripts/derive_profiles.py multi_node_curves): one per rank up to the node's (min(nics, k)), or the node's NICs per GPU x k where it has more NICs than GPUs
-    (p5: 32 NICs for 8 GPUs, NCCL spreads each GPU's channels over its 4): min(nics, k max(1, nics / G))."""
+    (scripts/derive_profiles.py multi_node_curves): one per rank up to the node's (min(nics, k)), or the node's
+    NICs per GPU x k where it has more NICs than GPUs (p5: 32 NICs for 8 GPUs, NCCL spreads each GPU's channels
+    over its 4): min(nics, k max(1, nics / G))."""
     per_gpu = max(1.0, nics / gpus_per_node) if gpus_per_node else 1.0
     return min(float(nics), ranks_per_node * per_gpu)
 
